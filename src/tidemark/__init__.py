@@ -1,0 +1,148 @@
+"""tidemark: Apache Flink's DataStream windowing model for Python, on Apache Spark.
+
+Every public name is importable from here, with Flink's names and PyFlink's snake_case
+methods. The Spark entry points (``from_dataframe``) load PySpark only when used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark.assigners import (
+    DynamicEventTimeSessionWindows,
+    DynamicProcessingTimeSessionWindows,
+    EventTimeSessionWindows,
+    GlobalWindows,
+    MergingWindowAssigner,
+    ProcessingTimeSessionWindows,
+    SlidingEventTimeWindows,
+    SlidingProcessingTimeWindows,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+    WindowAssigner,
+    WindowAssignerContext,
+)
+from tidemark.errors import (
+    InputDataError,
+    TidemarkError,
+    UnsupportedMergeError,
+    UserFunctionError,
+    WindowSpecError,
+)
+from tidemark.evictors import (
+    CountEvictor,
+    DeltaEvictor,
+    Evictor,
+    EvictorContext,
+    TimeEvictor,
+    TimestampedValue,
+)
+from tidemark.functions import (
+    AggregateFunction,
+    AllWindowFunction,
+    ProcessAllWindowFunction,
+    ProcessWindowFunction,
+    ReduceFunction,
+    WindowFunction,
+)
+from tidemark.outputs import OutputTag
+from tidemark.state import (
+    AggregatingStateDescriptor,
+    ListStateDescriptor,
+    MapStateDescriptor,
+    ReducingStateDescriptor,
+    ValueStateDescriptor,
+)
+from tidemark.time import LONG_MAX, LONG_MIN, Duration
+from tidemark.triggers import (
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
+    CountTrigger,
+    DeltaTrigger,
+    EndOfStreamTrigger,
+    EventTimeTrigger,
+    NeverTrigger,
+    OnMergeContext,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+    Trigger,
+    TriggerContext,
+    TriggerResult,
+)
+from tidemark.watermarks import TimestampAssigner, WatermarkStrategy
+from tidemark.windows import GlobalWindow, TimeWindow, Window
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "LONG_MAX",
+    "LONG_MIN",
+    "Duration",
+    "Window",
+    "TimeWindow",
+    "GlobalWindow",
+    "WindowAssigner",
+    "WindowAssignerContext",
+    "MergingWindowAssigner",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
+    "EventTimeSessionWindows",
+    "ProcessingTimeSessionWindows",
+    "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows",
+    "GlobalWindows",
+    "Trigger",
+    "TriggerContext",
+    "OnMergeContext",
+    "TriggerResult",
+    "EventTimeTrigger",
+    "ProcessingTimeTrigger",
+    "CountTrigger",
+    "PurgingTrigger",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "DeltaTrigger",
+    "NeverTrigger",
+    "EndOfStreamTrigger",
+    "Evictor",
+    "EvictorContext",
+    "TimestampedValue",
+    "CountEvictor",
+    "TimeEvictor",
+    "DeltaEvictor",
+    "ReduceFunction",
+    "AggregateFunction",
+    "ProcessWindowFunction",
+    "ProcessAllWindowFunction",
+    "WindowFunction",
+    "AllWindowFunction",
+    "ValueStateDescriptor",
+    "ListStateDescriptor",
+    "MapStateDescriptor",
+    "ReducingStateDescriptor",
+    "AggregatingStateDescriptor",
+    "OutputTag",
+    "WatermarkStrategy",
+    "TimestampAssigner",
+    "TidemarkError",
+    "WindowSpecError",
+    "InputDataError",
+    "UserFunctionError",
+    "UnsupportedMergeError",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # The Spark API is loaded on first use so that the engine never needs PySpark.
+    if name in ("from_dataframe", "timeline"):
+        if name == "timeline":
+            from tidemark import timeline as _timeline
+
+            return _timeline.timeline
+        from tidemark.spark import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'tidemark' has no attribute {name!r}")

@@ -1,0 +1,1 @@
+"""The pure-Python window engine: no Spark import anywhere below this package."""

@@ -1,0 +1,133 @@
+"""The contexts the operator hands to triggers, window functions, assigners and evictors.
+
+Each context is made for one call with the key, key state and window it concerns; none
+is re-pointed between calls.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tidemark.assigners import WindowAssignerContext
+from tidemark.evictors import EvictorContext
+from tidemark.functions import ProcessWindowContext
+from tidemark.outputs import OutputTag
+from tidemark.state import KeyedStateStore, State, StateDescriptor
+from tidemark.triggers import OnMergeContext
+from tidemark.windows import Window
+
+if TYPE_CHECKING:
+    from tidemark._engine.keystate import KeyState
+    from tidemark._engine.operator import WindowOperator
+
+__all__ = ["TriggerCallContext", "ProcessCallContext", "ClockContext"]
+
+
+class ClockContext(WindowAssignerContext, EvictorContext):
+    """The operator's clocks, for assigners and evictors (they need nothing else)."""
+
+    __slots__ = ("_op",)
+
+    def __init__(self, op: WindowOperator):
+        self._op = op
+
+    def get_current_processing_time(self) -> int:
+        return self._op.current_processing_time
+
+    def get_current_watermark(self) -> int:
+        return self._op.current_watermark
+
+
+class TriggerCallContext(OnMergeContext):
+    """Timers and partitioned state of one key and window, for one trigger call."""
+
+    __slots__ = ("_op", "_key", "_ks", "_window", "_merged")
+
+    def __init__(
+        self,
+        op: WindowOperator,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        merged: list[Window] | None = None,
+    ):
+        self._op = op
+        self._key = key
+        self._ks = ks
+        self._window = window
+        self._merged = merged
+
+    def get_current_processing_time(self) -> int:
+        return self._op.current_processing_time
+
+    def get_current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def register_event_time_timer(self, time: int) -> None:
+        self._op.register_event_time_timer(self._key, self._ks, time, self._window)
+
+    def register_processing_time_timer(self, time: int) -> None:
+        self._op.register_processing_time_timer(self._key, self._ks, time, self._window)
+
+    def delete_event_time_timer(self, time: int) -> None:
+        self._ks.event_timers.discard((time, self._window))
+
+    def delete_processing_time_timer(self, time: int) -> None:
+        self._ks.processing_timers.discard((time, self._window))
+
+    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State:
+        store = self._ks.trigger_state.get(self._window)
+        if store is None:
+            store = self._ks.trigger_state[self._window] = {}
+        return state_descriptor.create(store)
+
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
+        if not self._merged:
+            return
+        name = state_descriptor.name
+        trigger_state = self._ks.trigger_state
+        for source_window in self._merged:
+            source = trigger_state.get(source_window)
+            if not source or name not in source:
+                continue
+            value = source.pop(name)
+            if not source:
+                del trigger_state[source_window]
+            target = trigger_state.setdefault(self._window, {})
+            target[name] = (
+                state_descriptor.merge_values(target[name], value) if name in target else value
+            )
+
+
+class ProcessCallContext(ProcessWindowContext):
+    """What a process window function sees during one evaluation (or ``clear``)."""
+
+    __slots__ = ("_op", "_ks", "_window")
+
+    def __init__(self, op: WindowOperator, ks: KeyState, window: Window):
+        self._op = op
+        self._ks = ks
+        self._window = window
+
+    def window(self) -> Window:
+        return self._window
+
+    def current_processing_time(self) -> int:
+        return self._op.current_processing_time
+
+    def current_watermark(self) -> int:
+        return self._op.current_watermark
+
+    def window_state(self) -> KeyedStateStore:
+        store = self._ks.window_state.get(self._window)
+        if store is None:
+            store = self._ks.window_state[self._window] = {}
+        return KeyedStateStore(store)
+
+    def global_state(self) -> KeyedStateStore:
+        return KeyedStateStore(self._ks.global_state)
+
+    def output(self, output_tag: OutputTag, value: Any) -> None:
+        if not isinstance(output_tag, OutputTag):
+            raise TypeError(f"`output_tag` must be an OutputTag; got {output_tag!r}")
+        self._op.emit_side_output(output_tag, value, self._window.max_timestamp())

@@ -1,0 +1,474 @@
+"""The window operator: Flink's ``WindowOperator`` and ``EvictingWindowOperator`` in one.
+
+Per element: assign windows; for merging assigners add each to the key's merging window
+set; skip windows that are late; add the element to each remaining window's contents;
+ask the trigger; fire and/or purge; register the window's cleanup timer. An element that
+went into no window and is itself late goes to the late-data side output, or is counted
+as dropped. Timers fire in time order when the watermark (event time) or the clock
+(processing time) reaches them; a window's cleanup timer removes all its state.
+
+The operator is driven by its caller (the test harness, or a Spark runner): it never
+reads a clock of its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
+from tidemark._engine.functions import WindowLogic
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.merging import MergingWindowSet
+from tidemark._engine.timers import TimerQueue
+from tidemark.assigners import MergingWindowAssigner, WindowAssigner
+from tidemark.errors import UnsupportedMergeError, UserFunctionError, WindowSpecError
+from tidemark.evictors import Evictor, TimestampedValue
+from tidemark.outputs import OutputTag
+from tidemark.time import LONG_MAX, LONG_MIN
+from tidemark.triggers import Trigger, TriggerResult
+from tidemark.windows import Window
+
+__all__ = [
+    "WindowOperator",
+    "ADDED",
+    "ADDED_LATE",
+    "SIDE_OUTPUT",
+    "DROPPED",
+    "SKIPPED",
+    "validate_window_spec",
+]
+
+# What became of an element (returned by process_element, used by tracing).
+ADDED, ADDED_LATE, SIDE_OUTPUT, DROPPED, SKIPPED = range(5)
+
+
+def validate_window_spec(
+    assigner: Any, trigger: Any, evictor: Any, allowed_lateness_ms: Any, late_data_tag: Any
+) -> None:
+    """Reject a window pipeline Flink would reject, naming the parameter and the rule."""
+    if not isinstance(assigner, WindowAssigner):
+        raise WindowSpecError(f"`assigner` must be a WindowAssigner; got {assigner!r}")
+    if trigger is not None and not isinstance(trigger, Trigger):
+        raise WindowSpecError(f"`trigger` must be a Trigger; got {trigger!r}")
+    if evictor is not None and not isinstance(evictor, Evictor):
+        raise WindowSpecError(f"`evictor` must be an Evictor; got {evictor!r}")
+    if isinstance(assigner, MergingWindowAssigner) and trigger is not None:
+        if not trigger.can_merge():
+            raise WindowSpecError(
+                f"`trigger` must support merging (can_merge() is True) with the merging "
+                f"assigner {assigner!r}; got {trigger!r}"
+            )
+    if not isinstance(allowed_lateness_ms, int) or allowed_lateness_ms < 0:
+        raise WindowSpecError(
+            f"`allowed_lateness` must be >= 0; got allowed_lateness={allowed_lateness_ms}ms"
+        )
+    if late_data_tag is not None and not isinstance(late_data_tag, OutputTag):
+        raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
+
+
+class WindowOperator:
+    """Keyed window state, timers and firing logic; fed elements, watermarks and time.
+
+    Parameters
+    ----------
+    assigner : WindowAssigner
+    logic : WindowLogic
+        The window function with its state strategy.
+    trigger : Trigger, optional
+        Defaults to the assigner's default trigger.
+    evictor : Evictor, optional
+        When set, windows keep all elements and the evictor runs on each firing.
+    allowed_lateness_ms : int
+        How long after a window's end its state is kept for late firings (event time).
+    late_data_tag : OutputTag, optional
+        Where late elements go; without it they are counted in
+        ``num_late_records_dropped``.
+    tracer : object, optional
+        Receives ``fired(key, window, watermark, results)`` for every firing.
+    """
+
+    def __init__(
+        self,
+        assigner: WindowAssigner,
+        logic: WindowLogic,
+        *,
+        trigger: Trigger | None = None,
+        evictor: Evictor | None = None,
+        allowed_lateness_ms: int = 0,
+        late_data_tag: OutputTag | None = None,
+        tracer: Any = None,
+    ):
+        validate_window_spec(assigner, trigger, evictor, allowed_lateness_ms, late_data_tag)
+        self.assigner = assigner
+        self.logic = logic
+        self.trigger = trigger if trigger is not None else assigner.get_default_trigger()
+        self.evictor = evictor
+        self.allowed_lateness_ms = allowed_lateness_ms
+        self.late_data_tag = late_data_tag
+        self.tracer = tracer
+        self.is_event_time = assigner.is_event_time()
+        self.is_merging = isinstance(assigner, MergingWindowAssigner)
+        self.current_watermark = LONG_MIN
+        self.current_processing_time = 0
+        self.num_late_records_dropped = 0
+        self.keys: dict[Any, KeyState] = {}
+        self.output: list[tuple[Any, int]] = []
+        self.side_outputs: dict[OutputTag, list[tuple[Any, int]]] = {}
+        self._event_queue = TimerQueue()
+        self._processing_queue = TimerQueue()
+        self._clock = ClockContext(self)
+
+    # ------------------------------------------------------------------ elements
+
+    def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
+        """Process one element of ``key``; return what became of it (ADDED, DROPPED, ...)."""
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        try:
+            windows = self.assigner.assign_windows(value, timestamp, self._clock)
+        except Exception as exc:
+            raise self._user_error("the window assigner", key, None, exc) from exc
+        if self.is_merging:
+            status = self._add_to_merging_windows(key, ks, value, timestamp, windows)
+        else:
+            status = self._add_to_windows(key, ks, value, timestamp, windows)
+        if status == SKIPPED and self.is_element_late(timestamp):
+            status = self._late_element(value, timestamp)
+        if not ks.contents and ks.is_empty():
+            del self.keys[key]
+        return status
+
+    def _add_to_windows(
+        self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
+    ) -> int:
+        status = SKIPPED
+        for window in windows:
+            if self.is_window_late(window):
+                continue
+            status = self._added_status(status, window)
+            self._add_and_trigger(key, ks, window, window, value, timestamp)
+        return status
+
+    def _add_to_merging_windows(
+        self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
+    ) -> int:
+        status = SKIPPED
+        merging = MergingWindowSet(self.assigner, ks.merging)
+        for window in windows:
+            actual = merging.add_window(
+                window,
+                lambda result, merged, state_result, merged_states: self._merge(
+                    key, ks, result, merged, state_result, merged_states
+                ),
+            )
+            if self.is_window_late(actual):
+                merging.retire_window(actual)
+                continue
+            state_window = merging.get_state_window(actual)
+            if state_window is None:
+                raise RuntimeError(f"window {actual!r} has no state window (key={key!r})")
+            status = self._added_status(status, actual)
+            self._add_and_trigger(key, ks, actual, state_window, value, timestamp)
+        return status
+
+    def _added_status(self, status: int, window: Window) -> int:
+        if status != ADDED_LATE and window.max_timestamp() <= self.current_watermark:
+            return ADDED_LATE if self.is_event_time else ADDED
+        return ADDED if status == SKIPPED else status
+
+    def _add_and_trigger(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        value: Any,
+        timestamp: int | None,
+    ) -> None:
+        contents = ks.contents
+        if self.evictor is not None:
+            contents.setdefault(state_window, []).append((value, timestamp))
+        else:
+            try:
+                contents[state_window] = self.logic.add(contents.get(state_window), value)
+            except Exception as exc:
+                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+        ctx = TriggerCallContext(self, key, ks, window)
+        try:
+            result = self.trigger.on_element(value, timestamp, window, ctx)
+        except Exception as exc:
+            raise self._user_error("trigger.on_element", key, window, exc) from exc
+        self._apply(key, ks, window, state_window, result)
+        self.register_cleanup_timer(key, ks, window)
+
+    def _apply(
+        self, key: Any, ks: KeyState, window: Window, state_window: Window, result: Any
+    ) -> None:
+        if not isinstance(result, TriggerResult):
+            raise self._user_error(
+                "the trigger", key, window, TypeError(f"returned {result!r}, not a TriggerResult")
+            )
+        if result.is_fire():
+            self._fire(key, ks, window, state_window)
+        if result.is_purge():
+            ks.contents.pop(state_window, None)
+
+    def _late_element(self, value: Any, timestamp: int | None) -> int:
+        if self.late_data_tag is not None:
+            assert timestamp is not None
+            self.side_outputs.setdefault(self.late_data_tag, []).append((value, timestamp))
+            return SIDE_OUTPUT
+        self.num_late_records_dropped += 1
+        return DROPPED
+
+    # ------------------------------------------------------------------ merging
+
+    def _merge(
+        self,
+        key: Any,
+        ks: KeyState,
+        result: Window,
+        merged: list[Window],
+        state_result: Window,
+        merged_states: list[Window],
+    ) -> None:
+        if self.is_event_time and result.max_timestamp() + self.allowed_lateness_ms <= (
+            self.current_watermark
+        ):
+            raise UnsupportedMergeError(
+                "The end timestamp of an event-time window cannot become earlier than the "
+                f"current watermark by merging; watermark={self.current_watermark}, "
+                f"window={result!r}, key={key!r}"
+            )
+        if not self.is_event_time and result.max_timestamp() <= self.current_processing_time:
+            raise UnsupportedMergeError(
+                "The end timestamp of a processing-time window cannot become earlier than the "
+                f"current processing time by merging; processing time="
+                f"{self.current_processing_time}, window={result!r}, key={key!r}"
+            )
+        try:
+            self.trigger.on_merge(result, TriggerCallContext(self, key, ks, result, merged))
+        except Exception as exc:
+            raise self._user_error("trigger.on_merge", key, result, exc) from exc
+        for window in merged:
+            self._clear_trigger(key, ks, window)
+            self.delete_cleanup_timer(ks, window)
+        contents = ks.contents
+        for state_window in merged_states:
+            source = contents.pop(state_window, None)
+            if source is not None:
+                try:
+                    contents[state_result] = self.logic.merge(contents.get(state_result), source)
+                except Exception as exc:
+                    raise self._user_error("the merge function", key, result, exc) from exc
+
+    # ------------------------------------------------------------------ firing
+
+    def _fire(self, key: Any, ks: KeyState, window: Window, state_window: Window) -> None:
+        contents = ks.contents.get(state_window)
+        if contents is None:
+            return
+        ctx = ProcessCallContext(self, ks, window)
+        try:
+            if self.evictor is None:
+                results = self.logic.evaluate(key, window, ctx, self.logic.inputs(contents))
+            else:
+                results = self._evict_and_evaluate(key, ks, window, state_window, contents, ctx)
+        except UserFunctionError:
+            raise
+        except Exception as exc:
+            raise self._user_error("the window function", key, window, exc) from exc
+        timestamp = window.max_timestamp()
+        self.output.extend([(result, timestamp) for result in results])
+        if self.tracer is not None:
+            self.tracer.fired(key, window, self.current_watermark, results)
+
+    def _evict_and_evaluate(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        contents: list[tuple[Any, int | None]],
+        ctx: ProcessCallContext,
+    ) -> list[Any]:
+        assert self.evictor is not None
+        elements = [TimestampedValue(value, ts) for value, ts in contents]
+        self.evictor.evict_before(elements, len(elements), window, self._clock)
+        results = self.logic.evaluate(
+            key, window, ctx, self.logic.fold([e.value for e in elements])
+        )
+        self.evictor.evict_after(elements, len(elements), window, self._clock)
+        if elements:
+            ks.contents[state_window] = [(e.value, e.timestamp) for e in elements]
+        else:
+            ks.contents.pop(state_window, None)
+        return results
+
+    def emit_side_output(self, tag: OutputTag, value: Any, timestamp: int) -> None:
+        """Record ``value`` on the side output ``tag`` (from a process window function)."""
+        self.side_outputs.setdefault(tag, []).append((value, timestamp))
+
+    # ------------------------------------------------------------------ time
+
+    def process_watermark(self, watermark: int) -> None:
+        """Advance event time to ``watermark`` and fire every event-time timer it reaches."""
+        self.current_watermark = watermark
+        while True:
+            due = self._event_queue.pop_due(watermark, self._take_event_timer)
+            if due is None:
+                return
+            time, key, window = due
+            self._on_timer(key, time, window, event_time=True)
+
+    def advance_processing_time(self, time: int) -> None:
+        """Set the processing-time clock and fire every processing-time timer it reaches."""
+        self.current_processing_time = time
+        while True:
+            due = self._processing_queue.pop_due(time, self._take_processing_timer)
+            if due is None:
+                return
+            timer_time, key, window = due
+            self._on_timer(key, timer_time, window, event_time=False)
+
+    def _take_event_timer(self, key: Any, time: int, window: Window) -> bool:
+        ks = self.keys.get(key)
+        if ks is None or (time, window) not in ks.event_timers:
+            return False
+        ks.event_timers.remove((time, window))
+        return True
+
+    def _take_processing_timer(self, key: Any, time: int, window: Window) -> bool:
+        ks = self.keys.get(key)
+        if ks is None or (time, window) not in ks.processing_timers:
+            return False
+        ks.processing_timers.remove((time, window))
+        return True
+
+    def _on_timer(self, key: Any, time: int, window: Window, *, event_time: bool) -> None:
+        ks = self.keys[key]
+        state_window: Window | None = window
+        if self.is_merging:
+            state_window = ks.merging.get(window)
+            if state_window is None:
+                self._forget_if_empty(key, ks)
+                return
+        assert state_window is not None
+        ctx = TriggerCallContext(self, key, ks, window)
+        try:
+            if event_time:
+                result = self.trigger.on_event_time(time, window, ctx)
+            else:
+                result = self.trigger.on_processing_time(time, window, ctx)
+        except Exception as exc:
+            raise self._user_error("the trigger's timer callback", key, window, exc) from exc
+        self._apply(key, ks, window, state_window, result)
+        if self.is_event_time == event_time and time == self.cleanup_time(window):
+            self._clear_all_state(key, ks, window, state_window)
+        self._forget_if_empty(key, ks)
+
+    def _clear_all_state(self, key: Any, ks: KeyState, window: Window, state_window: Window) -> None:
+        ks.contents.pop(state_window, None)
+        self._clear_trigger(key, ks, window)
+        try:
+            self.logic.clear(ProcessCallContext(self, ks, window))
+        except Exception as exc:
+            raise self._user_error("the window function's clear", key, window, exc) from exc
+        ks.window_state.pop(window, None)
+        if self.is_merging:
+            ks.merging.pop(window, None)
+
+    def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
+        try:
+            self.trigger.clear(window, TriggerCallContext(self, key, ks, window))
+        except Exception as exc:
+            raise self._user_error("trigger.clear", key, window, exc) from exc
+        if not ks.trigger_state.get(window, True):
+            del ks.trigger_state[window]
+
+    def _forget_if_empty(self, key: Any, ks: KeyState) -> None:
+        if ks.is_empty():
+            del self.keys[key]
+
+    # ------------------------------------------------------------------ helpers
+
+    def cleanup_time(self, window: Window) -> int:
+        """When ``window``'s state goes: its end plus the allowed lateness (event time)."""
+        if self.is_event_time:
+            time = window.max_timestamp() + self.allowed_lateness_ms
+            return time if time <= LONG_MAX else LONG_MAX
+        return window.max_timestamp()
+
+    def is_window_late(self, window: Window) -> bool:
+        return self.is_event_time and self.cleanup_time(window) <= self.current_watermark
+
+    def is_element_late(self, timestamp: int | None) -> bool:
+        return (
+            self.is_event_time
+            and timestamp is not None
+            and timestamp + self.allowed_lateness_ms <= self.current_watermark
+        )
+
+    def register_cleanup_timer(self, key: Any, ks: KeyState, window: Window) -> None:
+        time = self.cleanup_time(window)
+        if time == LONG_MAX:
+            return
+        if self.is_event_time:
+            self.register_event_time_timer(key, ks, time, window)
+        else:
+            self.register_processing_time_timer(key, ks, time, window)
+
+    def delete_cleanup_timer(self, ks: KeyState, window: Window) -> None:
+        time = self.cleanup_time(window)
+        if time == LONG_MAX:
+            return
+        timers = ks.event_timers if self.is_event_time else ks.processing_timers
+        timers.discard((time, window))
+
+    def register_event_time_timer(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
+        timer = (time, window)
+        if timer not in ks.event_timers:
+            ks.event_timers.add(timer)
+            self._event_queue.push(time, key, window)
+
+    def register_processing_time_timer(
+        self, key: Any, ks: KeyState, time: int, window: Window
+    ) -> None:
+        timer = (time, window)
+        if timer not in ks.processing_timers:
+            ks.processing_timers.add(timer)
+            self._processing_queue.push(time, key, window)
+
+    def _user_error(self, what: str, key: Any, window: Any, exc: Exception) -> UserFunctionError:
+        return UserFunctionError(what, key, window, self.current_watermark, exc)
+
+    # ------------------------------------------------------------------ inspection
+
+    def num_keyed_state_entries(self) -> int:
+        """Window contents, trigger state, merging sets and function state left."""
+        return sum(ks.num_state_entries() for ks in self.keys.values())
+
+    def num_event_time_timers(self) -> int:
+        return sum(len(ks.event_timers) for ks in self.keys.values())
+
+    def num_processing_time_timers(self) -> int:
+        return sum(len(ks.processing_timers) for ks in self.keys.values())
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot_key(self, key: Any) -> KeyState | None:
+        """The state of ``key`` (None when it has none), e.g. to store it elsewhere."""
+        return self.keys.get(key)
+
+    def restore_key(self, key: Any, ks: KeyState) -> None:
+        """Install ``ks`` as the state of ``key`` and queue its timers."""
+        self.keys[key] = ks
+        for time, window in ks.event_timers:
+            self._event_queue.push(time, key, window)
+        for time, window in ks.processing_timers:
+            self._processing_queue.push(time, key, window)
+
+    def evict_key(self, key: Any) -> KeyState | None:
+        """Remove ``key``'s state from memory and return it (its queued timers go stale)."""
+        return self.keys.pop(key, None)

@@ -1,0 +1,56 @@
+"""Timer queues: event-time and processing-time timers across all keys.
+
+A timer is ``(time, key, window)``, registered at most once (the key's state holds the
+set of live timers). The queue is a heap ordered by time, then registration order;
+deleting a timer only removes it from the key's set, and popping skips timers that are
+no longer live, so each registered timer fires exactly once.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from typing import Any
+
+from tidemark.windows import Window
+
+__all__ = ["TimerQueue"]
+
+
+class TimerQueue:
+    """A min-heap of timers with lazy deletion."""
+
+    __slots__ = ("_heap", "_seq")
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[int, int, Any, Window]] = []
+        self._seq = 0
+
+    def push(self, time: int, key: Any, window: Window) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (time, self._seq, key, window))
+
+    def pop_due(
+        self, limit: int, take_if_live: Callable[[Any, int, Window], bool]
+    ) -> tuple[int, Any, Window] | None:
+        """Pop the earliest live timer with ``time <= limit``, or None.
+
+        ``take_if_live(key, time, window)`` says whether the timer is still registered and
+        unregisters it; timers it rejects are dropped from the heap.
+        """
+        heap = self._heap
+        while heap and heap[0][0] <= limit:
+            time, _, key, window = heapq.heappop(heap)
+            if take_if_live(key, time, window):
+                return time, key, window
+        return None
+
+    def peek_time(self) -> int | None:
+        """The earliest time in the heap (possibly of a deleted timer), or None."""
+        return self._heap[0][0] if self._heap else None
+
+    def clear(self) -> None:
+        self._heap.clear()
+
+    def __len__(self) -> int:
+        return len(self._heap)

@@ -1,0 +1,372 @@
+"""Window assigners: which windows an element belongs to.
+
+Flink's built-in assigners with Flink's names and PyFlink's snake_case methods. Event-time
+assigners place an element by its timestamp; processing-time assigners by the clock at
+arrival. Merging assigners (sessions) create one window per element and merge windows
+that overlap or touch.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from tidemark.errors import InputDataError, WindowSpecError
+from tidemark.time import TimeLike, to_millis
+from tidemark.triggers import (
+    EndOfStreamTrigger,
+    EventTimeTrigger,
+    NeverTrigger,
+    ProcessingTimeTrigger,
+    Trigger,
+)
+from tidemark.windows import GlobalWindow, TimeWindow, Window, get_window_start_with_offset
+
+__all__ = [
+    "WindowAssignerContext",
+    "WindowAssigner",
+    "MergingWindowAssigner",
+    "TumblingEventTimeWindows",
+    "TumblingProcessingTimeWindows",
+    "SlidingEventTimeWindows",
+    "SlidingProcessingTimeWindows",
+    "EventTimeSessionWindows",
+    "ProcessingTimeSessionWindows",
+    "DynamicEventTimeSessionWindows",
+    "DynamicProcessingTimeSessionWindows",
+    "GlobalWindows",
+]
+
+
+class WindowAssignerContext(ABC):
+    """What an assigner may ask while assigning: the current processing time."""
+
+    @abstractmethod
+    def get_current_processing_time(self) -> int: ...
+
+
+class WindowAssigner(ABC):
+    """Assigns each element to zero or more windows.
+
+    ``assign_windows`` is called exactly once per element, before lateness is judged;
+    ``timestamp`` is the element's event timestamp (``None`` when it has none).
+    """
+
+    @abstractmethod
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]: ...
+
+    @abstractmethod
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        """The trigger used when the pipeline sets none."""
+
+    @abstractmethod
+    def is_event_time(self) -> bool:
+        """True when windows are event-time windows (they can be late and get cleaned up
+        by the watermark)."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class MergingWindowAssigner(WindowAssigner):
+    """An assigner whose windows merge (sessions)."""
+
+    @abstractmethod
+    def merge_windows(
+        self,
+        windows: Iterable[Window],
+        callback: Callable[[Collection[Window], Window], Any],
+    ) -> None:
+        """Call ``callback(to_be_merged, merge_result)`` for every group that merges."""
+
+
+def _require_timestamp(assigner: WindowAssigner, timestamp: int | None) -> int:
+    if timestamp is None:
+        raise InputDataError(
+            f"{type(assigner).__name__} needs an event timestamp, but an element has none: "
+            "give the stream a timestamp column or a WatermarkStrategy timestamp assigner, "
+            "or use a processing-time assigner"
+        )
+    return timestamp
+
+
+def _positive(value: TimeLike, name: str) -> int:
+    millis = to_millis(value, name)
+    if millis <= 0:
+        raise WindowSpecError(f"`{name}` must be > 0; got {name}={millis}ms")
+    return millis
+
+
+def _check_offset(offset_ms: int, bound_ms: int, bound_name: str) -> None:
+    if abs(offset_ms) >= bound_ms:
+        raise WindowSpecError(
+            f"`offset` must satisfy abs(offset) < {bound_name}; "
+            f"got offset={offset_ms}ms, {bound_name}={bound_ms}ms"
+        )
+
+
+class _Tumbling(WindowAssigner):
+    def __init__(self, size: TimeLike, offset: TimeLike = 0):
+        self.size_ms = _positive(size, "size")
+        self.offset_ms = to_millis(offset, "offset")
+        _check_offset(self.offset_ms, self.size_ms, "size")
+
+    @classmethod
+    def of(cls, size: TimeLike, offset: TimeLike = 0) -> Any:
+        """Windows of ``size``, aligned to the epoch shifted by ``offset``."""
+        return cls(size, offset)
+
+    def _window(self, timestamp: int) -> list[Window]:
+        start = get_window_start_with_offset(timestamp, self.offset_ms, self.size_ms)
+        return [TimeWindow(start, start + self.size_ms)]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.of({self.size_ms}ms, offset={self.offset_ms}ms)"
+
+
+class TumblingEventTimeWindows(_Tumbling):
+    """Fixed-size, non-overlapping event-time windows ``[k*size + offset, (k+1)*size + offset)``.
+
+    Examples
+    --------
+    >>> TumblingEventTimeWindows.of(5000).assign_windows(None, 7200, None)
+    [TimeWindow[5000, 10000)]
+    >>> TumblingEventTimeWindows.of(10_000, offset=20_000)
+    Traceback (most recent call last):
+    ...
+    tidemark.errors.WindowSpecError: `offset` must satisfy abs(offset) < size; got offset=20000ms, size=10000ms
+    """
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        return self._window(_require_timestamp(self, timestamp))
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class TumblingProcessingTimeWindows(_Tumbling):
+    """Fixed-size, non-overlapping windows of the processing time at which elements arrive."""
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        return self._window(context.get_current_processing_time())
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class _Sliding(WindowAssigner):
+    def __init__(self, size: TimeLike, slide: TimeLike, offset: TimeLike = 0):
+        self.size_ms = _positive(size, "size")
+        self.slide_ms = to_millis(slide, "slide")
+        if self.slide_ms <= 0 or self.slide_ms > self.size_ms:
+            raise WindowSpecError(
+                f"`slide` must be > 0 and <= `size`; got slide={self.slide_ms}ms, "
+                f"size={self.size_ms}ms"
+            )
+        self.offset_ms = to_millis(offset, "offset")
+        _check_offset(self.offset_ms, self.slide_ms, "slide")
+
+    @classmethod
+    def of(cls, size: TimeLike, slide: TimeLike, offset: TimeLike = 0) -> Any:
+        """Windows of ``size`` starting every ``slide``, aligned to ``offset``."""
+        return cls(size, slide, offset)
+
+    def _windows(self, timestamp: int) -> list[Window]:
+        size, slide = self.size_ms, self.slide_ms
+        start = get_window_start_with_offset(timestamp, self.offset_ms, slide)
+        windows: list[Window] = []
+        while start > timestamp - size:
+            windows.append(TimeWindow(start, start + size))
+            start -= slide
+        return windows
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}.of({self.size_ms}ms, {self.slide_ms}ms, "
+            f"offset={self.offset_ms}ms)"
+        )
+
+
+class SlidingEventTimeWindows(_Sliding):
+    """Overlapping event-time windows: each element is in ``size / slide`` windows.
+
+    >>> SlidingEventTimeWindows.of(3000, 1000).assign_windows(None, 2500, None)
+    [TimeWindow[2000, 5000), TimeWindow[1000, 4000), TimeWindow[0, 3000)]
+    >>> SlidingEventTimeWindows.of(60_000, 0)
+    Traceback (most recent call last):
+    ...
+    tidemark.errors.WindowSpecError: `slide` must be > 0 and <= `size`; got slide=0ms, size=60000ms
+    """
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        return self._windows(_require_timestamp(self, timestamp))
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class SlidingProcessingTimeWindows(_Sliding):
+    """Overlapping windows of processing time."""
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        return self._windows(context.get_current_processing_time())
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class _Session(MergingWindowAssigner):
+    def merge_windows(self, windows, callback):  # type: ignore[no-untyped-def]
+        TimeWindow.merge_windows(windows, callback)
+
+
+class _StaticGap(_Session):
+    def __init__(self, gap: TimeLike):
+        self.gap_ms = _positive(gap, "gap")
+
+    @classmethod
+    def with_gap(cls, gap: TimeLike) -> Any:
+        """Sessions that close after ``gap`` without elements."""
+        return cls(gap)
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> Any:
+        """Sessions whose gap is ``extractor(element)`` (a callable or has ``extract``)."""
+        target = (
+            DynamicEventTimeSessionWindows
+            if cls is EventTimeSessionWindows
+            else DynamicProcessingTimeSessionWindows
+        )
+        return target(extractor)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}.with_gap({self.gap_ms}ms)"
+
+
+class EventTimeSessionWindows(_StaticGap):
+    """Each element opens ``[ts, ts + gap)``; windows that overlap or touch merge.
+
+    >>> EventTimeSessionWindows.with_gap(0)
+    Traceback (most recent call last):
+    ...
+    tidemark.errors.WindowSpecError: `gap` must be > 0; got gap=0ms
+    """
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        ts = _require_timestamp(self, timestamp)
+        return [TimeWindow(ts, ts + self.gap_ms)]
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class ProcessingTimeSessionWindows(_StaticGap):
+    """Sessions of processing time: ``[now, now + gap)`` per element, merged."""
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        now = context.get_current_processing_time()
+        return [TimeWindow(now, now + self.gap_ms)]
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class _DynamicGap(_Session):
+    def __init__(self, extractor: Any):
+        self.extract = getattr(extractor, "extract", extractor)
+        if not callable(self.extract):
+            raise WindowSpecError(
+                f"`extractor` must be callable element -> gap, or have extract(element); "
+                f"got {extractor!r}"
+            )
+
+    @classmethod
+    def with_dynamic_gap(cls, extractor: Any) -> Any:
+        return cls(extractor)
+
+    def _gap(self, element: Any) -> int:
+        gap_ms = to_millis(self.extract(element), "gap")
+        if gap_ms <= 0:
+            raise InputDataError(
+                f"dynamic session gap must be > 0; got gap={gap_ms}ms for element {element!r}"
+            )
+        return gap_ms
+
+
+class DynamicEventTimeSessionWindows(_DynamicGap):
+    """Event-time sessions whose gap is computed per element."""
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        ts = _require_timestamp(self, timestamp)
+        return [TimeWindow(ts, ts + self._gap(element))]
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EventTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+class DynamicProcessingTimeSessionWindows(_DynamicGap):
+    """Processing-time sessions whose gap is computed per element."""
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        now = context.get_current_processing_time()
+        return [TimeWindow(now, now + self._gap(element))]
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return ProcessingTimeTrigger()
+
+    def is_event_time(self) -> bool:
+        return False
+
+
+class GlobalWindows(WindowAssigner):
+    """One window per key that never ends; needs a trigger (count windows use it).
+
+    >>> GlobalWindows.create().assign_windows("x", 5, None)
+    [GlobalWindow]
+    """
+
+    def __init__(self, end_of_stream_trigger: bool = False):
+        self._end_of_stream = end_of_stream_trigger
+
+    @classmethod
+    def create(cls) -> GlobalWindows:
+        """Global windows whose default trigger never fires."""
+        return cls()
+
+    @classmethod
+    def create_with_end_of_stream_trigger(cls) -> GlobalWindows:
+        """Global windows that fire once, at the end of a bounded input."""
+        return cls(end_of_stream_trigger=True)
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        return [GlobalWindow.get()]
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return EndOfStreamTrigger() if self._end_of_stream else NeverTrigger()
+
+    def is_event_time(self) -> bool:
+        return False

@@ -1,0 +1,489 @@
+"""Triggers: when a window's function is evaluated, and when its contents are purged.
+
+A trigger is consulted for every element added to a window (``on_element``) and for every
+timer it registered (``on_event_time``, ``on_processing_time``); it answers with a
+:class:`TriggerResult`. Its per-window state lives behind
+``ctx.get_partitioned_state(descriptor)``, so one trigger object serves every key and
+window. Behaviour follows Flink 1.20's built-in triggers, including Java's ``%`` in the
+continuous triggers' alignment.
+"""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+from tidemark.errors import WindowSpecError
+from tidemark.state import ReducingStateDescriptor, State, ValueStateDescriptor
+from tidemark.time import TimeLike, java_mod, to_millis
+from tidemark.windows import Window
+
+__all__ = [
+    "TriggerResult",
+    "TriggerContext",
+    "OnMergeContext",
+    "Trigger",
+    "EventTimeTrigger",
+    "ProcessingTimeTrigger",
+    "CountTrigger",
+    "PurgingTrigger",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "DeltaTrigger",
+    "NeverTrigger",
+    "EndOfStreamTrigger",
+]
+
+
+class TriggerResult(enum.Enum):
+    """What a trigger tells the window operator to do.
+
+    >>> TriggerResult.FIRE_AND_PURGE.is_fire(), TriggerResult.FIRE_AND_PURGE.is_purge()
+    (True, True)
+    """
+
+    CONTINUE = (False, False)
+    FIRE_AND_PURGE = (True, True)
+    FIRE = (True, False)
+    PURGE = (False, True)
+
+    def is_fire(self) -> bool:
+        return self.value[0]
+
+    def is_purge(self) -> bool:
+        return self.value[1]
+
+
+class TriggerContext(ABC):
+    """What a trigger may do for the current key and window; implemented by the engine."""
+
+    @abstractmethod
+    def get_current_processing_time(self) -> int: ...
+
+    @abstractmethod
+    def get_current_watermark(self) -> int: ...
+
+    @abstractmethod
+    def register_processing_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def register_event_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def delete_processing_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def delete_event_time_timer(self, time: int) -> None: ...
+
+    @abstractmethod
+    def get_partitioned_state(self, state_descriptor: Any) -> State:
+        """State for the current key and window, created on first use."""
+
+
+class OnMergeContext(TriggerContext):
+    """The context of :meth:`Trigger.on_merge`: it can also merge the merged windows' state."""
+
+    @abstractmethod
+    def merge_partitioned_state(self, state_descriptor: Any) -> None:
+        """Fold the merged windows' state of ``state_descriptor`` into the result window."""
+
+
+class Trigger(ABC):
+    """Decides when a window fires; subclass it for a custom trigger.
+
+    ``on_element`` is called once per element and window the element was added to, after
+    it was added. Timer callbacks are called for timers this trigger registered through
+    its context (and for the window's cleanup timer). ``clear`` is called when the window
+    is removed, and must delete the timers and state the trigger holds for it.
+    """
+
+    TriggerContext = TriggerContext
+    OnMergeContext = OnMergeContext
+
+    @abstractmethod
+    def on_element(
+        self, element: Any, timestamp: int, window: Window, ctx: TriggerContext
+    ) -> TriggerResult: ...
+
+    @abstractmethod
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult: ...
+
+    @abstractmethod
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult: ...
+
+    def can_merge(self) -> bool:
+        """Whether :meth:`on_merge` is implemented; merging assigners require it."""
+        return False
+
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
+        """Called when windows merged into ``window``; re-register timers for it here."""
+        raise NotImplementedError(f"{type(self).__name__} does not support merging")
+
+    @abstractmethod
+    def clear(self, window: Window, ctx: TriggerContext) -> None: ...
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class EventTimeTrigger(Trigger):
+    """Fires once the watermark passes the window's end (``max_timestamp``).
+
+    An element for a window whose end the watermark already passed (a late element within
+    the allowed lateness) fires the window at once.
+    """
+
+    @classmethod
+    def create(cls) -> EventTimeTrigger:
+        return cls()
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return TriggerResult.FIRE
+        ctx.register_event_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        # Only while the watermark is before the end: otherwise on_element fires at once,
+        # and a timer as well would fire the window twice.
+        if window.max_timestamp() > ctx.get_current_watermark():
+            ctx.register_event_time_timer(window.max_timestamp())
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+class ProcessingTimeTrigger(Trigger):
+    """Fires when processing time reaches the window's ``max_timestamp``."""
+
+    @classmethod
+    def create(cls) -> ProcessingTimeTrigger:
+        return cls()
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_processing_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.FIRE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        if window.max_timestamp() > ctx.get_current_processing_time():
+            ctx.register_processing_time_timer(window.max_timestamp())
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_processing_time_timer(window.max_timestamp())
+
+
+def _sum(a: int, b: int) -> int:
+    return a + b
+
+
+class CountTrigger(Trigger):
+    """Fires when a window has received ``count`` elements since it last fired.
+
+    >>> CountTrigger.of(0)
+    Traceback (most recent call last):
+    ...
+    tidemark.errors.WindowSpecError: `count` must be >= 1; got count=0
+    """
+
+    def __init__(self, count: int):
+        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+            raise WindowSpecError(f"`count` must be >= 1; got count={count!r}")
+        self.count = count
+        self._state = ReducingStateDescriptor("count", _sum)
+
+    @classmethod
+    def of(cls, count: int) -> CountTrigger:
+        return cls(count)
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        count = ctx.get_partitioned_state(self._state)
+        count.add(1)
+        if count.get() >= self.count:
+            count.clear()
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.merge_partitioned_state(self._state)
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.get_partitioned_state(self._state).clear()
+
+    def __repr__(self) -> str:
+        return f"CountTrigger({self.count})"
+
+
+def _purging(result: TriggerResult) -> TriggerResult:
+    return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
+
+
+class PurgingTrigger(Trigger):
+    """Wraps a trigger and turns each of its FIRE into FIRE_AND_PURGE."""
+
+    def __init__(self, nested: Trigger):
+        if not isinstance(nested, Trigger):
+            raise WindowSpecError(f"`nested` must be a Trigger; got {nested!r}")
+        self.nested = nested
+
+    @classmethod
+    def of(cls, nested: Trigger) -> PurgingTrigger:
+        return cls(nested)
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        return _purging(self.nested.on_element(element, timestamp, window, ctx))
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return _purging(self.nested.on_event_time(time, window, ctx))
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return _purging(self.nested.on_processing_time(time, window, ctx))
+
+    def can_merge(self) -> bool:
+        return self.nested.can_merge()
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        self.nested.on_merge(window, ctx)
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        self.nested.clear(window, ctx)
+
+    def __repr__(self) -> str:
+        return f"PurgingTrigger({self.nested!r})"
+
+
+def _min(a: int, b: int) -> int:
+    return a if a <= b else b
+
+
+def _positive_interval(interval: TimeLike) -> int:
+    interval_ms = to_millis(interval, "interval")
+    if interval_ms <= 0:
+        raise WindowSpecError(f"`interval` must be > 0; got interval={interval_ms}ms")
+    return interval_ms
+
+
+class ContinuousEventTimeTrigger(Trigger):
+    """Fires every ``interval`` of event time (aligned to the interval) and at the window end."""
+
+    def __init__(self, interval: TimeLike):
+        self.interval_ms = _positive_interval(interval)
+        self._state = ReducingStateDescriptor("fire-time", _min)
+
+    @classmethod
+    def of(cls, interval: TimeLike) -> ContinuousEventTimeTrigger:
+        return cls(interval)
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return TriggerResult.FIRE
+        ctx.register_event_time_timer(window.max_timestamp())
+        fire_time = ctx.get_partitioned_state(self._state)
+        if fire_time.get() is None:
+            start = timestamp - java_mod(timestamp, self.interval_ms)
+            self._register_next(start, window, ctx, fire_time)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        if time == window.max_timestamp():
+            return TriggerResult.FIRE
+        fire_time = ctx.get_partitioned_state(self._state)
+        if fire_time.get() == time:
+            fire_time.clear()
+            self._register_next(time, window, ctx, fire_time)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.merge_partitioned_state(self._state)
+        next_fire = ctx.get_partitioned_state(self._state).get()
+        if next_fire is not None:
+            ctx.register_event_time_timer(next_fire)
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        fire_time = ctx.get_partitioned_state(self._state)
+        if fire_time.get() is not None:
+            ctx.delete_event_time_timer(fire_time.get())
+            fire_time.clear()
+
+    def _register_next(self, time: int, window: Window, ctx: TriggerContext, state: Any) -> None:
+        next_fire = min(time + self.interval_ms, window.max_timestamp())
+        state.add(next_fire)
+        ctx.register_event_time_timer(next_fire)
+
+    def __repr__(self) -> str:
+        return f"ContinuousEventTimeTrigger({self.interval_ms}ms)"
+
+
+class ContinuousProcessingTimeTrigger(Trigger):
+    """Fires every ``interval`` of processing time, aligned to the interval."""
+
+    def __init__(self, interval: TimeLike):
+        self.interval_ms = _positive_interval(interval)
+        self._state = ReducingStateDescriptor("fire-time", _min)
+
+    @classmethod
+    def of(cls, interval: TimeLike) -> ContinuousProcessingTimeTrigger:
+        return cls(interval)
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        fire_time = ctx.get_partitioned_state(self._state)
+        now = ctx.get_current_processing_time()
+        if fire_time.get() is None:
+            self._register_next(now - java_mod(now, self.interval_ms), window, ctx, fire_time)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        fire_time = ctx.get_partitioned_state(self._state)
+        if fire_time.get() == time:
+            fire_time.clear()
+            self._register_next(time, window, ctx, fire_time)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.merge_partitioned_state(self._state)
+        next_fire = ctx.get_partitioned_state(self._state).get()
+        if next_fire is not None:
+            ctx.register_processing_time_timer(next_fire)
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        fire_time = ctx.get_partitioned_state(self._state)
+        if fire_time.get() is not None:
+            ctx.delete_processing_time_timer(fire_time.get())
+            fire_time.clear()
+
+    def _register_next(self, time: int, window: Window, ctx: TriggerContext, state: Any) -> None:
+        next_fire = min(time + self.interval_ms, window.max_timestamp())
+        state.add(next_fire)
+        ctx.register_processing_time_timer(next_fire)
+
+    def __repr__(self) -> str:
+        return f"ContinuousProcessingTimeTrigger({self.interval_ms}ms)"
+
+
+class DeltaTrigger(Trigger):
+    """Fires when ``delta(last_fired_element, element) > threshold``.
+
+    The first element of a window is remembered and does not fire; afterwards the
+    remembered element is replaced only when the trigger fires, as in Flink.
+    ``delta_function`` is a callable ``(old, new) -> float`` or has ``get_delta``.
+    """
+
+    def __init__(self, threshold: float, delta_function: Any):
+        if isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
+            raise WindowSpecError(f"`threshold` must be a number; got threshold={threshold!r}")
+        self.threshold = threshold
+        self.delta: Callable[[Any, Any], float] = getattr(
+            delta_function, "get_delta", delta_function
+        )
+        if not callable(self.delta):
+            raise WindowSpecError(
+                f"`delta_function` must be callable (old, new) -> float; got {delta_function!r}"
+            )
+        self._state = ValueStateDescriptor("last-element")
+
+    @classmethod
+    def of(cls, threshold: float, delta_function: Any) -> DeltaTrigger:
+        return cls(threshold, delta_function)
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        last = ctx.get_partitioned_state(self._state)
+        if last.value() is None:
+            last.update(element)
+            return TriggerResult.CONTINUE
+        if self.delta(last.value(), element) > self.threshold:
+            last.update(element)
+            return TriggerResult.FIRE
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.get_partitioned_state(self._state).clear()
+
+    def __repr__(self) -> str:
+        return f"DeltaTrigger({self.threshold})"
+
+
+class NeverTrigger(Trigger):
+    """The default trigger of :class:`~tidemark.assigners.GlobalWindows`: never fires."""
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        pass
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        pass
+
+
+class EndOfStreamTrigger(Trigger):
+    """Fires a global window once, when the input ends (the final watermark arrives)."""
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_event_time_timer(window.max_timestamp())
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        pass

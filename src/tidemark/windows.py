@@ -1,0 +1,184 @@
+"""Windows: the half-open time interval and the single global window.
+
+A :class:`TimeWindow` is ``[start, end)``: ``start`` belongs to it, ``end`` does not, and
+its last timestamp is ``max_timestamp() == end - 1``. Results fired for a window carry
+that timestamp, which is what lets windowed operations be chained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tidemark.time import LONG_MAX
+
+__all__ = ["Window", "TimeWindow", "GlobalWindow", "get_window_start_with_offset"]
+
+_MASK64 = (1 << 64) - 1
+
+
+def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) -> int:
+    """Start of the aligned window of ``window_size`` that holds ``timestamp``.
+
+    Windows are aligned to ``offset`` (epoch + offset, + k * size). Python's floor
+    modulo is exactly the correction Flink applies for negative remainders.
+
+    Examples
+    --------
+    >>> get_window_start_with_offset(-8, 0, 7), get_window_start_with_offset(1, 3, 7)
+    (-14, -4)
+    """
+    return timestamp - (timestamp - offset) % window_size
+
+
+class Window:
+    """Base class of windows: anything with a ``max_timestamp()``."""
+
+    __slots__ = ()
+
+    def max_timestamp(self) -> int:
+        """The largest timestamp that still belongs to this window."""
+        raise NotImplementedError
+
+    def java_hash_code(self) -> int:
+        """Flink's ``hashCode`` of this window, used to reproduce Java's set ordering."""
+        return hash(self) & 0xFFFFFFFF
+
+
+class TimeWindow(Window):
+    """The half-open interval ``[start, end)`` of event or processing time, in ms.
+
+    Examples
+    --------
+    >>> w = TimeWindow(0, 5)
+    >>> w, w.max_timestamp()
+    (TimeWindow[0, 5), 4)
+    >>> w.intersects(TimeWindow(5, 8)), w.cover(TimeWindow(5, 8))
+    (True, TimeWindow[0, 8))
+    >>> sorted([TimeWindow(3, 4), TimeWindow(0, 9)])
+    [TimeWindow[0, 9), TimeWindow[3, 4)]
+    """
+
+    __slots__ = ("start", "end", "_hash")
+
+    def __init__(self, start: int, end: int):
+        self.start = start
+        self.end = end
+        self._hash = hash((start, end))
+
+    def max_timestamp(self) -> int:
+        return self.end - 1
+
+    def intersects(self, other: TimeWindow) -> bool:
+        """True when the windows overlap or touch (``end == other.start`` counts)."""
+        return self.start <= other.end and self.end >= other.start
+
+    def cover(self, other: TimeWindow) -> TimeWindow:
+        """The smallest window that contains both."""
+        return TimeWindow(min(self.start, other.start), max(self.end, other.end))
+
+    def java_hash_code(self) -> int:
+        return _long_to_int_with_bit_mixing(self.start + self.end)
+
+    @staticmethod
+    def merge_windows(
+        windows: Iterable[TimeWindow],
+        callback: Callable[[list[TimeWindow], TimeWindow], Any],
+    ) -> None:
+        """Sort by start and sweep: each run of intersecting windows merges into its cover.
+
+        ``callback(to_be_merged, merge_result)`` is called once for every run of more than
+        one window; ``to_be_merged`` holds distinct windows.
+        """
+        runs: list[tuple[TimeWindow, list[TimeWindow]]] = []
+        for candidate in sorted(windows, key=_start_of):
+            if runs and runs[-1][0].intersects(candidate):
+                cover, members = runs[-1]
+                runs[-1] = (cover.cover(candidate), members)
+                if candidate not in members:
+                    members.append(candidate)
+            else:
+                runs.append((candidate, [candidate]))
+        for cover, members in runs:
+            if len(members) > 1:
+                callback(members, cover)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, TimeWindow) and self.start == other.start and self.end == other.end
+        )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __lt__(self, other: TimeWindow) -> bool:
+        return (self.start, self.end) < (other.start, other.end)
+
+    def __le__(self, other: TimeWindow) -> bool:
+        return (self.start, self.end) <= (other.start, other.end)
+
+    def __gt__(self, other: TimeWindow) -> bool:
+        return (self.start, self.end) > (other.start, other.end)
+
+    def __ge__(self, other: TimeWindow) -> bool:
+        return (self.start, self.end) >= (other.start, other.end)
+
+    def __repr__(self) -> str:
+        return f"TimeWindow[{self.start}, {self.end})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (TimeWindow, (self.start, self.end))
+
+
+def _start_of(window: TimeWindow) -> int:
+    return window.start
+
+
+class GlobalWindow(Window):
+    """The one window of :class:`~tidemark.assigners.GlobalWindows`; it never ends.
+
+    >>> GlobalWindow.get() is GlobalWindow.get(), GlobalWindow.get().max_timestamp()
+    (True, 9223372036854775807)
+    """
+
+    __slots__ = ()
+    _instance: GlobalWindow | None = None
+
+    def __new__(cls) -> GlobalWindow:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    @classmethod
+    def get(cls) -> GlobalWindow:
+        return cls()
+
+    def max_timestamp(self) -> int:
+        return LONG_MAX
+
+    def java_hash_code(self) -> int:
+        return 0
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, GlobalWindow)
+
+    def __hash__(self) -> int:
+        return 0
+
+    def __lt__(self, other: object) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return "GlobalWindow"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (GlobalWindow, ())
+
+
+def _long_to_int_with_bit_mixing(value: int) -> int:
+    """Flink's ``MathUtils.longToIntWithBitMixing`` (a murmur3 finaliser), as unsigned 32 bits."""
+    v = value & _MASK64
+    v = ((v ^ (v >> 33)) * 0xFF51AFD7ED558CCD) & _MASK64
+    v = ((v ^ (v >> 33)) * 0xC4CEB9FE1A85EC53) & _MASK64
+    v = v ^ (v >> 33)
+    return v & 0xFFFFFFFF

@@ -1,0 +1,212 @@
+"""The window functions, assigners and triggers transcripts refer to by name.
+
+Elements are ``(key, value)`` tuples. Each function mirrors one used by the Flink tests
+the transcripts were transcribed from (named in the comment), so that expected outputs
+can be copied from those tests unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tidemark as tm
+
+
+def _sum_pair(a: tuple[Any, int], b: tuple[Any, int]) -> tuple[Any, int]:
+    return (a[0], a[1] + b[1])
+
+
+class SumReducer(tm.ReduceFunction):
+    """Flink's SumReducer: (k, a) + (k, b) -> (k, a + b)."""
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return _sum_pair(value1, value2)
+
+
+class SessionWindowFunction(tm.ProcessWindowFunction):
+    """WindowOperatorTest.SessionWindowFunction: ("key-sum", start, end)."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        window = context.window()
+        yield (f"{key}-{sum(v for _, v in elements)}", window.start, window.end)
+
+
+class ReducedSessionWindowFunction(tm.ProcessWindowFunction):
+    """WindowOperatorTest.ReducedSessionWindowFunction over a reduced (key, sum)."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        window = context.window()
+        for _, total in elements:
+            yield (f"{key}-{total}", window.start, window.end)
+
+
+class PassThroughFunction(tm.ProcessWindowFunction):
+    """Emits every element of the window unchanged."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield from elements
+
+
+class GotFunction(tm.ProcessWindowFunction):
+    """PassThroughFunction2: "GOT: " + the elements joined by commas."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield "GOT: " + ",".join(f"({k},{v})" for k, v in elements)
+
+
+class EmptyFunction(tm.ProcessWindowFunction):
+    """EmptyReturnFunction: emits nothing."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        return []
+
+
+class SumElements(tm.ProcessWindowFunction):
+    """RichSumReducer (evicting tests): (key, sum of the elements it is given)."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        elements = list(elements)
+        yield (elements[0][0] if elements else key, sum(v for _, v in elements))
+
+
+class WindowedSum(tm.ProcessWindowFunction):
+    """IntegerSumWindowFunction: ([start, end], sum of the values)."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield (context.window(), sum(v for _, v in elements))
+
+
+class CountPerWindow(tm.ProcessWindowFunction):
+    """PyFlink CountWindowProcessFunction: (key, start, end, number of elements)."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        window = context.window()
+        yield (key, window.start, window.end, len(list(elements)))
+
+
+class Observe(tm.ProcessWindowFunction):
+    """What a firing saw: (key, window, values in order, current watermark)."""
+
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        yield (key, context.window(), [v for _, v in elements], context.current_watermark())
+
+
+class SumAggregate(tm.AggregateFunction):
+    """Aggregates values into [sum, count]."""
+
+    def create_accumulator(self) -> list[int]:
+        return [0, 0]
+
+    def add(self, value: Any, accumulator: list[int]) -> list[int]:
+        return [accumulator[0] + value[1], accumulator[1] + 1]
+
+    def get_result(self, accumulator: list[int]) -> list[int]:
+        return list(accumulator)
+
+    def merge(self, acc_a: list[int], acc_b: list[int]) -> list[int]:
+        return [acc_a[0] + acc_b[0], acc_a[1] + acc_b[1]]
+
+
+FUNCTIONS = {
+    "sum": SumReducer,
+    "sum_lambda": lambda: _sum_pair,
+    "session_sum": SessionWindowFunction,
+    "reduced_session_sum": lambda: (SumReducer(), ReducedSessionWindowFunction()),
+    "pass_through": PassThroughFunction,
+    "got": GotFunction,
+    "empty": EmptyFunction,
+    "sum_elements": SumElements,
+    "windowed_sum": WindowedSum,
+    "count_per_window": CountPerWindow,
+    "observe": Observe,
+    "aggregate_sum": SumAggregate,
+    "reduce_observe": lambda: (SumReducer(), Observe()),
+}
+
+
+class PointSessionWindows(tm.MergingWindowAssigner):
+    """WindowOperatorTest.PointSessionWindows: value 33 makes a point window [ts, ts)."""
+
+    def __init__(self, gap_ms: int):
+        self.gap_ms = gap_ms
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        if element[1] == 33:
+            return [tm.TimeWindow(timestamp, timestamp)]
+        return [tm.TimeWindow(timestamp, timestamp + self.gap_ms)]
+
+    def merge_windows(self, windows, callback):  # type: ignore[no-untyped-def]
+        tm.TimeWindow.merge_windows(windows, callback)
+
+    def get_default_trigger(self, env=None):  # type: ignore[no-untyped-def]
+        return tm.EventTimeTrigger.create()
+
+    def is_event_time(self) -> bool:
+        return True
+
+
+CUSTOM_ASSIGNERS = {"PointSessionWindows": lambda spec: PointSessionWindows(int(spec["gap"]))}
+
+
+class EventTimeTriggerAccumGC(tm.Trigger):
+    """WindowOperatorTest.EventTimeTriggerAccumGC: fire-and-purge at the end and at GC."""
+
+    def __init__(self, cleanup_ms: int):
+        self.cleanup_ms = cleanup_ms
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_event_time_timer(window.max_timestamp())
+        if window.max_timestamp() <= ctx.get_current_watermark():
+            return tm.TriggerResult.FIRE
+        return tm.TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        if time in (window.max_timestamp(), window.max_timestamp() + self.cleanup_ms):
+            return tm.TriggerResult.FIRE_AND_PURGE
+        return tm.TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return tm.TriggerResult.CONTINUE
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_event_time_timer(window.max_timestamp())
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+class FireEverytimeOnElementAndEventTimeTrigger(tm.Trigger):
+    """WindowOperatorTest's trigger that fires on every element and every timer."""
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_event_time_timer(window.max_timestamp())
+        return tm.TriggerResult.FIRE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return tm.TriggerResult.FIRE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return tm.TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+CUSTOM_TRIGGERS = {
+    "EventTimeTriggerAccumGC": lambda spec: EventTimeTriggerAccumGC(int(spec["cleanup"])),
+    "FireEverytimeOnElementAndEventTimeTrigger": lambda spec: (
+        FireEverytimeOnElementAndEventTimeTrigger()
+    ),
+}
+
+GAP_EXTRACTORS = {"value": lambda element: element[1]}
+
+
+def register(functions: dict, assigners: dict, triggers: dict, gaps: dict) -> None:  # type: ignore[type-arg]
+    functions.update(FUNCTIONS)
+    assigners.update(CUSTOM_ASSIGNERS)
+    triggers.update(CUSTOM_TRIGGERS)
+    gaps.update(GAP_EXTRACTORS)
