@@ -17,11 +17,14 @@ Schema of a case::
       assigner: {type: SlidingEventTimeWindows, size: 3000, slide: 1000, offset: 0}
       trigger: {type: PurgingTrigger, nested: {type: CountTrigger, count: 4}}   # optional
       evictor: {type: CountEvictor, max_count: 4, do_evict_after: false}       # optional
+               # (Delta trigger/evictor: threshold, delta: abs_value | new_minus_old)
       allowed_lateness: 0                # optional, ms
       late_side_output: false            # optional
       function: sum                      # a name from FUNCTIONS
       keyed: true                        # optional; false = window_all
-      gap_of: value                      # dynamic sessions: the gap is the element's value
+      key_by: f0                         # optional key selector from KEY_SELECTORS (default f0)
+      flatten: false                     # optional; true: element [k, [a, b], ts] is (k, a, b)
+      gap_of: value                      # dynamic sessions: a name from GAP_EXTRACTORS
     order: sorted                        # sorted (multiset per step, default) or exact
     steps:
       - element: [key1, 1, 3999]         # key, value, timestamp (null: none)
@@ -65,7 +68,7 @@ CASE_KEYS = {
 }
 WINDOW_KEYS = {
     "assigner", "trigger", "evictor", "allowed_lateness", "late_side_output", "function",
-    "keyed", "gap_of",
+    "keyed", "gap_of", "key_by", "flatten",
 }
 STEP_KINDS = {"element", "watermark", "processing_time", "snapshot_restore"}
 STATE_KEYS = {"entries", "event_timers", "processing_timers", "dropped"}
@@ -145,6 +148,18 @@ def _validate_case(where: str, raw: Any) -> Transcript:
         raise _fail(where, f"window keys must be among {sorted(WINDOW_KEYS)}; got {window!r}")
     if "assigner" not in window or "function" not in window:
         raise _fail(where, "window needs an assigner and a function")
+    if "key_by" in window and (
+        window["key_by"] not in KEY_SELECTORS or window.get("keyed", True) is False
+    ):
+        raise _fail(
+            where,
+            f"key_by must be one of {sorted(KEY_SELECTORS)} and needs keyed: true; "
+            f"got {window['key_by']!r}",
+        )
+    if "flatten" in window and not isinstance(window["flatten"], bool):
+        raise _fail(where, f"flatten must be true or false; got {window['flatten']!r}")
+    if "gap_of" in window and window["gap_of"] not in GAP_EXTRACTORS:
+        raise _fail(where, f"unknown gap_of {window['gap_of']!r}; known: {sorted(GAP_EXTRACTORS)}")
     if window["function"] not in FUNCTIONS:
         raise _fail(where, f"unknown function {window['function']!r}; known: {sorted(FUNCTIONS)}")
     if not isinstance(raw["steps"], list) or not raw["steps"]:
@@ -235,7 +250,7 @@ def build_trigger(spec: dict[str, Any] | None) -> tm.Trigger | None:
     if kind in ("ContinuousEventTimeTrigger", "ContinuousProcessingTimeTrigger"):
         return getattr(tm, kind).of(_ms(spec, "interval"))
     if kind == "DeltaTrigger":
-        return tm.DeltaTrigger.of(spec["threshold"], _value_delta)
+        return tm.DeltaTrigger.of(spec["threshold"], _delta_function(spec))
     if kind in CUSTOM_TRIGGERS:
         return CUSTOM_TRIGGERS[kind](spec)
     raise TranscriptError(f"unknown trigger {kind!r}")
@@ -251,7 +266,7 @@ def build_evictor(spec: dict[str, Any] | None) -> tm.Evictor | None:
     if kind == "TimeEvictor":
         return tm.TimeEvictor.of(_ms(spec, "interval"), after)
     if kind == "DeltaEvictor":
-        return tm.DeltaEvictor.of(spec["threshold"], _value_delta, after)
+        return tm.DeltaEvictor.of(spec["threshold"], _delta_function(spec), after)
     raise TranscriptError(f"unknown evictor {kind!r}")
 
 
@@ -259,7 +274,31 @@ def _value_delta(a: Any, b: Any) -> float:
     return float(abs(a[1] - b[1]))
 
 
+# Delta functions ``(old, new) -> float`` a DeltaTrigger / DeltaEvictor may name with
+# ``delta:`` (default abs_value). new_minus_old is EvictingWindowOperatorTest's
+# ``newDataPoint.f1 - oldDataPoint.f1`` (signed).
+DELTA_FUNCTIONS: dict[str, Any] = {
+    "abs_value": _value_delta,
+    "new_minus_old": lambda a, b: float(b[1] - a[1]),
+}
+
+
+def _delta_function(spec: dict[str, Any]) -> Any:
+    name = spec.get("delta", "abs_value")
+    if name not in DELTA_FUNCTIONS:
+        raise TranscriptError(f"{spec.get('type')}: unknown delta {name!r}; known: {sorted(DELTA_FUNCTIONS)}")
+    return DELTA_FUNCTIONS[name]
+
+
 LATE = tm.OutputTag("late")
+
+# Key selectors a window may name with ``key_by`` (the element is ``(key, value)`` or,
+# flattened, ``(key, *value)``).
+KEY_SELECTORS: dict[str, Any] = {
+    "f0": lambda v: v[0],
+    "f1": lambda v: v[1],
+    "f0_f1_f2": lambda v: (v[0], v[1], v[2]),
+}
 
 
 def build_harness(case: Transcript) -> WindowOperatorHarness:
@@ -269,7 +308,7 @@ def build_harness(case: Transcript) -> WindowOperatorHarness:
     return WindowOperatorHarness(
         build_assigner(w["assigner"], w.get("gap_of")),
         FUNCTIONS[w["function"]](),
-        key_selector=(lambda v: v[0]) if keyed else None,
+        key_selector=KEY_SELECTORS[w.get("key_by", "f0")] if keyed else None,
         trigger=build_trigger(w.get("trigger")),
         evictor=build_evictor(w.get("evictor")),
         allowed_lateness=int(w.get("allowed_lateness", 0)),
@@ -293,8 +332,11 @@ def _encode(value: Any) -> Any:
     raise TypeError(f"cannot encode {value!r}")
 
 
-def element_value(step_element: list[Any]) -> tuple[Any, Any]:
+def element_value(step_element: list[Any], flatten: bool = False) -> tuple[Any, ...]:
+    """The element a step feeds: ``(key, value)``, or ``(key, *value)`` when flattened."""
     key, value, _ = step_element
+    if flatten and isinstance(value, list):
+        return (key, *value)
     return (key, tuple(value) if isinstance(value, list) else value)
 
 
@@ -312,7 +354,8 @@ def run_on_engine(case: Transcript) -> EngineRun:
     for step in case.steps:
         before = len(h.output())
         if "element" in step:
-            h.process_element(element_value(step["element"]), step["element"][2])
+            value = element_value(step["element"], bool(case.window.get("flatten", False)))
+            h.process_element(value, step["element"][2])
         elif "watermark" in step:
             h.process_watermark(int(step["watermark"]))
         elif "processing_time" in step:

@@ -90,7 +90,12 @@ class WindowLogic:
         if kind == ELEMENTS and window_function is None:
             raise WindowSpecError("a window over all elements needs a `window_function`")
 
-    def add(self, current: Any, value: Any) -> Any:
+        self.add = self._add_reduced if kind == REDUCE else self._add  # type: ignore[method-assign]
+
+    def _add_reduced(self, current: Any, value: Any) -> Any:
+        return value if current is None else self.reduce(current, value)
+
+    def _add(self, current: Any, value: Any) -> Any:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""
         if self.kind == REDUCE:
             return value if current is None else self.reduce(current, value)

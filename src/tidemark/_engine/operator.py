@@ -13,6 +13,7 @@ reads a clock of its own.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
@@ -20,13 +21,18 @@ from tidemark._engine.functions import WindowLogic
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
 from tidemark._engine.timers import TimerQueue
-from tidemark.assigners import MergingWindowAssigner, WindowAssigner
+from tidemark.assigners import (
+    MergingWindowAssigner,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+    WindowAssigner,
+)
 from tidemark.errors import UnsupportedMergeError, UserFunctionError, WindowSpecError
 from tidemark.evictors import Evictor, TimestampedValue
 from tidemark.outputs import OutputTag
 from tidemark.time import LONG_MAX, LONG_MIN
-from tidemark.triggers import Trigger, TriggerResult
-from tidemark.windows import Window
+from tidemark.triggers import EventTimeTrigger, Trigger, TriggerResult
+from tidemark.windows import TimeWindow, Window
 
 __all__ = [
     "WindowOperator",
@@ -64,6 +70,19 @@ def validate_window_spec(
         )
     if late_data_tag is not None and not isinstance(late_data_tag, OutputTag):
         raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
+
+
+def _aligned_event_time_windows(
+    assigner: Any, trigger: Any, evictor: Any
+) -> tuple[int, int, int] | None:
+    """``(size, slide, offset)`` when the inlined per-element path applies, else None."""
+    if evictor is not None or type(trigger) is not EventTimeTrigger:
+        return None
+    if type(assigner) is TumblingEventTimeWindows:
+        return assigner.size_ms, assigner.size_ms, assigner.offset_ms
+    if type(assigner) is SlidingEventTimeWindows:
+        return assigner.size_ms, assigner.slide_ms, assigner.offset_ms
+    return None
 
 
 class WindowOperator:
@@ -117,6 +136,11 @@ class WindowOperator:
         self._event_queue = TimerQueue()
         self._processing_queue = TimerQueue()
         self._clock = ClockContext(self)
+        self._aligned = _aligned_event_time_windows(assigner, self.trigger, evictor)
+        self._window_cache: dict[int, TimeWindow] = {}
+        # When a list, every emitted result's watermark at emission is appended here
+        # (replays record it to place results in a chained stream).
+        self.output_watermarks: list[int] | None = None
 
     # ------------------------------------------------------------------ elements
 
@@ -125,6 +149,11 @@ class WindowOperator:
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = KeyState()
+        if self._aligned is not None and timestamp is not None:
+            status = self._add_to_aligned_windows(key, ks, value, timestamp)
+            if status == SKIPPED and timestamp + self.allowed_lateness_ms <= self.current_watermark:
+                status = self._late_element(value, timestamp)
+            return status
         try:
             windows = self.assigner.assign_windows(value, timestamp, self._clock)
         except Exception as exc:
@@ -149,6 +178,51 @@ class WindowOperator:
             status = self._added_status(status, window)
             self._add_and_trigger(key, ks, window, window, value, timestamp)
         return status
+
+    def _add_to_aligned_windows(self, key: Any, ks: KeyState, value: Any, timestamp: int) -> int:
+        """The per-element path of tumbling/sliding event-time windows with Flink's
+        default trigger, inlined: the same steps as the generic path (skip late windows,
+        add, EventTimeTrigger.on_element, cleanup timer) without per-call indirection,
+        since this is where a keyed tumbling reduce spends its time."""
+        size, slide, offset = self._aligned  # type: ignore[misc]
+        watermark = self.current_watermark
+        lateness = self.allowed_lateness_ms
+        contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
+        add = self.logic.add
+        status = SKIPPED
+        start = timestamp - (timestamp - offset) % slide
+        while start > timestamp - size:
+            window = cache.get(start)
+            if window is None:
+                window = self._cached_window(start, start + size)
+            start -= slide
+            max_ts = window[1] - 1
+            cleanup = max_ts + lateness
+            if cleanup <= watermark:
+                continue
+            try:
+                contents[window] = add(contents.get(window), value)
+            except Exception as exc:
+                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+            if max_ts <= watermark:
+                status = ADDED_LATE
+                self._fire(key, ks, window, window)
+            else:
+                status = ADDED if status == SKIPPED else status
+                if (max_ts, window) not in timers:
+                    timers.add((max_ts, window))
+                    self._event_queue.push(max_ts, key, window)
+            if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
+                timers.add((cleanup, window))
+                self._event_queue.push(cleanup, key, window)
+        return status
+
+    def _cached_window(self, start: int, end: int) -> TimeWindow:
+        cache = self._window_cache
+        if len(cache) > 4096:
+            cache.clear()
+        window = cache[start] = TimeWindow(start, end)
+        return window
 
     def _add_to_merging_windows(
         self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
@@ -281,6 +355,8 @@ class WindowOperator:
             raise self._user_error("the window function", key, window, exc) from exc
         timestamp = window.max_timestamp()
         self.output.extend([(result, timestamp) for result in results])
+        if self.output_watermarks is not None:
+            self.output_watermarks.extend([self.current_watermark] * len(results))
         if self.tracer is not None:
             self.tracer.fired(key, window, self.current_watermark, results)
 
@@ -321,6 +397,34 @@ class WindowOperator:
                 return
             time, key, window = due
             self._on_timer(key, time, window, event_time=True)
+
+    def advance_watermark_stepwise(self, watermark: int, resolve: Callable[[int], int]) -> None:
+        """Advance to ``watermark`` through the watermarks a recorded stream really had.
+
+        ``resolve(t)`` is the first watermark of the stream that is ``>= t``; every due
+        timer fires at the watermark that first reached it, as it did in the stream.
+        """
+        while True:
+            time = self._event_queue.peek_time()
+            if time is None or time > watermark:
+                break
+            step = min(max(resolve(time), time), watermark)
+            self.process_watermark(max(step, self.current_watermark))
+        self.process_watermark(max(watermark, self.current_watermark))
+
+    def advance_processing_time_stepwise(self, time: int) -> None:
+        """Advance the clock to ``time``, firing each due timer at its own time."""
+        while True:
+            due = self._processing_queue.peek_time()
+            if due is None or due > time:
+                break
+            self.advance_processing_time(max(due, self.current_processing_time))
+        self.advance_processing_time(max(time, self.current_processing_time))
+
+    def reset_clocks(self, watermark: int = LONG_MIN, processing_time: int = 0) -> None:
+        """Set both clocks without firing anything (a new key in a BATCH run)."""
+        self.current_watermark = watermark
+        self.current_processing_time = processing_time
 
     def advance_processing_time(self, time: int) -> None:
         """Set the processing-time clock and fire every processing-time timer it reaches."""

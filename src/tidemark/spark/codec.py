@@ -1,0 +1,105 @@
+"""Rows in and out of the engine: pandas batches <-> pyspark Rows and result tuples."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pandas as pd
+
+from tidemark.errors import WindowSpecError
+
+__all__ = [
+    "parse_schema",
+    "rows_from_pandas",
+    "result_tuple",
+    "column_values",
+]
+
+_INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
+
+
+def parse_schema(schema: Any, spark: Any) -> Any:
+    """A StructType from a StructType or a DDL string such as ``"user string, n long"``."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(schema, StructType):
+        return schema
+    if isinstance(schema, str):
+        try:
+            parsed = spark.createDataFrame([], schema).schema
+        except Exception as exc:
+            raise WindowSpecError(
+                f"`output_schema` must be a StructType or a DDL string like "
+                f"'user string, n long'; could not parse {schema!r}: {exc}"
+            ) from exc
+        return parsed
+    raise WindowSpecError(
+        f"`output_schema` must be a StructType or a DDL string; got {schema!r} "
+        f"({type(schema).__name__})"
+    )
+
+
+def column_values(series: pd.Series, type_name: str) -> list[Any]:
+    """Python values of one pandas column, as a Spark Row would hold them."""
+    if pd.api.types.is_datetime64_any_dtype(series.dtype):
+        return [None if pd.isna(v) else v.to_pydatetime() for v in series]
+    values = series.tolist()
+    if type_name in _INTEGRAL and series.dtype.kind == "f":
+        return [None if v != v else int(v) for v in values]
+    return values
+
+
+def rows_from_pandas(pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]) -> list[Any]:
+    """``pyspark.sql.Row`` objects of the columns ``names`` of a pandas batch."""
+    from pyspark.sql import Row
+
+    row_class = Row(*names)
+    columns = [column_values(pdf[name], type_name) for name, type_name in zip(names, types)]
+    return [row_class(*values) for values in zip(*columns)]
+
+
+def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
+    """A window result as a tuple in the order of the output schema's ``names``.
+
+    Rows and dicts are matched by field name; tuples and lists by position; a scalar
+    fills a one-column schema.
+    """
+    fields = getattr(value, "__fields__", None)
+    if fields is not None:
+        if all(name in fields for name in names):
+            return tuple(value[name] for name in names)
+        return _positional(value, names)
+    if isinstance(value, dict):
+        missing = [name for name in names if name not in value]
+        if missing:
+            raise ValueError(f"result {value!r} lacks output columns {missing}")
+        return tuple(value[name] for name in names)
+    if isinstance(value, (tuple, list)):
+        return _positional(value, names)
+    if len(names) == 1:
+        return (value,)
+    raise ValueError(
+        f"result {value!r} ({type(value).__name__}) does not fit the output schema "
+        f"{list(names)}: return a Row, dict, tuple or list"
+    )
+
+
+def _positional(value: Iterable[Any], names: Sequence[str]) -> tuple[Any, ...]:
+    values = tuple(value)
+    if len(values) != len(names):
+        raise ValueError(
+            f"result {values!r} has {len(values)} fields; the output schema has "
+            f"{len(names)}: {list(names)}"
+        )
+    return values
+
+
+def to_epoch_millis(value: Any) -> int:
+    """Milliseconds since the epoch of a datetime (naive means UTC) or int."""
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return int(value.timestamp() * 1000)
+    return int(value)

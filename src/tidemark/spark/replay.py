@@ -1,0 +1,136 @@
+"""The watermarks of a recorded stream, computed with a distributed scan.
+
+A replay emits the strategy's watermark after every element, over the whole stream (all
+keys), in arrival order, exactly as a single Flink source would. Each row gets
+``__tm_wm``: the watermark in force when it arrived (after the element before it).
+
+Two passes over the stream range-partitioned by arrival order, no global window:
+1. each partition reports the running maximum timestamps it reaches (its *records*,
+   positions and timestamps);
+2. the driver folds them in partition order into the stream's watermark sequence (the
+   distinct watermarks and the position after which each was first emitted), and each
+   partition then stamps its rows starting from the maximum of the partitions before it.
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tidemark.time import LONG_MIN
+
+__all__ = ["WatermarkSequence", "stamp_replay_watermarks"]
+
+ORDER, TS, WM = "__tm_order", "__tm_ts", "__tm_wm"
+
+
+@dataclass
+class WatermarkSequence:
+    """The distinct watermarks of a stream, ascending, with the arrival position after
+    which each was emitted."""
+
+    values: np.ndarray
+    positions: np.ndarray
+
+    def first_at_or_after(self, time: int) -> int:
+        """The first watermark ``>= time`` (``LONG_MAX`` if the stream never got there)."""
+        index = int(np.searchsorted(self.values, time, side="left"))
+        return int(self.values[index]) if index < len(self.values) else 2**63 - 1
+
+    def place(self, watermark: int) -> tuple[int, int]:
+        """``(position, previous watermark)`` of a watermark of this sequence."""
+        index = int(np.searchsorted(self.values, watermark, side="left"))
+        if index < len(self.values) and self.values[index] == watermark:
+            previous = int(self.values[index - 1]) if index > 0 else LONG_MIN
+            return int(self.positions[index]), previous
+        last = int(self.values[-1]) if len(self.values) else LONG_MIN
+        return 2**62, last
+
+
+def _partition_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def _local_records(batches: Any) -> Any:
+    """Pass 1: this partition's first position and its running-maximum records."""
+    first = None
+    best = None
+    rec_ts: list[int] = []
+    rec_pos: list[int] = []
+    for pdf in batches:
+        if pdf.empty:
+            continue
+        if first is None:
+            first = int(pdf[ORDER].iloc[0])
+        for pos, ts in zip(pdf[ORDER].tolist(), pdf[TS].tolist()):
+            if ts is None or ts != ts:
+                continue
+            if best is None or ts > best:
+                best = int(ts)
+                rec_ts.append(best)
+                rec_pos.append(int(pos))
+    if first is not None:
+        blob = pickle.dumps((rec_ts, rec_pos))
+        yield pd.DataFrame({"pid": [_partition_id()], "first": [first], "records": [blob]})
+
+
+def _fold(rows: list[Any], out_of_orderness_ms: int | None) -> tuple[dict[int, int | None], Any]:
+    """Global records and, per partition, the maximum timestamp before it."""
+    prefix: dict[int, int | None] = {}
+    best: int | None = None
+    values: list[int] = []
+    positions: list[int] = []
+    for row in sorted(rows, key=lambda r: r["first"]):
+        prefix[row["pid"]] = best
+        rec_ts, rec_pos = pickle.loads(row["records"])
+        for ts, pos in zip(rec_ts, rec_pos):
+            if best is None or ts > best:
+                best = ts
+                values.append(ts)
+                positions.append(pos)
+    if out_of_orderness_ms is None:
+        sequence = WatermarkSequence(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
+    else:
+        wms = np.array(values, dtype=np.int64) - np.int64(out_of_orderness_ms + 1)
+        sequence = WatermarkSequence(wms, np.array(positions, dtype=np.int64))
+    return prefix, sequence
+
+
+def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> Any:
+    def stamp(batches: Any) -> Any:
+        best = prefix.get(_partition_id())
+        for pdf in batches:
+            wms = np.empty(len(pdf), dtype=np.int64)
+            for i, ts in enumerate(pdf[TS].tolist()):
+                if best is None or out_of_orderness_ms is None:
+                    wms[i] = LONG_MIN
+                else:
+                    wms[i] = best - out_of_orderness_ms - 1
+                if ts is not None and ts == ts and (best is None or ts > best):
+                    best = int(ts)
+            yield pdf.assign(**{WM: wms})
+
+    return stamp
+
+
+def stamp_replay_watermarks(
+    frame: Any, out_of_orderness_ms: int | None, spark: Any
+) -> tuple[Any, WatermarkSequence]:
+    """Add ``__tm_wm`` to ``frame`` (which has ``__tm_order`` and ``__tm_ts``)."""
+    from pyspark import StorageLevel
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    partitions = max(1, spark.sparkContext.defaultParallelism)
+    ranged = frame.repartitionByRange(partitions, ORDER).sortWithinPartitions(ORDER)
+    ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
+    rows = ranged.mapInPandas(_local_records, "pid int, first long, records binary").collect()
+    prefix, sequence = _fold([r.asDict() for r in rows], out_of_orderness_ms)
+    schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
+    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence

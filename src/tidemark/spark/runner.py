@@ -1,0 +1,218 @@
+"""Running a window operation on a bounded DataFrame: BATCH and replay.
+
+The elements of a window operation become a frame with internal columns (``__tm_ts``,
+and for a replay ``__tm_order``, ``__tm_seq``, ``__tm_wm``, ``__tm_pt``), are
+hash-partitioned by key and sorted within partitions by key then time (BATCH) or arrival
+(replay), and each partition streams through one engine operator, key after key; a key's
+state is dropped once its last element is processed and its timers flushed, so a task
+holds the state of one key at a time. ``window_all`` runs in one partition, as in Flink.
+
+One run produces results and side outputs together (``__tm_output`` names which).
+"""
+
+from __future__ import annotations
+
+import pickle
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import (
+    BinaryType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from tidemark.errors import WindowSpecError
+from tidemark.outputs import OutputTag
+from tidemark.spark.api import KeySpec, Source, WindowOp
+from tidemark.spark.replay import ORDER, TS, WM, WatermarkSequence, stamp_replay_watermarks
+from tidemark.spark.worker import PartitionRunner, RunnerConfig
+
+__all__ = ["run_window", "main_output", "side_output", "ElementFrame"]
+
+OUTPUT, SEQ, PT, KEY, SIDE = "__tm_output", "__tm_seq", "__tm_pt", "__tm_key", "__tm_side"
+MAIN = "main"
+
+
+@dataclass
+class ElementFrame:
+    """A stream's elements as a DataFrame with tidemark's internal columns."""
+
+    df: Any
+    value_schema: StructType
+    replay: bool
+    watermarks: Any = None  # a broadcast WatermarkSequence, for replays
+    timestamp_column: str | None = None
+    has_processing_time: bool = False
+
+
+def _timestamp_expr(source: Source) -> Any:
+    if source.timestamp is None:
+        return F.lit(None).cast(LongType())
+    column = source.df.schema[source.timestamp].dataType
+    name = type(column).__name__
+    col = F.col(source.timestamp)
+    if name in ("LongType", "IntegerType", "ShortType"):
+        return col.cast(LongType())
+    if name in ("TimestampType", "TimestampNTZType"):
+        return F.unix_millis(col.cast(TimestampType()))
+    if name == "StringType":
+        return F.unix_millis(F.try_to_timestamp(col))
+    raise WindowSpecError(
+        f"`timestamp` column {source.timestamp!r} must be long milliseconds, a timestamp or a "
+        f"timestamp string; got type {column.simpleString()}"
+    )
+
+
+def _source_frame(source: Source, spark: Any) -> ElementFrame:
+    if source.timestamp is None and source.strategy.timestamp_assigner is not None:
+        raise WindowSpecError(
+            "a WatermarkStrategy timestamp assigner on Rows is not supported on Spark: give "
+            "`timestamp` (a column) to from_dataframe instead"
+        )
+    df = source.df
+    columns = [F.col(c) for c in df.columns] + [_timestamp_expr(source).alias(TS)]
+    if not source.replay:
+        return ElementFrame(df.select(*columns), df.schema, False, None, source.timestamp)
+    columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
+    columns.append(F.lit(0).cast(LongType()).alias(SEQ))
+    if source.processing_time is not None:
+        pt_type = type(df.schema[source.processing_time].dataType).__name__
+        pt = F.col(source.processing_time)
+        pt = F.unix_millis(pt) if pt_type.startswith("Timestamp") else pt.cast(LongType())
+        columns.append(pt.alias(PT))
+    stamped, sequence = stamp_replay_watermarks(
+        df.select(*columns), source.strategy.out_of_orderness_ms, spark
+    )
+    broadcast = spark.sparkContext.broadcast(sequence)
+    return ElementFrame(
+        stamped, df.schema, True, broadcast, source.timestamp, source.processing_time is not None
+    )
+
+
+def _result_frame(upstream: Any, spark: Any) -> ElementFrame:
+    parent = element_frame(upstream._plan.upstream, spark)
+    combined = upstream.combined_dataframe()
+    schema: StructType = upstream._plan.output_schema
+    columns = [F.col(f"`{name}`") for name in schema.fieldNames()] + [F.col(TS)]
+    if parent.replay:
+        columns += [F.col(ORDER), F.col(SEQ), F.col(WM)]
+    df = combined.where(F.col(OUTPUT) == MAIN).select(*columns)
+    return ElementFrame(df, schema, parent.replay, parent.watermarks, None, False)
+
+
+def element_frame(stream: Any, spark: Any) -> ElementFrame:
+    """The element frame of a stream: a source's rows, or an upstream window's results.
+
+    Computed once per stream object (a replay's watermark scan runs once)."""
+    frame = getattr(stream, "_element_frame", None)
+    if frame is None:
+        if isinstance(stream._plan, Source):
+            frame = _source_frame(stream._plan, spark)
+        else:
+            frame = _result_frame(stream, spark)
+        stream._element_frame = frame
+    return frame
+
+
+def combined_schema(output_schema: StructType, replay: bool) -> StructType:
+    fields = [StructField(OUTPUT, StringType(), False), StructField(TS, LongType(), True)]
+    if replay:
+        fields += [StructField(n, LongType(), True) for n in (ORDER, SEQ, WM)]
+    fields += [StructField(f.name, f.dataType, True) for f in output_schema.fields]
+    fields.append(StructField(SIDE, BinaryType(), True))
+    return StructType(fields)
+
+
+def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[Any, list[str]]:
+    df = frame.df
+    order = [ORDER, SEQ] if frame.replay else [TS]
+    if key is None:
+        return df.repartition(1).sortWithinPartitions(*order), []
+    if key.function is not None:
+        df = _with_function_key(df, frame, key)
+        key_columns = [KEY]
+    else:
+        key_columns = list(key.columns)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return (
+        df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
+        .sortWithinPartitions(*[F.col(f"`{c}`") for c in key_columns], *order),
+        key_columns,
+    )
+
+
+def _with_function_key(df: Any, frame: ElementFrame, key: KeySpec) -> Any:
+    from tidemark.spark.codec import rows_from_pandas
+
+    names = frame.value_schema.fieldNames()
+    types = [type(f.dataType).__name__ for f in frame.value_schema.fields]
+    function = key.function
+    assert function is not None
+
+    def add_key(batches: Any) -> Any:
+        for pdf in batches:
+            rows = rows_from_pandas(pdf, names, types)
+            yield pdf.assign(**{KEY: [pickle.dumps(function(row), protocol=4) for row in rows]})
+
+    schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), False)])
+    return df.mapInPandas(add_key, schema)
+
+
+def run_window(op: WindowOp, spark: Any) -> Any:
+    """One run of the window operator: results and side outputs in one DataFrame."""
+    frame = element_frame(op.upstream, spark)
+    partitioned, key_columns = _partitioned(frame, op.key, spark)
+    config = RunnerConfig(
+        assigner=op.assigner,
+        trigger=op.trigger,
+        evictor=op.evictor,
+        allowed_lateness_ms=op.allowed_lateness_ms,
+        late_tag=op.late_tag,
+        function=op.function,
+        window_function=op.window_function,
+        value_names=frame.value_schema.fieldNames(),
+        value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
+        key_columns=key_columns,
+        function_key=op.key is not None and op.key.function is not None,
+        output_names=op.output_schema.fieldNames(),
+        replay=frame.replay,
+        watermarks=frame.watermarks,
+        timestamp_column=frame.timestamp_column,
+        has_processing_time=frame.has_processing_time,
+    )
+    schema = combined_schema(op.output_schema, frame.replay)
+    return partitioned.mapInPandas(PartitionRunner(config), schema)
+
+
+def main_output(combined: Any, output_schema: StructType) -> Any:
+    """The results, with the output schema."""
+    names = [F.col(f"`{n}`") for n in output_schema.fieldNames()]
+    return combined.where(F.col(OUTPUT) == MAIN).select(*names)
+
+
+def side_output(combined: Any, tag: OutputTag, schema: StructType) -> Any:
+    """The side output ``tag``, decoded into ``schema``."""
+    from tidemark.spark.codec import result_tuple
+
+    names = schema.fieldNames()
+    tag_id = tag.tag_id
+
+    def decode(batches: Any) -> Any:
+        import pandas as pd
+
+        for pdf in batches:
+            values = [pickle.loads(blob) for blob in pdf[SIDE].tolist()]
+            rows = [result_tuple(v, names) for v in values]
+            data = list(zip(*rows)) if rows else [()] * len(names)
+            yield pd.DataFrame({n: pd.Series(c, dtype=object) for n, c in zip(names, data)})
+
+    selected = combined.where(F.col(OUTPUT) == F.lit(tag_id)).select(SIDE)
+    return selected.mapInPandas(decode, schema)
+
+
+__all__ += ["WatermarkSequence"]

@@ -1,0 +1,54 @@
+"""Finding or starting the SparkSession tidemark runs on."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+__all__ = ["get_spark", "SPARK_CONF"]
+
+SPARK_CONF = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.stateStore.providerClass": (
+        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+    ),
+    "spark.sql.adaptive.enabled": "false",
+}
+
+
+def get_spark(spark: Any = None, *, master: str = "local[*]", app_name: str = "tidemark") -> Any:
+    """The given session, else the active one, else a new local session.
+
+    A new session gets ``PYSPARK_PYTHON`` set to the running interpreter (so workers find
+    tidemark), Java located or provided (see :mod:`tidemark.spark._java`), the RocksDB
+    state store, Arrow, UTC as the session time zone, and quiet logs.
+    """
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    try:
+        from tidemark.spark._java import ensure_java
+    except ImportError:  # pragma: no cover - the module ships with tidemark
+        pass
+    else:
+        ensure_java()
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in SPARK_CONF.items():
+        builder = builder.config(key, value)
+    builder = builder.config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    # transformWithState on a batch DataFrame fails in a fresh session on Spark 4.1/4.2
+    # unless the streams manager exists (apache/spark#58211); touching it is harmless.
+    _ = session.streams.active
+    return session

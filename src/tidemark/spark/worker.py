@@ -1,0 +1,225 @@
+"""What runs in a Spark task: one engine operator over a partition sorted by key.
+
+The partition arrives as pandas batches sorted by key, then by time (BATCH) or arrival
+(replay). Rows become ``pyspark.sql.Row`` elements; each key is processed to its end and
+then flushed:
+
+- BATCH (Flink's ``execution.runtime-mode=BATCH``): elements in timestamp order under
+  no watermark, then the watermark jumps to +inf and all timers fire; processing time is
+  the wall clock, and processing-time timers also fire at the end of the key.
+- replay: before each element the watermark advances, step by step, to the watermark
+  the stream had when the element arrived (so every timer fires at the watermark that
+  first reached it), and processing time to its arrival time; at the end, the stream's
+  final watermark then +inf, as a bounded Flink source ends. Processing-time timers
+  still pending at the end do not fire, as in Flink.
+"""
+
+from __future__ import annotations
+
+import pickle
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from tidemark._engine.functions import window_logic
+from tidemark._engine.operator import WindowOperator
+from tidemark.errors import InputDataError
+from tidemark.spark.codec import column_values, result_tuple, rows_from_pandas
+from tidemark.time import LONG_MAX, LONG_MIN
+
+__all__ = ["RunnerConfig", "PartitionRunner"]
+
+_NO_KEY = object()
+_FLUSH_ROWS = 10_000
+
+
+@dataclass
+class RunnerConfig:
+    """Everything a task needs, picklable (no DataFrames)."""
+
+    assigner: Any
+    trigger: Any
+    evictor: Any
+    allowed_lateness_ms: int
+    late_tag: Any
+    function: Any
+    window_function: Any
+    value_names: list[str]
+    value_types: list[str]
+    key_columns: list[str]
+    function_key: bool
+    output_names: list[str]
+    replay: bool
+    watermarks: Any
+    timestamp_column: str | None
+    has_processing_time: bool
+
+    def make_operator(self) -> WindowOperator:
+        op = WindowOperator(
+            self.assigner,
+            window_logic(self.function, self.window_function),
+            trigger=self.trigger,
+            evictor=self.evictor,
+            allowed_lateness_ms=self.allowed_lateness_ms,
+            late_data_tag=self.late_tag,
+        )
+        if self.replay:
+            op.output_watermarks = []
+        return op
+
+
+class _Output:
+    """Collects emitted rows of one partition in the combined output's column order."""
+
+    def __init__(self, config: RunnerConfig):
+        self.config = config
+        self.rows: list[tuple[Any, ...]] = []
+        self.seq = 0
+        width = len(config.output_names)
+        self.empty_result = (None,) * width
+
+    def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
+        self.seq += 1
+        values = result_tuple(value, self.config.output_names)
+        meta = (order, self.seq, wm_before) if self.config.replay else ()
+        self.rows.append(("main", ts, *meta, *values, None))
+
+    def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
+        self.seq += 1
+        meta = (order, self.seq, wm_before) if self.config.replay else ()
+        blob = pickle.dumps(value, protocol=4)
+        self.rows.append((tag_id, ts, *meta, *self.empty_result, blob))
+
+    def frame(self) -> pd.DataFrame:
+        meta = ["__tm_order", "__tm_seq", "__tm_wm"] if self.config.replay else []
+        columns = ["__tm_output", "__tm_ts", *meta, *self.config.output_names, "__tm_side"]
+        rows, self.rows = self.rows, []
+        # object columns: ints near 2**63 and None must not pass through float64
+        data = list(zip(*rows)) if rows else [()] * len(columns)
+        return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in zip(columns, data)})
+
+
+class PartitionRunner:
+    """``mapInPandas`` function: runs the operator over one key-sorted partition."""
+
+    def __init__(self, config: RunnerConfig):
+        self.config = config
+
+    def __call__(self, batches: Any) -> Any:
+        config = self.config
+        op = config.make_operator()
+        out = _Output(config)
+        sequence = config.watermarks.value if config.replay else None
+        current: Any = _NO_KEY
+        for pdf in batches:
+            rows = rows_from_pandas(pdf, config.value_names, config.value_types)
+            keys = self._keys(pdf, rows)
+            stamps = column_values(pdf["__tm_ts"], "LongType")
+            replay_cols = self._replay_columns(pdf) if config.replay else None
+            for i, row in enumerate(rows):
+                key = keys[i]
+                if current is _NO_KEY or key != current:
+                    if current is not _NO_KEY:
+                        self._finish_key(op, current, out, sequence)
+                    current = key
+                self._element(op, key, row, stamps[i], i, replay_cols, out, sequence)
+            if len(out.rows) >= _FLUSH_ROWS:
+                yield out.frame()
+        if current is not _NO_KEY:
+            self._finish_key(op, current, out, sequence)
+        if out.rows:
+            yield out.frame()
+
+    def _keys(self, pdf: pd.DataFrame, rows: list[Any]) -> list[Any]:
+        config = self.config
+        if config.function_key:
+            return [pickle.loads(blob) for blob in pdf["__tm_key"].tolist()]
+        if not config.key_columns:
+            return [None] * len(rows)
+        columns = [[row[c] for row in rows] for c in config.key_columns]
+        for name, values in zip(config.key_columns, columns):
+            if any(v is None for v in values):
+                bad = rows[values.index(None)]
+                raise InputDataError(
+                    f"null key in column {name!r}: every element needs a key; example row: {bad}"
+                )
+        return columns[0] if len(columns) == 1 else list(zip(*columns))
+
+    def _replay_columns(self, pdf: pd.DataFrame) -> tuple[list[Any], ...]:
+        orders = pdf["__tm_order"].tolist()
+        wms = pdf["__tm_wm"].tolist()
+        pts = pdf["__tm_pt"].tolist() if self.config.has_processing_time else None
+        return orders, wms, pts  # type: ignore[return-value]
+
+    def _element(
+        self,
+        op: WindowOperator,
+        key: Any,
+        row: Any,
+        ts: int | None,
+        i: int,
+        replay_cols: Any,
+        out: _Output,
+        sequence: Any,
+    ) -> None:
+        config = self.config
+        if ts is None and config.timestamp_column is not None:
+            raw = row[config.timestamp_column]
+            problem = "null" if raw is None else f"unparseable ({raw!r})"
+            raise InputDataError(
+                f"{problem} timestamp in column {config.timestamp_column!r}; example row: {row}"
+            )
+        if replay_cols is None:
+            op.current_processing_time = int(time.time() * 1000)
+            op.process_element(key, row, ts)
+            self._drain(op, out, order=0, element_fired=True, sequence=None)
+            return
+        orders, wms, pts = replay_cols
+        if pts is not None and pts[i] is not None:
+            op.advance_processing_time_stepwise(int(pts[i]))
+        op.advance_watermark_stepwise(int(wms[i]), sequence.first_at_or_after)
+        self._drain(op, out, order=2 * int(orders[i]) - 1, element_fired=False, sequence=sequence)
+        op.process_element(key, row, ts)
+        self._drain(op, out, order=2 * int(orders[i]), element_fired=True, sequence=sequence)
+
+    def _finish_key(self, op: WindowOperator, key: Any, out: _Output, sequence: Any) -> None:
+        if sequence is None:
+            op.process_watermark(LONG_MAX)
+            op.advance_processing_time(LONG_MAX)
+            self._drain(op, out, order=0, element_fired=False, sequence=None)
+        else:
+            last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
+            op.advance_watermark_stepwise(last, sequence.first_at_or_after)
+            op.process_watermark(LONG_MAX)
+            self._drain(op, out, order=LONG_MAX, element_fired=False, sequence=sequence)
+        op.evict_key(key)
+        op.reset_clocks()
+
+    def _drain(
+        self, op: WindowOperator, out: _Output, *, order: int, element_fired: bool, sequence: Any
+    ) -> None:
+        """Move what the operator emitted into ``out``, with replay placement."""
+        if op.output:
+            watermarks = op.output_watermarks or [op.current_watermark] * len(op.output)
+            for (value, ts), wm in zip(op.output, watermarks):
+                position, before = self._placement(wm, order, element_fired, sequence)
+                out.result(value, ts, position, before)
+            op.output.clear()
+            if op.output_watermarks is not None:
+                op.output_watermarks.clear()
+        for tag, emitted in op.side_outputs.items():
+            for value, ts in emitted:
+                out.side(tag.tag_id, value, ts, order, op.current_watermark)
+            emitted.clear()
+
+    @staticmethod
+    def _placement(wm: int, order: int, element_fired: bool, sequence: Any) -> tuple[int, int]:
+        if sequence is None or element_fired:
+            return order, wm
+        if wm == LONG_MAX:
+            last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
+            return LONG_MAX, last
+        position, previous = sequence.place(wm)
+        return 2 * position + 1, previous
