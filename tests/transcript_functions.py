@@ -28,7 +28,7 @@ class SessionWindowFunction(tm.ProcessWindowFunction):
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
         window = context.window()
-        yield (f"{key}-{sum(v for _, v in elements)}", window.start, window.end)
+        yield (f"{key}-{sum(e[1] for e in elements)}", window.start, window.end)
 
 
 class ReducedSessionWindowFunction(tm.ProcessWindowFunction):
@@ -36,8 +36,8 @@ class ReducedSessionWindowFunction(tm.ProcessWindowFunction):
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
         window = context.window()
-        for _, total in elements:
-            yield (f"{key}-{total}", window.start, window.end)
+        for reduced in elements:
+            yield (f"{key}-{reduced[1]}", window.start, window.end)
 
 
 class PassThroughFunction(tm.ProcessWindowFunction):
@@ -51,7 +51,7 @@ class GotFunction(tm.ProcessWindowFunction):
     """PassThroughFunction2: "GOT: " + the elements joined by commas."""
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
-        yield "GOT: " + ",".join(f"({k},{v})" for k, v in elements)
+        yield "GOT: " + ",".join(f"({e[0]},{e[1]})" for e in elements)
 
 
 class EmptyFunction(tm.ProcessWindowFunction):
@@ -66,14 +66,14 @@ class SumElements(tm.ProcessWindowFunction):
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
         elements = list(elements)
-        yield (elements[0][0] if elements else key, sum(v for _, v in elements))
+        yield (elements[0][0] if elements else key, sum(e[1] for e in elements))
 
 
 class WindowedSum(tm.ProcessWindowFunction):
     """IntegerSumWindowFunction: ([start, end], sum of the values)."""
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
-        yield (context.window(), sum(v for _, v in elements))
+        yield (context.window(), sum(e[1] for e in elements))
 
 
 class CountPerWindow(tm.ProcessWindowFunction):
@@ -88,7 +88,7 @@ class Observe(tm.ProcessWindowFunction):
     """What a firing saw: (key, window, values in order, current watermark)."""
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
-        yield (key, context.window(), [v for _, v in elements], context.current_watermark())
+        yield (key, context.window(), [e[1] for e in elements], context.current_watermark())
 
 
 class SumAggregate(tm.AggregateFunction):

@@ -6,7 +6,7 @@ methods. The Spark entry points (``from_dataframe``) load PySpark only when used
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidemark.assigners import (
     DynamicEventTimeSessionWindows,
@@ -71,6 +71,9 @@ from tidemark.triggers import (
 )
 from tidemark.watermarks import TimestampAssigner, WatermarkStrategy
 from tidemark.windows import GlobalWindow, TimeWindow, Window
+
+if TYPE_CHECKING:  # at run time `timeline` is the callable submodule (see __getattr__)
+    from tidemark.timeline import timeline as timeline
 
 __version__ = "0.1.0"
 
@@ -137,12 +140,15 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     # The Spark API is loaded on first use so that the engine never needs PySpark.
-    if name in ("from_dataframe", "timeline"):
-        if name == "timeline":
-            from tidemark import timeline as _timeline
+    if name == "timeline":
+        # The submodule itself: it is callable as ``tidemark.timeline(trace, path)`` and
+        # still offers ``tidemark.timeline.load_trace`` and the rest. (Importing the
+        # submodule rebinds this attribute to it, so a plain function would not stay.)
+        import importlib
 
-            return _timeline.timeline
+        return importlib.import_module("tidemark.timeline")
+    if name == "from_dataframe":
         from tidemark.spark import api
 
-        return getattr(api, name)
+        return api.from_dataframe
     raise AttributeError(f"module 'tidemark' has no attribute {name!r}")

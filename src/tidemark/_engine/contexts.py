@@ -70,10 +70,10 @@ class TriggerCallContext(OnMergeContext):
         self._op.register_processing_time_timer(self._key, self._ks, time, self._window)
 
     def delete_event_time_timer(self, time: int) -> None:
-        self._ks.event_timers.discard((time, self._window))
+        self._ks.event_timers.pop((time, self._window), None)
 
     def delete_processing_time_timer(self, time: int) -> None:
-        self._ks.processing_timers.discard((time, self._window))
+        self._ks.processing_timers.pop((time, self._window), None)
 
     def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State:
         store = self._ks.trigger_state.get(self._window)
@@ -119,6 +119,11 @@ class ProcessCallContext(ProcessWindowContext):
         return self._op.current_watermark
 
     def window_state(self) -> KeyedStateStore:
+        if self._op.is_merging:
+            raise RuntimeError(
+                "Per-window state is not allowed when using merging windows (as in Flink): "
+                f"window {self._window!r} may merge; use global_state() instead"
+            )
         store = self._ks.window_state.get(self._window)
         if store is None:
             store = self._ks.window_state[self._window] = {}

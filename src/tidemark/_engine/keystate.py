@@ -27,8 +27,9 @@ class KeyState:
         Window -> state window, for merging assigners (empty otherwise).
     window_state, global_state : dict
         Per-window and per-key state of the process window function.
-    event_timers, processing_timers : set
-        ``(time, window)`` of the timers registered for this key.
+    event_timers, processing_timers : dict
+        ``(time, window)`` of each timer registered for this key -> its registration
+        sequence number (which orders timers of equal time).
     """
 
     __slots__ = (
@@ -47,8 +48,8 @@ class KeyState:
         self.merging: dict[Window, Window] = {}
         self.window_state: dict[Window, dict[str, Any]] = {}
         self.global_state: dict[str, Any] = {}
-        self.event_timers: set[tuple[int, Window]] = set()
-        self.processing_timers: set[tuple[int, Window]] = set()
+        self.event_timers: dict[tuple[int, Window], int] = {}
+        self.processing_timers: dict[tuple[int, Window], int] = {}
 
     def is_empty(self) -> bool:
         """True when nothing of this key is left but (possibly) its global state."""

@@ -72,6 +72,10 @@ def validate_window_spec(
         raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
 
 
+def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
+    return source if target is None else target + source
+
+
 def _aligned_event_time_windows(
     assigner: Any, trigger: Any, evictor: Any
 ) -> tuple[int, int, int] | None:
@@ -210,11 +214,9 @@ class WindowOperator:
             else:
                 status = ADDED if status == SKIPPED else status
                 if (max_ts, window) not in timers:
-                    timers.add((max_ts, window))
-                    self._event_queue.push(max_ts, key, window)
+                    timers[(max_ts, window)] = self._event_queue.push(max_ts, key, window)
             if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
-                timers.add((cleanup, window))
-                self._event_queue.push(cleanup, key, window)
+                timers[(cleanup, window)] = self._event_queue.push(cleanup, key, window)
         return status
 
     def _cached_window(self, start: int, end: int) -> TimeWindow:
@@ -329,11 +331,13 @@ class WindowOperator:
             self._clear_trigger(key, ks, window)
             self.delete_cleanup_timer(ks, window)
         contents = ks.contents
+        # With an evictor, windows hold element lists whatever the function is.
+        merge = _join_lists if self.evictor is not None else self.logic.merge
         for state_window in merged_states:
             source = contents.pop(state_window, None)
             if source is not None:
                 try:
-                    contents[state_result] = self.logic.merge(contents.get(state_result), source)
+                    contents[state_result] = merge(contents.get(state_result), source)
                 except Exception as exc:
                     raise self._user_error("the merge function", key, result, exc) from exc
 
@@ -438,16 +442,14 @@ class WindowOperator:
 
     def _take_event_timer(self, key: Any, time: int, window: Window) -> bool:
         ks = self.keys.get(key)
-        if ks is None or (time, window) not in ks.event_timers:
+        if ks is None or ks.event_timers.pop((time, window), None) is None:
             return False
-        ks.event_timers.remove((time, window))
         return True
 
     def _take_processing_timer(self, key: Any, time: int, window: Window) -> bool:
         ks = self.keys.get(key)
-        if ks is None or (time, window) not in ks.processing_timers:
+        if ks is None or ks.processing_timers.pop((time, window), None) is None:
             return False
-        ks.processing_timers.remove((time, window))
         return True
 
     def _on_timer(self, key: Any, time: int, window: Window, *, event_time: bool) -> None:
@@ -528,21 +530,19 @@ class WindowOperator:
         if time == LONG_MAX:
             return
         timers = ks.event_timers if self.is_event_time else ks.processing_timers
-        timers.discard((time, window))
+        timers.pop((time, window), None)
 
     def register_event_time_timer(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
         timer = (time, window)
         if timer not in ks.event_timers:
-            ks.event_timers.add(timer)
-            self._event_queue.push(time, key, window)
+            ks.event_timers[timer] = self._event_queue.push(time, key, window)
 
     def register_processing_time_timer(
         self, key: Any, ks: KeyState, time: int, window: Window
     ) -> None:
         timer = (time, window)
         if timer not in ks.processing_timers:
-            ks.processing_timers.add(timer)
-            self._processing_queue.push(time, key, window)
+            ks.processing_timers[timer] = self._processing_queue.push(time, key, window)
 
     def _user_error(self, what: str, key: Any, window: Any, exc: Exception) -> UserFunctionError:
         return UserFunctionError(what, key, window, self.current_watermark, exc)
@@ -566,12 +566,13 @@ class WindowOperator:
         return self.keys.get(key)
 
     def restore_key(self, key: Any, ks: KeyState) -> None:
-        """Install ``ks`` as the state of ``key`` and queue its timers."""
+        """Install ``ks`` as the state of ``key`` and queue its timers (in the order
+        they were first registered, so equal-time timers fire as they would have)."""
         self.keys[key] = ks
-        for time, window in ks.event_timers:
-            self._event_queue.push(time, key, window)
-        for time, window in ks.processing_timers:
-            self._processing_queue.push(time, key, window)
+        for (time, window), seq in ks.event_timers.items():
+            self._event_queue.push(time, key, window, seq)
+        for (time, window), seq in ks.processing_timers.items():
+            self._processing_queue.push(time, key, window, seq)
 
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""

@@ -1,7 +1,7 @@
 """Timer queues: event-time and processing-time timers across all keys.
 
-A timer is ``(time, key, window)``, registered at most once (the key's state holds the
-set of live timers). The queue is a heap ordered by time, then registration order;
+A timer is ``(time, key, window)``, registered at most once (the key's state maps each
+live timer to its registration sequence number). The queue is a heap ordered by time, then registration order;
 deleting a timer only removes it from the key's set, and popping skips timers that are
 no longer live, so each registered timer fires exactly once.
 """
@@ -26,9 +26,18 @@ class TimerQueue:
         self._heap: list[tuple[int, int, Any, Window]] = []
         self._seq = 0
 
-    def push(self, time: int, key: Any, window: Window) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (time, self._seq, key, window))
+    def push(self, time: int, key: Any, window: Window, seq: int | None = None) -> int:
+        """Queue a timer; return its registration sequence number.
+
+        ``seq`` re-queues a restored timer at its original place among equal times.
+        """
+        if seq is None:
+            self._seq += 1
+            seq = self._seq
+        elif seq > self._seq:
+            self._seq = seq
+        heapq.heappush(self._heap, (time, seq, key, window))
+        return seq
 
     def pop_due(
         self, limit: int, take_if_live: Callable[[Any, int, Window], bool]

@@ -54,6 +54,7 @@ class Source:
     order_by: str | None
     strategy: WatermarkStrategy
     processing_time: str | None
+    watermark: str | None = None
 
     @property
     def schema(self) -> Any:
@@ -343,6 +344,7 @@ def from_dataframe(
     order_by: str | None = None,
     watermark_strategy: WatermarkStrategy | None = None,
     processing_time: str | None = None,
+    watermark: str | None = None,
     spark: Any = None,
 ) -> DataStream:
     """Read a DataFrame as a stream of Rows.
@@ -361,6 +363,9 @@ def from_dataframe(
         Defaults to monotonous timestamps.
     processing_time : str, optional
         Replay only: the arrival time (long ms or timestamp) that drives processing time.
+    watermark : str, optional
+        Replay only: the watermark in force when each element arrived (long ms), as
+        recorded with the stream; replaces the watermarks of ``watermark_strategy``.
     """
     spark = get_spark(spark if spark is not None else df.sparkSession)
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
@@ -371,11 +376,15 @@ def from_dataframe(
         ("timestamp", timestamp),
         ("order_by", order_by),
         ("processing_time", processing_time),
+        ("watermark", watermark),
     ):
         if column is not None and column not in names:
             raise WindowSpecError(f"`{param}` names a missing column {column!r}; columns: {names}")
-    if processing_time is not None and order_by is None and not df.isStreaming:
-        raise WindowSpecError(
-            "`processing_time` drives a replay: give `order_by` (the arrival order) too"
-        )
-    return DataStream(Source(df, timestamp, order_by, strategy, processing_time), spark)
+    for param, column in (("processing_time", processing_time), ("watermark", watermark)):
+        if column is not None and order_by is None and not df.isStreaming:
+            raise WindowSpecError(
+                f"`{param}` belongs to a replay: give `order_by` (the arrival order) too"
+            )
+    return DataStream(
+        Source(df, timestamp, order_by, strategy, processing_time, watermark), spark
+    )

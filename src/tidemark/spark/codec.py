@@ -46,8 +46,11 @@ def column_values(series: pd.Series, type_name: str) -> list[Any]:
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         return [None if pd.isna(v) else v.to_pydatetime() for v in series]
     values = series.tolist()
+    missing = series.isna()
+    if missing.any():
+        values = [None if gone else v for v, gone in zip(values, missing.tolist())]
     if type_name in _INTEGRAL and series.dtype.kind == "f":
-        return [None if v != v else int(v) for v in values]
+        return [None if v is None else int(v) for v in values]
     return values
 
 

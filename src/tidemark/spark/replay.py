@@ -48,7 +48,7 @@ class WatermarkSequence:
             previous = int(self.values[index - 1]) if index > 0 else LONG_MIN
             return int(self.positions[index]), previous
         last = int(self.values[-1]) if len(self.values) else LONG_MIN
-        return 2**62, last
+        return 2**63 - 1, last
 
 
 def _partition_id() -> int:
@@ -58,8 +58,13 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
-def _local_records(batches: Any) -> Any:
-    """Pass 1: this partition's first position and its running-maximum records."""
+def _local_records(column: str) -> Any:
+    """Pass 1: this partition's first position and the running-maximum records of
+    ``column`` (timestamps, or recorded watermarks)."""
+    return lambda batches: _records_of(batches, column)
+
+
+def _records_of(batches: Any, column: str) -> Any:
     first = None
     best = None
     rec_ts: list[int] = []
@@ -69,7 +74,7 @@ def _local_records(batches: Any) -> Any:
             continue
         if first is None:
             first = int(pdf[ORDER].iloc[0])
-        for pos, ts in zip(pdf[ORDER].tolist(), pdf[TS].tolist()):
+        for pos, ts in zip(pdf[ORDER].tolist(), pdf[column].tolist()):
             if ts is None or ts != ts:
                 continue
             if best is None or ts > best:
@@ -81,8 +86,15 @@ def _local_records(batches: Any) -> Any:
         yield pd.DataFrame({"pid": [_partition_id()], "first": [first], "records": [blob]})
 
 
-def _fold(rows: list[Any], out_of_orderness_ms: int | None) -> tuple[dict[int, int | None], Any]:
-    """Global records and, per partition, the maximum timestamp before it."""
+def _fold(
+    rows: list[Any], out_of_orderness_ms: int | None, recorded: bool = False
+) -> tuple[dict[int, int | None], Any]:
+    """Global records and, per partition, the maximum before it.
+
+    Positions are placements in a chained stream: a watermark derived from timestamps
+    is emitted after its element (``2 * order + 1``); a recorded watermark was in force
+    when its element arrived, so it came just before it (``2 * order - 1``).
+    """
     prefix: dict[int, int | None] = {}
     best: int | None = None
     values: list[int] = []
@@ -94,8 +106,12 @@ def _fold(rows: list[Any], out_of_orderness_ms: int | None) -> tuple[dict[int, i
             if best is None or ts > best:
                 best = ts
                 values.append(ts)
-                positions.append(pos)
-    if out_of_orderness_ms is None:
+                positions.append(2 * pos - 1 if recorded else 2 * pos + 1)
+    if recorded:
+        sequence = WatermarkSequence(
+            np.array(values, dtype=np.int64), np.array(positions, dtype=np.int64)
+        )
+    elif out_of_orderness_ms is None:
         sequence = WatermarkSequence(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     else:
         wms = np.array(values, dtype=np.int64) - np.int64(out_of_orderness_ms + 1)
@@ -123,14 +139,22 @@ def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> An
 def stamp_replay_watermarks(
     frame: Any, out_of_orderness_ms: int | None, spark: Any
 ) -> tuple[Any, WatermarkSequence]:
-    """Add ``__tm_wm`` to ``frame`` (which has ``__tm_order`` and ``__tm_ts``)."""
+    """Add ``__tm_wm`` to ``frame`` (which has ``__tm_order`` and ``__tm_ts``).
+
+    When ``frame`` already has ``__tm_wm`` (watermarks recorded with the stream), only
+    the watermark sequence is computed.
+    """
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
     partitions = max(1, spark.sparkContext.defaultParallelism)
     ranged = frame.repartitionByRange(partitions, ORDER).sortWithinPartitions(ORDER)
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
-    rows = ranged.mapInPandas(_local_records, "pid int, first long, records binary").collect()
-    prefix, sequence = _fold([r.asDict() for r in rows], out_of_orderness_ms)
+    recorded = WM in frame.columns
+    column = WM if recorded else TS
+    rows = ranged.mapInPandas(_local_records(column), "pid int, first long, records binary")
+    prefix, sequence = _fold([r.asDict() for r in rows.collect()], out_of_orderness_ms, recorded)
+    if recorded:
+        return ranged, sequence
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
     return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence

@@ -77,6 +77,8 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
     df = source.df
     columns = [F.col(c) for c in df.columns] + [_timestamp_expr(source).alias(TS)]
     if not source.replay:
+        # ties in time keep the input's order, so a BATCH run is deterministic
+        columns.append(F.monotonically_increasing_id().alias(SEQ))
         return ElementFrame(df.select(*columns), df.schema, False, None, source.timestamp)
     columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
     columns.append(F.lit(0).cast(LongType()).alias(SEQ))
@@ -85,6 +87,8 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
         pt = F.col(source.processing_time)
         pt = F.unix_millis(pt) if pt_type.startswith("Timestamp") else pt.cast(LongType())
         columns.append(pt.alias(PT))
+    if source.watermark is not None:
+        columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
     stamped, sequence = stamp_replay_watermarks(
         df.select(*columns), source.strategy.out_of_orderness_ms, spark
     )
@@ -101,6 +105,8 @@ def _result_frame(upstream: Any, spark: Any) -> ElementFrame:
     columns = [F.col(f"`{name}`") for name in schema.fieldNames()] + [F.col(TS)]
     if parent.replay:
         columns += [F.col(ORDER), F.col(SEQ), F.col(WM)]
+    else:
+        columns.append(F.monotonically_increasing_id().alias(SEQ))
     df = combined.where(F.col(OUTPUT) == MAIN).select(*columns)
     return ElementFrame(df, schema, parent.replay, parent.watermarks, None, False)
 
@@ -130,7 +136,7 @@ def combined_schema(output_schema: StructType, replay: bool) -> StructType:
 
 def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[Any, list[str]]:
     df = frame.df
-    order = [ORDER, SEQ] if frame.replay else [TS]
+    order = [ORDER, SEQ] if frame.replay else [TS, SEQ]
     if key is None:
         return df.repartition(1).sortWithinPartitions(*order), []
     if key.function is not None:

@@ -20,7 +20,13 @@ SPARK_CONF = {
 }
 
 
-def get_spark(spark: Any = None, *, master: str = "local[*]", app_name: str = "tidemark") -> Any:
+def get_spark(
+    spark: Any = None,
+    *,
+    master: str = "local[*]",
+    app_name: str = "tidemark",
+    conf: dict[str, str] | None = None,
+) -> Any:
     """The given session, else the active one, else a new local session.
 
     A new session gets ``PYSPARK_PYTHON`` set to the running interpreter (so workers find
@@ -46,6 +52,8 @@ def get_spark(spark: Any = None, *, master: str = "local[*]", app_name: str = "t
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)
     builder = builder.config("spark.sql.shuffle.partitions", str(max(2, os.cpu_count() or 2)))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     # transformWithState on a batch DataFrame fails in a fresh session on Spark 4.1/4.2

@@ -221,5 +221,4 @@ class PartitionRunner:
         if wm == LONG_MAX:
             last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
             return LONG_MAX, last
-        position, previous = sequence.place(wm)
-        return 2 * position + 1, previous
+        return sequence.place(wm)

@@ -1,0 +1,72 @@
+"""The ``tidemark`` console command.
+
+Subcommands
+-----------
+``tidemark demo [--out DIR]``
+    The seed article's example on local Spark (what ``make demo`` runs); see
+    :mod:`tidemark.demo`.
+``tidemark timeline RUN.json OUT.png|OUT.html [--title T]``
+    Draw a saved trace (see :func:`tidemark.timeline.main_timeline`).
+``tidemark --version``
+    Print tidemark's version.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    from tidemark import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tidemark",
+        description="Flink's DataStream windowing for Python, on Spark.",
+    )
+    parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    demo = commands.add_parser(
+        "demo", help="run the seed article's example on local Spark",
+        description="Run the user-behaviour example (pv/cart/buy, 5 s tumbling windows) "
+                    "on local Spark, print its windows and late element, and write "
+                    "timelines.")
+    demo.add_argument("--out", default="tidemark-demo", metavar="DIR",
+                      help="where traces and timelines go (default: ./tidemark-demo)")
+    commands.add_parser(
+        "timeline", add_help=False, help="draw a saved run trace as PNG or HTML",
+        description="Draw a saved run trace: tidemark timeline RUN.json OUT.png|OUT.html")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tidemark`` command line; return the exit code.
+
+    Examples
+    --------
+    >>> main(["--version"])
+    tidemark 0.1.0
+    0
+    >>> main(["timeline"])
+    2
+    """
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["timeline"]:
+        # `timeline` has its own parser (tidemark.timeline.main_timeline).
+        from tidemark.timeline import main_timeline
+
+        return main_timeline(args[1:])
+    parser = _parser()
+    try:
+        parsed = parser.parse_args(args)
+    except SystemExit as exc:  # --version, --help, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else 0
+    if parsed.command == "demo":
+        from tidemark.demo import run_demo
+
+        return run_demo(parsed.out)
+    parser.print_help()
+    return 2

@@ -1,0 +1,283 @@
+"""The StatefulProcessor that runs the window operator inside ``transformWithStateInPandas``.
+
+Spark calls the processor once per key and micro-batch: ``handleInputRows`` for a key
+with input rows, ``handleExpiredTimer`` for a key whose Spark timer expired. Each call
+
+1. reads the key's :class:`StoredKey` (one state-store get) and restores the engine state
+   into a fresh operator with the key's last clocks;
+2. advances the clocks to the micro-batch's: ``process_watermark(W)`` when Spark's
+   watermark maps to a later engine watermark ``W`` (event time), or
+   ``advance_processing_time(T)`` with the batch's processing time ``T``; due timers fire;
+3. feeds the key's rows of the batch, in Spark's order (``handleInputRows`` only);
+4. emits results, side outputs and the late-record count as rows of the combined schema;
+5. writes the key's state back (one update, or a clear when nothing is left) and moves
+   the key's one Spark timer per time domain to its earliest engine timer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pyspark import cloudpickle
+from pyspark.sql import Row
+from pyspark.sql.streaming.stateful_processor import (
+    ExpiredTimerInfo,
+    StatefulProcessor,
+    StatefulProcessorHandle,
+    TimerValues,
+)
+
+from tidemark._engine.operator import WindowOperator
+from tidemark.errors import WindowSpecError
+from tidemark.spark._state_codec import STATE_NAME, STATE_SCHEMA, StoredKey
+from tidemark.spark._stream_time import (
+    END_OF_INPUT_MS,
+    check_timestamp,
+    engine_watermark,
+    spark_event_timer,
+)
+from tidemark.spark.codec import column_values
+
+__all__ = [
+    "ProcessorConfig",
+    "WindowStatefulProcessor",
+    "object_frame",
+    "EVENT_TIME",
+    "PROCESSING_TIME",
+    "NONE",
+]
+
+EVENT_TIME, PROCESSING_TIME, NONE = "EventTime", "ProcessingTime", "None"
+OUTPUT, TS, SIDE, DROPPED = "__tm_output", "__tm_ts", "__tm_side", "__tm_dropped"
+MAIN = "main"
+DROPPED_OUTPUT = "__late_records_dropped"
+
+
+@dataclass(frozen=True)
+class ProcessorConfig:
+    """Everything a worker needs to run the window operator for one query.
+
+    Attributes
+    ----------
+    make_operator : callable
+        ``() -> WindowOperator``; called once per key and micro-batch.
+    time_mode : {"EventTime", "ProcessingTime", "None"}
+        The ``timeMode`` of ``transformWithStateInPandas``: which engine timers Spark serves.
+    value_names, value_types : tuple of str
+        The columns of the Rows handed to the user's functions, and their Spark type names.
+    value_positions : tuple of int
+        Where those columns are in the processor's input; the timestamp (long ms) follows
+        the last input column. Positions, because PySpark rebuilds the pandas frames from
+        ``itertuples`` (4.3), which renames columns that are not identifiers.
+    result_names : tuple of str
+        The result columns, in the order ``result_to_row`` returns them.
+    result_to_row : callable
+        ``(result, timestamp_ms) -> tuple`` for one main result.
+    engine_key : callable, optional
+        Spark's grouping-key tuple to the engine's key; default: the value of a single key
+        column, else the tuple.
+    """
+
+    make_operator: Callable[[], WindowOperator]
+    time_mode: str
+    value_names: tuple[str, ...]
+    value_types: tuple[str, ...]
+    value_positions: tuple[int, ...]
+    result_names: tuple[str, ...]
+    result_to_row: Callable[[Any, int], tuple]
+    engine_key: Callable[[tuple], Any] | None = None
+
+    def output_columns(self) -> list[str]:
+        return [OUTPUT, TS, *self.result_names, SIDE, DROPPED]
+
+
+@dataclass
+class _KeyCall:
+    """One call of the processor for one key: the operator holding that key's state."""
+
+    key: Any
+    operator: WindowOperator
+    stored: StoredKey
+
+
+class WindowStatefulProcessor(StatefulProcessor):
+    """Runs a tidemark window operator per key in ``transformWithStateInPandas``.
+
+    Supported: every assigner, trigger, evictor and window function of the engine;
+    event-time timers (``timeMode="EventTime"``) or processing-time timers
+    (``timeMode="ProcessingTime"``); late data to the side output or the dropped count.
+
+    Not supported: processing-time timers in an event-time query and event-time timers
+    in a processing-time query (Spark serves one time domain per query); registering
+    either fails the query with :class:`~tidemark.errors.WindowSpecError`.
+    """
+
+    def __init__(self, config: ProcessorConfig):
+        self._config = config
+
+    def init(self, handle: StatefulProcessorHandle) -> None:
+        self._handle = handle
+        self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+        self._row_class = Row(*self._config.value_names)
+
+    def handleInputRows(
+        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
+    ) -> Iterator[pd.DataFrame]:
+        call = self._open(key, timerValues)
+        for pdf in rows:
+            self._feed(call, pdf)
+        return self._close(call)
+
+    def handleExpiredTimer(
+        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
+    ) -> Iterator[pd.DataFrame]:
+        return self._close(self._open(key, timerValues))
+
+    def close(self) -> None:
+        pass
+
+    # ------------------------------------------------------------------ per key
+
+    def _open(self, key: tuple, timer_values: TimerValues) -> _KeyCall:
+        config = self._config
+        stored = StoredKey.decode(self._state.get())
+        engine_key = config.engine_key(key) if config.engine_key else _default_key(key)
+        operator = config.make_operator()
+        if stored.key_state is not None:
+            operator.restore_key(engine_key, stored.key_state)
+        operator.current_watermark = stored.watermark
+        operator.current_processing_time = stored.processing_time
+        self._advance_clocks(operator, timer_values)
+        return _KeyCall(engine_key, operator, stored)
+
+    def _advance_clocks(self, operator: WindowOperator, timer_values: TimerValues) -> None:
+        processing_time = max(
+            timer_values.getCurrentProcessingTimeInMs(), operator.current_processing_time
+        )
+        if self._config.time_mode == PROCESSING_TIME:
+            # Past processing-time timers fire as soon as possible, as in Flink.
+            operator.advance_processing_time(processing_time)
+            return
+        operator.current_processing_time = processing_time
+        if self._config.time_mode == EVENT_TIME:
+            watermark = engine_watermark(timer_values.getCurrentWatermarkInMs())
+            if watermark > operator.current_watermark:
+                operator.process_watermark(watermark)
+
+    def _feed(self, call: _KeyCall, pdf: pd.DataFrame) -> None:
+        config = self._config
+        event_time = config.time_mode == EVENT_TIME
+        timestamps = column_values(pdf.iloc[:, -1], "LongType")
+        columns = [
+            column_values(pdf.iloc[:, i], t)
+            for i, t in zip(config.value_positions, config.value_types, strict=True)
+        ]
+        values = zip(*columns, strict=True) if columns else [()] * len(timestamps)
+        make_row, operator, key = self._row_class, call.operator, call.key
+        for timestamp, row_values in zip(timestamps, values, strict=True):
+            if timestamp is not None and timestamp >= END_OF_INPUT_MS:
+                continue  # an end-of-input marker: it only moves the watermark
+            check_timestamp(timestamp, key, event_time)
+            operator.process_element(key, make_row(*row_values), timestamp)
+
+    def _close(self, call: _KeyCall) -> Iterator[pd.DataFrame]:
+        frame = self._output_frame(call.operator)
+        self._save(call)
+        return iter([frame]) if frame is not None else iter([])
+
+    # ------------------------------------------------------------------ output
+
+    def _output_frame(self, operator: WindowOperator) -> pd.DataFrame | None:
+        config = self._config
+        blanks = (None,) * len(config.result_names)
+        records: list[tuple[Any, ...]] = []
+        for value, timestamp in operator.output:
+            result = tuple(config.result_to_row(value, timestamp))
+            if len(result) != len(blanks):
+                raise WindowSpecError(
+                    f"`result_to_row` must return {len(blanks)} values {list(config.result_names)};"
+                    f" got {result!r}"
+                )
+            records.append((MAIN, timestamp, *result, None, None))
+        for tag, items in operator.side_outputs.items():
+            for value, timestamp in items:
+                records.append((tag.tag_id, timestamp, *blanks, cloudpickle.dumps(value), None))
+        if operator.num_late_records_dropped:
+            records.append((DROPPED_OUTPUT, None, *blanks, None, operator.num_late_records_dropped))
+        if not records:
+            return None
+        columns = list(zip(*records, strict=True))
+        names = config.output_columns()
+        return pd.DataFrame(
+            {n: pd.Series(c, dtype=object) for n, c in zip(names, columns, strict=True)}
+        )
+
+    # ------------------------------------------------------------------ state and timers
+
+    def _save(self, call: _KeyCall) -> None:
+        operator, stored = call.operator, call.stored
+        key_state = operator.snapshot_key(call.key)
+        if key_state is not None and key_state.is_empty():
+            key_state = None
+        event_times = [t for t, _ in key_state.event_timers] if key_state else []
+        processing_times = [t for t, _ in key_state.processing_timers] if key_state else []
+        self._check_timer_domains(call.key, event_times, processing_times)
+        event_timer = None
+        if event_times:
+            event_timer = spark_event_timer(min(event_times), operator.current_watermark)
+        processing_timer = min(processing_times) if processing_times else None
+        self._move_timer(stored.event_timer, event_timer)
+        self._move_timer(stored.processing_timer, processing_timer)
+        if key_state is None:
+            if stored.exists:
+                self._state.clear()
+            return
+        updated = StoredKey(
+            key_state,
+            operator.current_watermark,
+            operator.current_processing_time,
+            event_timer,
+            processing_timer,
+        )
+        self._state.update(updated.encode())
+
+    def _move_timer(self, registered: int | None, wanted: int | None) -> None:
+        if registered == wanted:
+            return
+        if registered is not None:
+            self._handle.deleteTimer(registered)  # harmless when it already fired
+        if wanted is not None:
+            self._handle.registerTimer(wanted)
+
+    def _check_timer_domains(
+        self, key: Any, event_times: list[int], processing_times: list[int]
+    ) -> None:
+        mode = self._config.time_mode
+        if processing_times and mode != PROCESSING_TIME:
+            raise WindowSpecError(
+                f"a processing-time timer was registered (key={key!r}, times="
+                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}: Spark "
+                "serves one time domain per query; use time_mode='ProcessingTime' with "
+                "processing-time windows and triggers only"
+            )
+        if event_times and mode != EVENT_TIME:
+            raise WindowSpecError(
+                f"an event-time timer was registered (key={key!r}, times="
+                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}: event-time "
+                "windows and triggers need time_mode='EventTime' and a watermark"
+            )
+
+
+def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """A pandas frame of Python values; object columns keep ints exact and None as null."""
+    columns = list(zip(*records, strict=True)) if records else [()] * len(names)
+    return pd.DataFrame(
+        {n: pd.Series(c, dtype=object) for n, c in zip(names, columns, strict=True)}
+    )
+
+
+def _default_key(key: tuple) -> Any:
+    return key[0] if len(key) == 1 else tuple(key)

@@ -1,0 +1,467 @@
+"""Structured Streaming: the window operator per key in ``transformWithStateInPandas``.
+
+:func:`window_stream` turns a streaming DataFrame into ONE streaming DataFrame that
+carries the window results and every side output (the late data, what process functions
+emit with ``ctx.output``, and the count of dropped late records), so a single query runs
+the operator once; :func:`write_outputs` sends each output to its own sink from that
+query with ``foreachBatch``.
+
+Equivalence with the engine
+---------------------------
+Let micro-batch ``n`` hold the elements ``E_n`` and let ``M_n`` be the largest timestamp
+in ``E_0 .. E_n``. With ``out_of_orderness`` ``d``, Flink's bounded-out-of-orderness
+watermark after batch ``n`` is ``W_n = M_n - d - 1``. The streaming run emits exactly
+(as a multiset; rows of different keys in any order) what the engine emits when fed::
+
+    E_0, watermark W_0, E_1, watermark W_1, ..., E_n, watermark W_n [, watermark MAX]
+
+where a watermark is only fed when it is higher than the one before, and ``MAX``
+(``Long.MAX_VALUE``) follows an end-of-input marker. Elements of one key reach the engine
+in the order Spark delivers them (file order for one file per batch); within a batch the
+watermark is fixed, so the order matters only to order-sensitive functions (count
+windows, non-commutative reduces), never to lateness.
+
+How: Spark's watermark is put on the column ``timestamp + 2**51 ms`` with the delay
+``2**51 - 2**50 + d + 1 ms``, so Spark's watermark is ``W + 2**50`` (Spark's clock starts
+at 0 and only rises; Flink's starts at ``Long.MIN_VALUE``; the offset carries negative
+timestamps). The column is projected away before the processor: Spark's late-row filter
+has nothing to filter on, so no row is dropped by Spark and the engine decides lateness
+per window, as Flink does (an element behind the watermark whose window is still open is
+added; one within allowed lateness causes a late firing; others go to the late side
+output or ``numLateRecordsDropped``). In batch ``n + 1`` Spark presents ``W_n``;
+``handleInputRows`` first advances the key's operator to it, firing due timers, then
+feeds the key's rows; ``handleExpiredTimer`` does the same for keys without rows whose
+Spark timer expired. Each key registers one Spark timer: its earliest engine timer, or
+the key's watermark + 1 for a timer registered at or behind it (the engine fires such a
+timer with the next watermark). Outputs carry the same timestamps
+(``window.max_timestamp()``) and user functions see the same watermark.
+
+End of a bounded input
+----------------------
+Spark has no final watermark: timers beyond the last watermark never fire. A row whose
+timestamp is at or after :data:`END_OF_INPUT_MS` (9999-12-31T23:59:59.999Z) is an
+end-of-input marker: it is never given to the window operator (its key and other columns
+are ignored) and it moves the watermark to ``Long.MAX_VALUE`` in the next micro-batch,
+which Spark runs at once (a no-data batch), firing every remaining timer, as Flink does at
+the end of a bounded source. Rows after the marker are late.
+
+Output mode and late firings
+----------------------------
+The query is append-only: a late firing (allowed lateness) or a continuous trigger's
+early firing is a further result row for the same window. To keep one row per window
+downstream, upsert on (key, window start, window end) keeping the row of the highest
+``(batch_id, __tm_ts)``, or give the window function a firing sequence from per-window
+state (``ctx.window_state()``) and upsert on (key, window, sequence) to keep them all.
+
+Processing time and idleness
+----------------------------
+Processing-time windows and triggers run with ``time_mode="ProcessingTime"``: the batch's
+processing time (``getCurrentProcessingTimeInMs``) is the engine's clock, rows of a batch
+arrive at that time, and Spark processing-time timers fire the engine's; Spark runs a
+batch at every trigger interval even without data, so windows close on idle input. One
+time domain per query: a processing-time timer in an event-time query (or the reverse)
+fails the query with :class:`~tidemark.errors.WindowSpecError`.
+
+``idleness_ms`` is accepted for parity with Flink and changes nothing: Flink's idleness
+stops an idle split from holding back the minimum watermark over splits, while Spark's
+watermark is the maximum over all partitions, so an idle partition never holds it back.
+When the whole input is idle the watermark stands still in both, and event-time windows
+wait for data, the end-of-input marker, or a processing-time query.
+
+Examples
+--------
+A sink per output, written idempotently by batch id::
+
+    combined = window_stream(df, key_columns=["user"], timestamp_column="ts", ...)
+    query = write_outputs(combined, {
+        "main": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/main/batch={b}"),
+        "late": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/late/batch={b}"),
+    }, checkpoint=f"{out}/_checkpoint", trigger={"availableNow": True})
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from tidemark._engine.operator import WindowOperator
+from tidemark.assigners import GlobalWindows
+from tidemark.errors import WindowSpecError
+from tidemark.outputs import OutputTag
+from tidemark.spark._processor import (
+    DROPPED,
+    DROPPED_OUTPUT,
+    EVENT_TIME,
+    MAIN,
+    NONE,
+    OUTPUT,
+    PROCESSING_TIME,
+    SIDE,
+    TS,
+    ProcessorConfig,
+    WindowStatefulProcessor,
+    object_frame,
+)
+from tidemark.spark._state_codec import STATE_NAME
+from tidemark.spark._stream_time import (
+    COLUMN_SHIFT_MS,
+    END_OF_INPUT_COLUMN_MICROS,
+    END_OF_INPUT_MS,
+    watermark_delay_ms,
+)
+
+__all__ = [
+    "window_stream",
+    "write_outputs",
+    "select_output",
+    "END_OF_INPUT_MS",
+    "MAIN",
+    "DROPPED_OUTPUT",
+    "STATE_NAME",
+]
+
+_WATERMARK_COLUMN = "__tm_event_time"
+_SCHEMAS_METADATA = "tidemark.side_output_schemas"
+_INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
+
+
+def window_stream(
+    df: DataFrame,
+    *,
+    key_columns: list[str],
+    timestamp_column: str | None,
+    make_operator: Callable[[], WindowOperator],
+    out_of_orderness_ms: int | None,
+    value_columns: list[str],
+    result_schema: StructType,
+    result_to_row: Callable[[Any, int], tuple],
+    late_tag: OutputTag | None,
+    time_mode: str = EVENT_TIME,
+    idleness_ms: int | None = None,
+    engine_key: Callable[[tuple], Any] | None = None,
+) -> DataFrame:
+    """Run a window operator per key on a streaming DataFrame; results and side outputs.
+
+    Parameters
+    ----------
+    df : DataFrame
+        A streaming DataFrame without a watermark of its own.
+    key_columns : list of str
+        The grouping columns; the engine's key is the value of one column, or the tuple.
+    timestamp_column : str or None
+        Event time: long milliseconds or a timestamp. None only for processing time.
+    make_operator : callable
+        ``() -> WindowOperator``, shipped to the workers (it must pickle).
+    out_of_orderness_ms : int or None
+        The bounded out-of-orderness of the watermark strategy; required for EventTime.
+    value_columns : list of str
+        The columns of the Rows handed to the user's functions (and of late rows).
+    result_schema : StructType
+        The columns of a main result.
+    result_to_row : callable
+        ``(result, timestamp_ms) -> tuple`` in the order of ``result_schema``.
+    late_tag : OutputTag, optional
+        The operator's late-data tag; its rows decode to ``value_columns``.
+    time_mode : {"EventTime", "ProcessingTime", "None"}
+        Which engine timers Spark serves ("None": count windows without timers).
+    idleness_ms : int, optional
+        Accepted for parity with Flink; see the module docstring (it changes nothing).
+    engine_key : callable, optional
+        Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
+
+    Returns
+    -------
+    DataFrame
+        Streaming, append mode: ``__tm_output`` ("main", a tag id, or
+        ``"__late_records_dropped"``), ``__tm_ts`` (long ms), the result columns (null
+        on side-output rows), ``__tm_side`` (a pickled side-output value) and
+        ``__tm_dropped`` (late records dropped by that key in that batch). Split it with
+        :func:`select_output` or :func:`write_outputs`.
+    """
+    _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
+    _check_time_mode(make_operator, time_mode, out_of_orderness_ms, idleness_ms)
+    prepared = _prepare_input(
+        df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+    )
+    value_types = tuple(type(df.schema[c].dataType).__name__ for c in value_columns)
+    input_names = _input_names(key_columns, value_columns)
+    config = ProcessorConfig(
+        make_operator=make_operator,
+        time_mode=time_mode,
+        value_names=tuple(value_columns),
+        value_types=value_types,
+        value_positions=tuple(input_names.index(c) for c in value_columns),
+        result_names=tuple(result_schema.fieldNames()),
+        result_to_row=result_to_row,
+        engine_key=engine_key,
+    )
+    combined = prepared.groupBy(*[F.col(f"`{c}`") for c in key_columns]).transformWithStateInPandas(
+        WindowStatefulProcessor(config), _combined_schema(result_schema), "Append", time_mode
+    )
+    schemas = {}
+    if late_tag is not None:
+        schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
+    return _with_side_schemas(combined, schemas)
+
+
+# ---------------------------------------------------------------------- validation
+
+
+def _check_arguments(
+    df: DataFrame,
+    key_columns: list[str],
+    timestamp_column: str | None,
+    value_columns: list[str],
+    time_mode: str,
+) -> None:
+    if not df.isStreaming:
+        raise WindowSpecError(
+            "`df` must be a streaming DataFrame (spark.readStream...); run bounded "
+            "DataFrames with the batch runner"
+        )
+    if time_mode not in (EVENT_TIME, PROCESSING_TIME, NONE):
+        raise WindowSpecError(
+            f"`time_mode` must be 'EventTime', 'ProcessingTime' or 'None'; got {time_mode!r}"
+        )
+    names = df.columns
+    wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
+    missing = [c for c in wanted if c not in names]
+    if missing or not key_columns:
+        raise WindowSpecError(
+            f"`key_columns`, `value_columns` and `timestamp_column` must name columns of "
+            f"`df` (at least one key column); missing {missing} in {names}"
+        )
+    marked = [f.name for f in df.schema.fields if "spark.watermarkDelayMs" in f.metadata]
+    if marked:
+        raise WindowSpecError(
+            f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "
+            "WatermarkStrategy; remove withWatermark (Spark would take the minimum of both)"
+        )
+
+
+def _check_time_mode(
+    make_operator: Callable[[], WindowOperator],
+    time_mode: str,
+    out_of_orderness_ms: int | None,
+    idleness_ms: int | None,
+) -> None:
+    if time_mode == EVENT_TIME and out_of_orderness_ms is None:
+        raise WindowSpecError(
+            "time_mode='EventTime' needs a watermark: give a WatermarkStrategy with "
+            "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
+            "Spark never fires event-time timers, so no event-time window would ever close"
+        )
+    if out_of_orderness_ms is not None and out_of_orderness_ms < 0:
+        raise WindowSpecError(
+            f"`out_of_orderness_ms` must be >= 0; got out_of_orderness={out_of_orderness_ms}ms"
+        )
+    if idleness_ms is not None and idleness_ms <= 0:
+        raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
+    assigner = make_operator().assigner
+    if isinstance(assigner, GlobalWindows):
+        return
+    wanted = EVENT_TIME if assigner.is_event_time() else PROCESSING_TIME
+    if time_mode != wanted:
+        raise WindowSpecError(
+            f"the assigner {assigner!r} needs time_mode={wanted!r}; got time_mode={time_mode!r}"
+        )
+
+
+# ---------------------------------------------------------------------- input
+
+
+def _timestamp_ms(df: DataFrame, column: str | None) -> Any:
+    if column is None:
+        return F.lit(None).cast(LongType())
+    data_type = df.schema[column].dataType
+    name = type(data_type).__name__
+    col = F.col(f"`{column}`")
+    if name in _INTEGRAL:
+        return col.cast(LongType())
+    if name == "TimestampType":
+        return F.unix_millis(col)
+    raise WindowSpecError(
+        f"`timestamp_column` {column!r} must be long milliseconds or a timestamp; got type "
+        f"{data_type.simpleString()}"
+    )
+
+
+def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
+    """The processor's input columns, before the timestamp: keys, then values, once each."""
+    return list(dict.fromkeys([*key_columns, *value_columns]))
+
+
+def _input_column(df: DataFrame, name: str, is_key: bool, timestamp_ms: Any) -> Any:
+    col = F.col(f"`{name}`")
+    if is_key or type(df.schema[name].dataType).__name__ != "TimestampType":
+        return col
+    # An end-of-input marker's timestamp (year 9999) is beyond pandas' nanosecond range,
+    # which PySpark converts timestamps to; the marker's values are never used.
+    is_marker = timestamp_ms.isNotNull() & (timestamp_ms >= F.lit(END_OF_INPUT_MS))
+    return F.when(~is_marker, col).alias(name)
+
+
+def _prepare_input(
+    df: DataFrame,
+    key_columns: list[str],
+    timestamp_column: str | None,
+    value_columns: list[str],
+    time_mode: str,
+    out_of_orderness_ms: int | None,
+) -> DataFrame:
+    names = _input_names(key_columns, value_columns)
+    timestamp = _timestamp_ms(df, timestamp_column)
+    columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
+    prepared = df.select(*columns, timestamp.alias(TS))
+    if time_mode != EVENT_TIME:
+        return prepared
+    assert out_of_orderness_ms is not None
+    ts = F.col(TS)
+    end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
+    shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
+    event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
+    delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
+    # The watermark column is dropped right away: Spark still tracks the watermark, and
+    # with nothing to filter on it drops no late row before the processor.
+    return (
+        prepared.withColumn(_WATERMARK_COLUMN, event_time)
+        .withWatermark(_WATERMARK_COLUMN, delay)
+        .drop(_WATERMARK_COLUMN)
+    )
+
+
+# ---------------------------------------------------------------------- output
+
+
+def _combined_schema(result_schema: StructType) -> StructType:
+    fields = [StructField(OUTPUT, StringType(), False), StructField(TS, LongType(), True)]
+    fields += [StructField(f.name, f.dataType, True) for f in result_schema.fields]
+    fields += [StructField(SIDE, BinaryType(), True), StructField(DROPPED, LongType(), True)]
+    return StructType(fields)
+
+
+def _with_side_schemas(combined: DataFrame, schemas: dict[str, str]) -> DataFrame:
+    columns = [
+        F.col(f"`{c}`").alias(c, metadata={_SCHEMAS_METADATA: json.dumps(schemas)})
+        if c == SIDE
+        else F.col(f"`{c}`")
+        for c in combined.columns
+    ]
+    return combined.select(*columns)
+
+
+def _known_schemas(df: DataFrame) -> dict[str, StructType]:
+    if SIDE not in df.columns:
+        return {}
+    raw = json.loads(df.schema[SIDE].metadata.get(_SCHEMAS_METADATA, "{}"))
+    return {tag: StructType.fromJson(json.loads(schema)) for tag, schema in raw.items()}
+
+
+def select_output(combined: DataFrame, name: str, schema: StructType | None = None) -> DataFrame:
+    """One output of :func:`window_stream`'s DataFrame (streaming or a micro-batch).
+
+    Parameters
+    ----------
+    combined : DataFrame
+        What :func:`window_stream` returned (or a micro-batch of it).
+    name : str
+        "main" for the results; a tag id for a side output; ``"__late_records_dropped"``
+        for the per-key, per-batch counts of dropped late records.
+    schema : StructType, optional
+        The columns of side output ``name``; the late-data tag's are known. Without one,
+        a side output comes as ``timestamp`` (long ms) and ``value`` (pickled bytes).
+    """
+    rows = combined.where(F.col(OUTPUT) == F.lit(name))
+    if name == MAIN:
+        internal = (OUTPUT, TS, SIDE, DROPPED)
+        return rows.select(*[F.col(f"`{c}`") for c in combined.columns if c not in internal])
+    if name == DROPPED_OUTPUT:
+        return rows.select(F.col(DROPPED).alias("num_late_records_dropped"))
+    schema = schema if schema is not None else _known_schemas(combined).get(name)
+    if schema is None:
+        return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
+    return rows.select(SIDE).mapInPandas(_SideDecoder(schema.fieldNames()), schema)
+
+
+class _SideDecoder:
+    """mapInPandas function: pickled side-output values to rows of a schema."""
+
+    def __init__(self, names: list[str]):
+        self._names = names
+
+    def __call__(self, batches: Any) -> Any:
+        from tidemark.spark.codec import result_tuple
+
+        names = self._names
+        for pdf in batches:
+            rows = [result_tuple(pickle.loads(blob), names) for blob in pdf[SIDE].tolist()]
+            yield object_frame(names, rows)
+
+
+def write_outputs(
+    df: DataFrame,
+    sinks: Mapping[str, Callable[[DataFrame, int], None]],
+    checkpoint: str,
+    trigger: dict[str, Any] | None = None,
+    *,
+    schemas: Mapping[str, StructType] | None = None,
+    query_name: str | None = None,
+) -> StreamingQuery:
+    """Start ONE query that sends each output of :func:`window_stream` to its sink.
+
+    Parameters
+    ----------
+    df : DataFrame
+        What :func:`window_stream` returned.
+    sinks : mapping
+        Output name ("main", a tag id, ``"__late_records_dropped"``) ->
+        ``sink(batch_df, batch_id)``. Outputs without a sink are discarded. A sink that
+        writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
+        replayed after a failure replaces its own rows.
+    checkpoint : str
+        The query's checkpoint location (state, timers, watermark, offsets).
+    trigger : dict, optional
+        Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"availableNow": True}``.
+    schemas : mapping, optional
+        Schemas of side outputs other than the late data (see :func:`select_output`).
+
+    Returns
+    -------
+    StreamingQuery
+    """
+    if not sinks:
+        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
+    bad = [name for name, sink in sinks.items() if not callable(sink)]
+    if bad:
+        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
+    splitter = _BatchSplitter(dict(sinks), dict(schemas or {}))
+    writer = df.writeStream.foreachBatch(splitter).option("checkpointLocation", checkpoint)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    if query_name:
+        writer = writer.queryName(query_name)
+    return writer.outputMode("append").start()
+
+
+class _BatchSplitter:
+    """foreachBatch function: each micro-batch is computed once, then split by output."""
+
+    def __init__(self, sinks: dict[str, Any], schemas: dict[str, StructType]):
+        self._sinks = sinks
+        self._schemas = schemas
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        # Persisted so that the stateful operator runs once however many sinks read it.
+        batch.persist()
+        try:
+            for name, sink in self._sinks.items():
+                sink(select_output(batch, name, self._schemas.get(name)), batch_id)
+        finally:
+            batch.unpersist()

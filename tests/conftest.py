@@ -1,0 +1,33 @@
+"""Shared fixtures: one local SparkSession for the whole test run."""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+import pytest
+
+warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
+
+# Spark's Python workers import the functions tests define by module name: put the
+# tests directory on their path (the JVM passes its environment on to the workers).
+_TESTS = os.path.dirname(os.path.abspath(__file__))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_TESTS, os.environ.get("PYTHONPATH", "")) if p
+)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A local[2] SparkSession shared by every Spark test (start-up is paid once)."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from tidemark.spark.session import get_spark
+
+    session = get_spark(
+        master="local[2]",
+        app_name="tidemark-tests",
+        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
+    )
+    yield session
+    session.stop()

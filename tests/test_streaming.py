@@ -1,0 +1,279 @@
+"""The Structured Streaming runner equals the engine fed the same micro-batches.
+
+Every scenario is a file-source stream fed one JSON file per micro-batch; its outputs
+(results, late side output, dropped count) must equal :func:`engine_reference`: the
+engine fed each batch's elements followed by the watermark Spark moved to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql.types import LongType, StructField, StructType
+from streaming_scenarios import (
+    LATE,
+    LATENESS,
+    RESULT_SCHEMA,
+    SCENARIOS,
+    Describe,
+    FileStream,
+    Scenario,
+    _op,
+    describe_row,
+    engine_reference,
+    summarize,
+)
+
+from tidemark import (
+    ContinuousProcessingTimeTrigger,
+    TumblingEventTimeWindows,
+    TumblingProcessingTimeWindows,
+)
+from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming import STATE_NAME, window_stream, write_outputs
+
+pytestmark = pytest.mark.spark
+
+TESTS_DIR = Path(__file__).parent
+
+
+def _state_rows(spark, checkpoint: str) -> int:
+    reader = spark.read.format("statestore").option("path", checkpoint)
+    return reader.option("stateVarName", STATE_NAME).load().count()
+
+
+def _run(spark, scenario: Scenario, root: Path) -> FileStream:
+    stream = FileStream(spark, scenario, root).start()
+    try:
+        stream.feed()
+    finally:
+        stream.stop()
+    return stream
+
+
+# ---------------------------------------------------------------------- fast end to end
+
+
+def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
+    """One query, three sinks: results, late data and drop counts equal the engine's;
+    the operator runs once per batch; state is gone once the final watermark passed.
+
+    ::
+
+        size 10, allowed lateness 5, out-of-orderness 2      W after batch: 2 12 22 27 MAX
+        batch 2: a@2  behind Spark's previous watermark -> late firing of a[0,10)
+                 a@11 behind the watermark, window [10,20) open -> added
+        batch 3: a@12 -> late firing of a[10,20); a@1, b@9 -> side output "late"
+    """
+    log = tmp_path / "fired.log"
+    make = _op(
+        TumblingEventTimeWindows.of(10),
+        allowed_lateness_ms=5,
+        late_data_tag=LATE,
+        function=Describe(str(log)),
+    )
+    scenario = dataclasses.replace(LATENESS, make_operator=make)
+    stream = FileStream(spark, scenario, tmp_path / "run").start()
+    try:
+        stream.feed(4)
+        assert _state_rows(spark, stream.checkpoint) == 2  # keys a and b hold open windows
+        stream.feed()
+    finally:
+        stream.stop()
+    firings = len(log.read_text().splitlines())  # before the reference adds its own
+    got, want = summarize(stream.outputs), engine_reference(scenario)
+    assert got == want
+    assert want["late"] == {("a", 13, 1): 1, ("b", 14, 9): 1}
+    firings_of_a0 = [r for r in want["main"] if r[:3] == ("a", 0, 10)]
+    assert sorted(r[3] for r in firings_of_a0) == [3, 4]  # on time, then late with a@2
+    assert ("a", 10, 20, 2, 13, 22) in want["main"]  # a@11 joined the open window
+    assert ("a", 10, 20, 3, 25, 22) in want["main"]  # a@12: late firing
+    assert firings == sum(got["main"].values())  # three sinks, one run of the operator
+    assert _state_rows(spark, stream.checkpoint) == 0
+
+
+def test_event_time_without_watermark_is_rejected(spark):
+    df = spark.readStream.format("rate").load()
+    with pytest.raises(WindowSpecError, match="needs a watermark.*out_of_orderness_ms"):
+        _window_stream(df, out_of_orderness_ms=None)
+
+
+def test_batch_dataframe_is_rejected(spark):
+    with pytest.raises(WindowSpecError, match="must be a streaming DataFrame"):
+        _window_stream(spark.range(3).selectExpr("'a' as key", "id as v", "id as ts"))
+
+
+def test_own_watermark_is_rejected(spark):
+    df = spark.readStream.format("rate").load().withWatermark("timestamp", "1 second")
+    with pytest.raises(WindowSpecError, match="already has a watermark"):
+        _window_stream(df, timestamp_column="timestamp")
+
+
+def test_processing_time_assigner_needs_processing_time_mode(spark):
+    df = spark.readStream.format("rate").load()
+    make = _op(TumblingProcessingTimeWindows.of(1000))
+    with pytest.raises(WindowSpecError, match="needs time_mode='ProcessingTime'"):
+        _window_stream(df, make_operator=make)
+
+
+def _window_stream(df, **overrides):
+    if "key" not in df.columns:
+        df = df.selectExpr("'a' as key", "value as v", "timestamp as ts", "timestamp")
+    arguments = dict(
+        key_columns=["key"],
+        timestamp_column="ts",
+        make_operator=_op(TumblingEventTimeWindows.of(10)),
+        out_of_orderness_ms=0,
+        value_columns=["key", "v", "ts"],
+        result_schema=RESULT_SCHEMA,
+        result_to_row=describe_row,
+        late_tag=None,
+    )
+    arguments.update(overrides)
+    return window_stream(df, **arguments)
+
+
+# ---------------------------------------------------------------------- all scenarios
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", [n for n in SCENARIOS if n != LATENESS.name])
+def test_scenario_matches_engine(spark, tmp_path, name):
+    scenario = SCENARIOS[name]
+    stream = _run(spark, scenario, tmp_path)
+    assert summarize(stream.outputs) == engine_reference(scenario)
+
+
+@pytest.mark.slow
+def test_idle_key_window_closes_in_a_batch_without_its_input(spark, tmp_path):
+    scenario = SCENARIOS["idle_key_closed_by_timer"]
+    stream = _run(spark, scenario, tmp_path)
+    b_batches = [
+        b
+        for (name, b), rows in stream.outputs.items()
+        if name == "main"
+        for r in rows
+        if r[0] == "b"
+    ]
+    assert len(b_batches) == 1 and b_batches[0] >= 1  # b had input only in batch 0
+
+
+@pytest.mark.slow
+def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, tmp_path):
+    first = FileStream(spark, LATENESS, tmp_path).start()
+    first.feed(2)
+    first.stop()
+    second = FileStream(spark, LATENESS, tmp_path)
+    second.fed, second.outputs = first.fed, first.outputs
+    second.start()
+    try:
+        second.feed()
+    finally:
+        second.stop()
+    assert summarize(second.outputs) == engine_reference(LATENESS)
+
+
+@pytest.mark.slow
+def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path):
+    """kill -9 the driver while a batch's sink runs (before its commit); a new driver
+    replays that batch from the checkpoint and the batch-id sink keeps one copy."""
+    from streaming_scenarios import write_batch_file
+
+    for index, rows in enumerate(LATENESS.batches):
+        (tmp_path / "in").mkdir(exist_ok=True)
+        write_batch_file(tmp_path / "in", index, rows, "long")
+    child = _child(tmp_path, pause_after="3")
+    try:
+        _wait_for(lambda: (tmp_path / "out" / "_paused").exists(), child, timeout=240)
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    assert not (tmp_path / "out" / "main" / "batch=4").exists()
+    finisher = _child(tmp_path, pause_after="none")
+    assert finisher.wait(timeout=240) == 0
+    main = spark.read.parquet(str(tmp_path / "out" / "main"))
+    late = spark.read.parquet(str(tmp_path / "out" / "late"))
+    want = engine_reference(LATENESS)
+    assert sorted(tuple(r)[:-1] for r in main.collect()) == sorted(want["main"].elements())
+    assert sorted(tuple(r)[:-1] for r in late.collect()) == sorted(want["late"].elements())
+
+
+def _child(root: Path, pause_after: str) -> subprocess.Popen:
+    script = TESTS_DIR / "streaming_scenarios.py"
+    args = [sys.executable, str(script), LATENESS.name, str(root), pause_after]
+    env = dict(os.environ, PYTHONPATH=str(TESTS_DIR))
+    log = open(root / f"child-{pause_after}.log", "w")
+    return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
+def _wait_for(condition, child: subprocess.Popen, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if child.poll() is not None:
+            raise AssertionError(f"child exited early with {child.returncode}")
+        if time.monotonic() > deadline:
+            raise AssertionError("timed out waiting for the child")
+        time.sleep(0.5)
+
+
+# ---------------------------------------------------------------------- processing time
+
+
+@pytest.mark.slow
+def test_processing_time_windows_close_on_idle_input(spark, tmp_path):
+    """Processing-time windows of 2 s: one file, then no input; Spark's processing-time
+    timers (a batch per trigger interval, with or without data) close the windows."""
+    from streaming_scenarios import write_batch_file
+
+    (tmp_path / "in").mkdir()
+    df = spark.readStream.schema("key string, v long, ts long").json(str(tmp_path / "in"))
+    combined = _window_stream(
+        df,
+        make_operator=_op(TumblingProcessingTimeWindows.of(2000)),
+        out_of_orderness_ms=None,
+        time_mode="ProcessingTime",
+    )
+    got: list = []
+    query = write_outputs(
+        combined,
+        {"main": lambda d, b: got.extend(tuple(r) for r in d.collect())},
+        str(tmp_path / "checkpoint"),
+        {"processingTime": "500 milliseconds"},
+    )
+    try:
+        write_batch_file(tmp_path / "in", 0, [("a", 1, 0), ("a", 2, 0), ("b", 3, 0)], "long")
+        deadline = time.monotonic() + 90
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+    finally:
+        query.stop()
+    windows = sorted((r[0], r[3], r[4], r[2] - r[1]) for r in got)
+    assert windows == [("a", 2, 3, 2000), ("b", 1, 3, 2000)]
+
+
+@pytest.mark.slow
+def test_processing_time_timer_in_event_time_query_fails_loudly(spark, tmp_path):
+    make = _op(TumblingEventTimeWindows.of(10), trigger=ContinuousProcessingTimeTrigger.of(5))
+    scenario = Scenario("mixed", make, [[("a", 1, 1)]])
+    stream = FileStream(spark, scenario, tmp_path).start()
+    try:
+        with pytest.raises(StreamingQueryException, match="processing-time timer was registered"):
+            stream.feed()
+    finally:
+        stream.stop()
+
+
+def test_result_schema_helper_types():
+    # The combined output keeps result columns nullable (side-output rows leave them null).
+    from tidemark.spark.streaming import _combined_schema
+
+    schema = _combined_schema(StructType([StructField("n", LongType(), False)]))
+    assert schema["n"].nullable and schema.fieldNames()[0] == "__tm_output"
