@@ -162,9 +162,10 @@ class GlobalWindow(Window):
 
 
 def _long_to_int_with_bit_mixing(value: int) -> int:
-    """Flink's ``MathUtils.longToIntWithBitMixing`` (a murmur3 finaliser), as unsigned 32 bits."""
+    """Flink's ``MathUtils.longToIntWithBitMixing`` (the splitmix64 finaliser), as
+    unsigned 32 bits."""
     v = value & _MASK64
-    v = ((v ^ (v >> 33)) * 0xFF51AFD7ED558CCD) & _MASK64
-    v = ((v ^ (v >> 33)) * 0xC4CEB9FE1A85EC53) & _MASK64
-    v = v ^ (v >> 33)
+    v = ((v ^ (v >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    v = ((v ^ (v >> 27)) * 0x94D049BB133111EB) & _MASK64
+    v = v ^ (v >> 31)
     return v & 0xFFFFFFFF
