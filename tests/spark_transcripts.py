@@ -13,8 +13,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import tidemark as tm
-from tidemark.testing import WindowOperatorHarness
 from transcript import (
     FUNCTIONS,
     LATE,
@@ -24,6 +22,9 @@ from transcript import (
     build_trigger,
     normalise,
 )
+
+import tidemark as tm
+from tidemark.testing import WindowOperatorHarness
 
 LONG_MIN, LONG_MAX = tm.LONG_MIN, tm.LONG_MAX
 SCHEMA = "key string, value long, ts long, arrival long, wm long, pt long"

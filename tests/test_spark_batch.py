@@ -202,7 +202,8 @@ def test_shorthand_aggregations_keep_the_input_schema(sales):
         ("ann", 8, 1_000), ("ann", 9, 62_000), ("bob", 2, 61_000), ("bob", 7, 2_000),
         ("cid", 1, 59_999), ("cid", 4, 119_000),
     ]
-    maxes = {(r["user"], r["ts"] // 60_000): r["amount"] for r in _minute(stream).max("amount").to_dataframe().collect()}
+    max_rows = _minute(stream).max("amount").to_dataframe().collect()
+    maxes = {(r["user"], r["ts"] // 60_000): r["amount"] for r in max_rows}
     assert maxes[("ann", 0)] == 5
     min_by = _minute(stream).min_by("amount").to_dataframe().collect()
     assert ("ann", 3, 30_000) in [(r["user"], r["amount"], r["ts"]) for r in min_by]

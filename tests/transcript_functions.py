@@ -134,9 +134,7 @@ class DescribeReduced(tm.ProcessWindowFunction):
     "current window start at {start}, reduce result {reduced tuple}"."""
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
-        yield "current window start at {}, reduce result {}".format(
-            context.window().start, tuple(next(iter(elements)))
-        )
+        yield f"current window start at {context.window().start}, reduce result {tuple(next(iter(elements)))}"
 
 
 class DescribeAggregated(tm.ProcessWindowFunction):
@@ -145,7 +143,7 @@ class DescribeAggregated(tm.ProcessWindowFunction):
 
     def process(self, key: Any, context: Any, elements: Any) -> Any:
         agg_result = next(iter(elements))
-        yield "key {} timestamp sum {}".format(agg_result[0], agg_result[1])
+        yield f"key {agg_result[0]} timestamp sum {agg_result[1]}"
 
 
 class EvenMinusOdd(tm.AggregateFunction):

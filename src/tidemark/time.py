@@ -75,7 +75,7 @@ class Duration:
 
 Duration.ZERO = Duration(0)
 
-TimeLike = Union[Duration, datetime.timedelta, int]
+TimeLike = Union[Duration, datetime.timedelta, int]  # noqa: UP007 (a runtime alias, 3.10)
 
 
 def to_millis(value: TimeLike, name: str) -> int:

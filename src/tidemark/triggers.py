@@ -99,12 +99,9 @@ class Trigger(ABC):
     is removed, and must delete the timers and state the trigger holds for it.
     """
 
-    TriggerContext = TriggerContext
-    OnMergeContext = OnMergeContext
-
     @abstractmethod
     def on_element(
-        self, element: Any, timestamp: int, window: Window, ctx: TriggerContext
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
     ) -> TriggerResult: ...
 
     @abstractmethod
@@ -126,6 +123,11 @@ class Trigger(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+# PyFlink nests the contexts in Trigger; keep those spellings working.
+Trigger.TriggerContext = TriggerContext  # type: ignore[attr-defined]
+Trigger.OnMergeContext = OnMergeContext  # type: ignore[attr-defined]
 
 
 class EventTimeTrigger(Trigger):

@@ -170,9 +170,10 @@ class WindowStatefulProcessor(StatefulProcessor):
     def _feed(self, call: _KeyCall, pdf: pd.DataFrame) -> None:
         config = self._config
         event_time = config.time_mode == EVENT_TIME
-        timestamps = column_values(pdf.iloc[:, -1], "LongType")
+        series = [column for _, column in pdf.items()]  # cheaper than iloc per column
+        timestamps = column_values(series[-1], "LongType")
         columns = [
-            column_values(pdf.iloc[:, i], t)
+            column_values(series[i], t)
             for i, t in zip(config.value_positions, config.value_types, strict=True)
         ]
         values = zip(*columns, strict=True) if columns else [()] * len(timestamps)
@@ -207,13 +208,7 @@ class WindowStatefulProcessor(StatefulProcessor):
                 records.append((tag.tag_id, timestamp, *blanks, cloudpickle.dumps(value), None))
         if operator.num_late_records_dropped:
             records.append((DROPPED_OUTPUT, None, *blanks, None, operator.num_late_records_dropped))
-        if not records:
-            return None
-        columns = list(zip(*records, strict=True))
-        names = config.output_columns()
-        return pd.DataFrame(
-            {n: pd.Series(c, dtype=object) for n, c in zip(names, columns, strict=True)}
-        )
+        return object_frame(config.output_columns(), records) if records else None
 
     # ------------------------------------------------------------------ state and timers
 
@@ -273,10 +268,7 @@ class WindowStatefulProcessor(StatefulProcessor):
 
 def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:
     """A pandas frame of Python values; object columns keep ints exact and None as null."""
-    columns = list(zip(*records, strict=True)) if records else [()] * len(names)
-    return pd.DataFrame(
-        {n: pd.Series(c, dtype=object) for n, c in zip(names, columns, strict=True)}
-    )
+    return pd.DataFrame(records, columns=names, dtype=object)
 
 
 def _default_key(key: tuple) -> Any:

@@ -13,6 +13,7 @@ from tidemark.errors import WindowSpecError
 __all__ = [
     "parse_schema",
     "rows_from_pandas",
+    "rows_and_columns",
     "result_tuple",
     "column_values",
 ]
@@ -56,11 +57,29 @@ def column_values(series: pd.Series, type_name: str) -> list[Any]:
 
 def rows_from_pandas(pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]) -> list[Any]:
     """``pyspark.sql.Row`` objects of the columns ``names`` of a pandas batch."""
+    return rows_and_columns(pdf, names, types)[0]
+
+
+def rows_and_columns(
+    pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]
+) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Rows of a pandas batch, and its columns as lists of Python values.
+
+    Rows are built as Spark builds them (a tuple with ``__fields__``), without the
+    per-row keyword handling of ``Row(...)``, since this runs for every element.
+    """
     from pyspark.sql import Row
 
-    row_class = Row(*names)
-    columns = [column_values(pdf[name], type_name) for name, type_name in zip(names, types)]
-    return [row_class(*values) for values in zip(*columns)]
+    fields = list(names)
+    columns = {n: column_values(pdf[n], t) for n, t in zip(names, types)}
+    new = tuple.__new__
+    rows: list[Any] = []
+    append = rows.append
+    for values in zip(*columns.values()):
+        row = new(Row, values)
+        row.__dict__["__fields__"] = fields  # Row.__setattr__ is slow and only guards
+        append(row)
+    return rows, columns
 
 
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:

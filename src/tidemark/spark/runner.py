@@ -80,6 +80,7 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
         # ties in time keep the input's order, so a BATCH run is deterministic
         columns.append(F.monotonically_increasing_id().alias(SEQ))
         return ElementFrame(df.select(*columns), df.schema, False, None, source.timestamp)
+    assert source.order_by is not None
     columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
     columns.append(F.lit(0).cast(LongType()).alias(SEQ))
     if source.processing_time is not None:

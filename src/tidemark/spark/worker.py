@@ -26,7 +26,7 @@ import pandas as pd
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError
-from tidemark.spark.codec import column_values, result_tuple, rows_from_pandas
+from tidemark.spark.codec import column_values, result_tuple, rows_and_columns
 from tidemark.time import LONG_MAX, LONG_MIN
 
 __all__ = ["RunnerConfig", "PartitionRunner"]
@@ -101,11 +101,32 @@ class _Output:
         return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in zip(columns, data)})
 
 
+def _uses_processing_time(trigger: Any) -> bool:
+    from tidemark.triggers import (
+        ContinuousProcessingTimeTrigger,
+        CountTrigger,
+        DeltaTrigger,
+        EventTimeTrigger,
+        PurgingTrigger,
+    )
+
+    while isinstance(trigger, PurgingTrigger):
+        trigger = trigger.nested
+    event_or_count = (EventTimeTrigger, CountTrigger, DeltaTrigger)
+    return trigger is not None and (
+        isinstance(trigger, ContinuousProcessingTimeTrigger) or not isinstance(trigger, event_or_count)
+    )
+
+
 class PartitionRunner:
     """``mapInPandas`` function: runs the operator over one key-sorted partition."""
 
     def __init__(self, config: RunnerConfig):
         self.config = config
+        # BATCH reads the wall clock only for pipelines that use processing time.
+        self.wall_clock = not config.assigner.is_event_time() or _uses_processing_time(
+            config.trigger
+        )
 
     def __call__(self, batches: Any) -> Any:
         config = self.config
@@ -114,8 +135,8 @@ class PartitionRunner:
         sequence = config.watermarks.value if config.replay else None
         current: Any = _NO_KEY
         for pdf in batches:
-            rows = rows_from_pandas(pdf, config.value_names, config.value_types)
-            keys = self._keys(pdf, rows)
+            rows, columns = rows_and_columns(pdf, config.value_names, config.value_types)
+            keys = self._keys(pdf, rows, columns)
             stamps = column_values(pdf["__tm_ts"], "LongType")
             replay_cols = self._replay_columns(pdf) if config.replay else None
             for i, row in enumerate(rows):
@@ -132,13 +153,13 @@ class PartitionRunner:
         if out.rows:
             yield out.frame()
 
-    def _keys(self, pdf: pd.DataFrame, rows: list[Any]) -> list[Any]:
+    def _keys(self, pdf: pd.DataFrame, rows: list[Any], by_name: dict[str, list[Any]]) -> list[Any]:
         config = self.config
         if config.function_key:
             return [pickle.loads(blob) for blob in pdf["__tm_key"].tolist()]
         if not config.key_columns:
             return [None] * len(rows)
-        columns = [[row[c] for row in rows] for c in config.key_columns]
+        columns = [by_name[c] for c in config.key_columns]
         for name, values in zip(config.key_columns, columns):
             if any(v is None for v in values):
                 bad = rows[values.index(None)]
@@ -172,9 +193,11 @@ class PartitionRunner:
                 f"{problem} timestamp in column {config.timestamp_column!r}; example row: {row}"
             )
         if replay_cols is None:
-            op.current_processing_time = int(time.time() * 1000)
+            if self.wall_clock:
+                op.current_processing_time = int(time.time() * 1000)
             op.process_element(key, row, ts)
-            self._drain(op, out, order=0, element_fired=True, sequence=None)
+            if op.output or op.side_outputs:
+                self._drain(op, out, order=0, element_fired=True, sequence=None)
             return
         orders, wms, pts = replay_cols
         if pts is not None and pts[i] is not None:
@@ -212,7 +235,7 @@ class PartitionRunner:
         for tag, emitted in op.side_outputs.items():
             for value, ts in emitted:
                 out.side(tag.tag_id, value, ts, order, op.current_watermark)
-            emitted.clear()
+        op.side_outputs.clear()
 
     @staticmethod
     def _placement(wm: int, order: int, element_fired: bool, sequence: Any) -> tuple[int, int]:
