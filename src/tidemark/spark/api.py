@@ -80,7 +80,32 @@ class WindowOp:
     window_function: Any = None
     output_schema: Any = None
 
-    def make_operator(self) -> Any:
+    def operator_factory(self) -> OperatorFactory:
+        """A picklable ``() -> WindowOperator`` for Spark's workers (no DataFrames in it)."""
+        return OperatorFactory(
+            self.assigner,
+            self.trigger,
+            self.evictor,
+            self.allowed_lateness_ms,
+            self.late_tag,
+            self.function,
+            self.window_function,
+        )
+
+
+@dataclass(frozen=True)
+class OperatorFactory:
+    """Builds the engine's window operator of a window operation, on a Spark worker."""
+
+    assigner: WindowAssigner
+    trigger: Trigger | None
+    evictor: Evictor | None
+    allowed_lateness_ms: int
+    late_tag: OutputTag | None
+    function: Any
+    window_function: Any
+
+    def __call__(self) -> Any:
         from tidemark._engine.operator import WindowOperator
 
         return WindowOperator(
@@ -286,6 +311,25 @@ class WindowResultStream(DataStream):
         from tidemark.spark.runner import main_output
 
         return main_output(self.combined_dataframe(), self._plan.output_schema)
+
+    def write_outputs(
+        self, sinks: dict[Any, Any], checkpoint: str, trigger: dict[str, Any] | None = None
+    ) -> Any:
+        """Streaming: start ONE query sending the results and each side output to a sink.
+
+        ``sinks`` maps ``"main"`` (the results) or an :class:`OutputTag` to
+        ``sink(batch_df, batch_id)``; the operator runs once per micro-batch however many
+        outputs are written. Returns the ``StreamingQuery``.
+        """
+        from tidemark.spark.streaming import write_outputs
+
+        named = {getattr(k, "tag_id", k): v for k, v in sinks.items()}
+        schemas = {}
+        for key in sinks:
+            if isinstance(key, OutputTag) and key != self._plan.late_tag and key.type_info:
+                schemas[key.tag_id] = self.get_side_output(key).schema
+        return write_outputs(self.combined_dataframe(), named, checkpoint, trigger,
+                             schemas=schemas)
 
     def get_side_output(self, tag: OutputTag) -> SideOutputStream:
         """The side output ``tag``: late data (input schema) or what a process function

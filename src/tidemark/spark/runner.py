@@ -172,6 +172,10 @@ def _with_function_key(df: Any, frame: ElementFrame, key: KeySpec) -> Any:
 
 def run_window(op: WindowOp, spark: Any) -> Any:
     """One run of the window operator: results and side outputs in one DataFrame."""
+    if op.upstream.source.df.isStreaming:
+        from tidemark.spark.streaming_api import run_streaming_window
+
+        return run_streaming_window(op)
     frame = element_frame(op.upstream, spark)
     partitioned, key_columns = _partitioned(frame, op.key, spark)
     config = RunnerConfig(

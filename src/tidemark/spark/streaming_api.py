@@ -1,0 +1,112 @@
+"""The DataStream API on a streaming DataFrame: a window operation becomes one
+``transformWithStateInPandas`` query (see :mod:`tidemark.spark.streaming`)."""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from typing import Any
+
+from pyspark.sql import functions as F
+
+from tidemark.assigners import GlobalWindows
+from tidemark.errors import WindowSpecError
+from tidemark.spark.api import Source, WindowOp
+from tidemark.spark.codec import result_tuple
+from tidemark.triggers import (
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
+    EndOfStreamTrigger,
+    EventTimeTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+)
+
+__all__ = ["run_streaming_window", "time_mode_of"]
+
+ALL_KEY = "__tm_all"
+FUNCTION_KEY = "__tm_key"
+
+
+def time_mode_of(op: WindowOp) -> str:
+    """Which Spark timers the pipeline needs: event-time, processing-time, or none."""
+    if op.assigner.is_event_time():
+        return "EventTime"
+    if not isinstance(op.assigner, GlobalWindows):
+        return "ProcessingTime"
+    trigger = op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
+    while isinstance(trigger, PurgingTrigger):
+        trigger = trigger.nested
+    if isinstance(trigger, (EventTimeTrigger, ContinuousEventTimeTrigger, EndOfStreamTrigger)):
+        return "EventTime"
+    if isinstance(trigger, (ProcessingTimeTrigger, ContinuousProcessingTimeTrigger)):
+        return "ProcessingTime"
+    return "None"
+
+
+def _result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:
+    return result_tuple(value, names)
+
+
+def _unpickle_key(key: tuple[Any, ...]) -> Any:
+    return pickle.loads(key[0])
+
+
+def _no_key(key: tuple[Any, ...]) -> Any:
+    return None
+
+
+def _function_key_column(df: Any, function: Any) -> Any:
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    from tidemark.spark.codec import rows_from_pandas
+
+    names = df.columns
+    types = [type(f.dataType).__name__ for f in df.schema.fields]
+
+    def add_key(batches: Any) -> Any:
+        for pdf in batches:
+            rows = rows_from_pandas(pdf, names, types)
+            yield pdf.assign(**{FUNCTION_KEY: [pickle.dumps(function(r), protocol=4) for r in rows]})
+
+    schema = StructType(df.schema.fields + [StructField(FUNCTION_KEY, BinaryType(), False)])
+    return df.mapInPandas(add_key, schema)
+
+
+def run_streaming_window(op: WindowOp) -> Any:
+    """The combined streaming output (results and side outputs) of one window operation."""
+    from tidemark.spark.streaming import window_stream
+
+    source = op.upstream._plan
+    if not isinstance(source, Source):
+        raise WindowSpecError(
+            "windows chained on a streaming window's results are not supported yet: write "
+            "the first results to a sink and read them as a new stream"
+        )
+    if source.replay or source.watermark is not None:
+        raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
+                              "DataFrame arrives in its own order; drop them")
+    df = source.df
+    values = list(df.columns)
+    engine_key = None
+    if op.key is None:
+        df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
+    elif op.key.function is not None:
+        df, keys, engine_key = _function_key_column(df, op.key.function), [FUNCTION_KEY], _unpickle_key
+    else:
+        keys = list(op.key.columns)
+    mode = time_mode_of(op)
+    return window_stream(
+        df,
+        key_columns=keys,
+        timestamp_column=source.timestamp,
+        make_operator=op.operator_factory(),
+        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode == "EventTime" else None,
+        value_columns=values,
+        result_schema=op.output_schema,
+        result_to_row=functools.partial(_result_row, op.output_schema.fieldNames()),
+        late_tag=op.late_tag,
+        time_mode=mode,
+        idleness_ms=source.strategy.idleness_ms,
+        engine_key=engine_key,
+    )

@@ -1,0 +1,95 @@
+"""The public API on a streaming DataFrame: the seed example, one file per micro-batch.
+
+::
+
+    batch 0: event1 pv 12:00:00, event2 cart :01, event4 pv :04, event5 pv :05, event7 buy :07
+             -> watermark 12:00:06.999 (max 12:00:07 - 0 - 1 ms)
+    batch 1: event3 buy :03 (its window [:00, :05) is gone: late), event6, event8, event9
+    batch 2: the end-of-input marker -> watermark +inf, every window fires
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tidemark as tm
+from tidemark.spark.streaming import END_OF_INPUT_MS
+
+pytestmark = pytest.mark.spark
+
+NOON = 1590292800000
+BATCHES = [
+    [("pv", "event1", 0), ("cart", "event2", 1), ("pv", "event4", 4), ("pv", "event5", 5),
+     ("buy", "event7", 7)],
+    [("buy", "event3", 3), ("cart", "event6", 6), ("buy", "event8", 8), ("pv", "event9", 9)],
+]
+
+
+class CountPerWindow(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        window = context.window()
+        yield (key, window.start - NOON, window.end - NOON, len(list(elements)),
+               context.current_watermark())
+
+
+def _write_files(directory):
+    directory.mkdir()
+    lines = [[{"action": a, "id": i, "ts": NOON + s * 1000} for a, i, s in batch]
+             for batch in BATCHES]
+    lines.append([{"action": "_end", "id": "", "ts": END_OF_INPUT_MS}])
+    for n, rows in enumerate(lines):
+        path = directory / f"batch-{n:03d}.json"
+        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+        import os
+
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
+
+
+def test_seed_example_streams_through_the_public_api(spark, tmp_path):
+    _write_files(tmp_path / "in")
+    source = (
+        spark.readStream.schema("action string, id string, ts long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
+    late = tm.OutputTag("late")
+    result = (
+        tm.from_dataframe(source, timestamp="ts")
+        .key_by("action")
+        .window(tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(5)))
+        .side_output_late_data(late)
+        .process(CountPerWindow(), "action string, start long, end long, n long, wm long")
+    )
+    assert result.to_dataframe().isStreaming
+    collected: dict[str, list] = {"main": [], "late": []}
+
+    def sink(name):
+        return lambda df, batch_id: collected[name].extend(tuple(r) for r in df.collect())
+
+    query = result.write_outputs(
+        {"main": sink("main"), late: sink("late")},
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination(300)
+    end_of_input = tm.LONG_MAX
+    assert sorted(collected["main"]) == [
+        ("buy", 5000, 10000, 2, end_of_input),
+        ("cart", 0, 5000, 1, NOON + 6999),
+        ("cart", 5000, 10000, 1, end_of_input),
+        ("pv", 0, 5000, 2, NOON + 6999),
+        ("pv", 5000, 10000, 2, end_of_input),
+    ]
+    assert [r[1] for r in collected["late"]] == ["event3"]
+
+
+def test_chaining_on_a_stream_is_refused_clearly(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    source = spark.readStream.schema("k string, v long, ts long").json(str(tmp_path / "in"))
+    stream = tm.from_dataframe(source, timestamp="ts")
+    first = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(10)).sum("v")
+    second = first.window_all(tm.TumblingEventTimeWindows.of(10)).sum("v")
+    with pytest.raises(tm.WindowSpecError, match="not supported yet"):
+        second.to_dataframe()
