@@ -90,10 +90,23 @@ class WindowLogic:
         if kind == ELEMENTS and window_function is None:
             raise WindowSpecError("a window over all elements needs a `window_function`")
 
-        self.add = self._add_reduced if kind == REDUCE else self._add  # type: ignore[method-assign]
+        self.has_clear = isinstance(
+            window_function, (ProcessWindowFunction, ProcessAllWindowFunction)
+        )
+        self.add = {  # type: ignore[method-assign]
+            REDUCE: self._add_reduced,
+            AGGREGATE: self._add_aggregated,
+        }.get(kind, self._add)
 
     def _add_reduced(self, current: Any, value: Any) -> Any:
         return value if current is None else self.reduce(current, value)
+
+    def _add_aggregated(self, current: Any, value: Any) -> Any:
+        aggregate = self.aggregate
+        assert aggregate is not None
+        if current is None:
+            current = aggregate.create_accumulator()
+        return aggregate.add(value, current)
 
     def _add(self, current: Any, value: Any) -> Any:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""

@@ -154,10 +154,7 @@ class WindowOperator:
         if ks is None:
             ks = self.keys[key] = KeyState()
         if self._aligned is not None and timestamp is not None:
-            status = self._add_to_aligned_windows(key, ks, value, timestamp)
-            if status == SKIPPED and timestamp + self.allowed_lateness_ms <= self.current_watermark:
-                status = self._late_element(value, timestamp)
-            return status
+            return self._aligned_run(key, ks, (value,), (timestamp,))
         try:
             windows = self.assigner.assign_windows(value, timestamp, self._clock)
         except Exception as exc:
@@ -183,40 +180,65 @@ class WindowOperator:
             self._add_and_trigger(key, ks, window, window, value, timestamp)
         return status
 
-    def _add_to_aligned_windows(self, key: Any, ks: KeyState, value: Any, timestamp: int) -> int:
+    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
+        """Process a run of elements of one key, in order, under the current watermark.
+
+        The same as :meth:`process_element` for each element (outputs, side outputs and
+        counters alike), with the per-element overhead paid once per run: a BATCH run
+        hands the engine each key's elements this way.
+        """
+        if self._aligned is None or None in timestamps:
+            for value, timestamp in zip(values, timestamps):
+                self.process_element(key, value, timestamp)
+            return
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        self._aligned_run(key, ks, values, timestamps)
+
+    def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
         """The per-element path of tumbling/sliding event-time windows with Flink's
-        default trigger, inlined: the same steps as the generic path (skip late windows,
-        add, EventTimeTrigger.on_element, cleanup timer) without per-call indirection,
-        since this is where a keyed tumbling reduce spends its time."""
+        default trigger, inlined: the generic path's steps (skip late windows, add,
+        EventTimeTrigger.on_element, cleanup timer, late element) without per-call
+        indirection, since this is where a keyed tumbling reduce spends its time.
+        Returns the last element's status."""
         size, slide, offset = self._aligned  # type: ignore[misc]
-        watermark = self.current_watermark
         lateness = self.allowed_lateness_ms
         contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
-        add = self.logic.add
+        add, push = self.logic.add, self._event_queue.push
         status = SKIPPED
-        start = timestamp - (timestamp - offset) % slide
-        while start > timestamp - size:
-            window = cache.get(start)
-            if window is None:
-                window = self._cached_window(start, start + size)
-            start -= slide
-            max_ts = window[1] - 1
-            cleanup = max_ts + lateness
-            if cleanup <= watermark:
-                continue
-            try:
-                contents[window] = add(contents.get(window), value)
-            except Exception as exc:
-                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
-            if max_ts <= watermark:
-                status = ADDED_LATE
-                self._fire(key, ks, window, window)
-            else:
-                status = ADDED if status == SKIPPED else status
-                if (max_ts, window) not in timers:
-                    timers[(max_ts, window)] = self._event_queue.push(max_ts, key, window)
-            if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
-                timers[(cleanup, window)] = self._event_queue.push(cleanup, key, window)
+        for value, timestamp in zip(values, timestamps):
+            watermark = self.current_watermark
+            status = SKIPPED
+            start = timestamp - (timestamp - offset) % slide
+            while start > timestamp - size:
+                window = cache.get(start)
+                if window is None:
+                    window = self._cached_window(start, start + size)
+                start -= slide
+                max_ts = window[1] - 1
+                cleanup = max_ts + lateness
+                if cleanup <= watermark:
+                    continue
+                current = contents.get(window)
+                try:
+                    contents[window] = add(current, value)
+                except Exception as exc:
+                    raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+                if max_ts <= watermark:
+                    status = ADDED_LATE
+                    self._fire(key, ks, window, window)
+                else:
+                    status = ADDED if status == SKIPPED else status
+                    # A window holding contents has both timers pending (neither can have
+                    # fired while max_ts > watermark): only a new window registers them.
+                    if current is None and (max_ts, window) not in timers:
+                        timers[(max_ts, window)] = push(max_ts, key, window)
+                if current is None and cleanup != max_ts and cleanup < LONG_MAX:
+                    if (cleanup, window) not in timers:
+                        timers[(cleanup, window)] = push(cleanup, key, window)
+            if status == SKIPPED and timestamp + lateness <= watermark:
+                status = self._late_element(value, timestamp)
         return status
 
     def _cached_window(self, start: int, end: int) -> TimeWindow:
@@ -347,7 +369,7 @@ class WindowOperator:
         contents = ks.contents.get(state_window)
         if contents is None:
             return
-        ctx = ProcessCallContext(self, ks, window)
+        ctx = ProcessCallContext(self, ks, window) if self.logic.window_function else None
         try:
             if self.evictor is None:
                 results = self.logic.evaluate(key, window, ctx, self.logic.inputs(contents))
@@ -371,7 +393,7 @@ class WindowOperator:
         window: Window,
         state_window: Window,
         contents: list[tuple[Any, int | None]],
-        ctx: ProcessCallContext,
+        ctx: ProcessCallContext | None,
     ) -> list[Any]:
         assert self.evictor is not None
         elements = [TimestampedValue(value, ts) for value, ts in contents]
@@ -461,26 +483,35 @@ class WindowOperator:
                 self._forget_if_empty(key, ks)
                 return
         assert state_window is not None
-        ctx = TriggerCallContext(self, key, ks, window)
-        try:
-            if event_time:
-                result = self.trigger.on_event_time(time, window, ctx)
-            else:
-                result = self.trigger.on_processing_time(time, window, ctx)
-        except Exception as exc:
-            raise self._user_error("the trigger's timer callback", key, window, exc) from exc
-        self._apply(key, ks, window, state_window, result)
+        if self._aligned is not None and event_time:
+            # EventTimeTrigger.on_event_time, inlined: FIRE at the window's end.
+            if time == window.max_timestamp():
+                self._fire(key, ks, window, state_window)
+        else:
+            ctx = TriggerCallContext(self, key, ks, window)
+            try:
+                if event_time:
+                    result = self.trigger.on_event_time(time, window, ctx)
+                else:
+                    result = self.trigger.on_processing_time(time, window, ctx)
+            except Exception as exc:
+                raise self._user_error("the trigger's timer callback", key, window, exc) from exc
+            self._apply(key, ks, window, state_window, result)
         if self.is_event_time == event_time and time == self.cleanup_time(window):
             self._clear_all_state(key, ks, window, state_window)
         self._forget_if_empty(key, ks)
 
     def _clear_all_state(self, key: Any, ks: KeyState, window: Window, state_window: Window) -> None:
         ks.contents.pop(state_window, None)
-        self._clear_trigger(key, ks, window)
-        try:
-            self.logic.clear(ProcessCallContext(self, ks, window))
-        except Exception as exc:
-            raise self._user_error("the window function's clear", key, window, exc) from exc
+        if self._aligned is not None:  # EventTimeTrigger.clear, inlined
+            ks.event_timers.pop((window.max_timestamp(), window), None)
+        else:
+            self._clear_trigger(key, ks, window)
+        if self.logic.has_clear:
+            try:
+                self.logic.clear(ProcessCallContext(self, ks, window))
+            except Exception as exc:
+                raise self._user_error("the window function's clear", key, window, exc) from exc
         ks.window_state.pop(window, None)
         if self.is_merging:
             ks.merging.pop(window, None)

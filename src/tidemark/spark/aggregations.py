@@ -2,14 +2,15 @@
 
 As in Flink, ``sum``/``min``/``max`` replace only the field and keep the other fields of
 the window's first element; ``min_by``/``max_by`` return a whole element (the first one
-on ties).
+on ties). ``sum``/``min``/``max`` are aggregate functions over ``[first, aggregate]``,
+which gives Flink's results without building a Row per element.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tidemark.functions import ReduceFunction
+from tidemark.functions import AggregateFunction, ReduceFunction
 
 __all__ = ["Sum", "Min", "Max", "MinBy", "MaxBy"]
 
@@ -46,31 +47,70 @@ class _FieldReduce(ReduceFunction):
 _get = tuple.__getitem__  # Row.__getitem__ also takes names, at Python speed
 
 
-class Sum(_FieldReduce):
-    def reduce(self, value1: Any, value2: Any) -> Any:
-        i = self._index if self._index is not None else self.index(value1)
-        return _with_field(value1, i, _get(value1, i) + _get(value2, i))
+class _KeepFirst(AggregateFunction):
+    """Flink's sum/min/max: the first element's other fields, one field aggregated.
+
+    The accumulator is ``[first_element, aggregate]``, so no Row is built per element;
+    the result Row is built once, when the window fires.
+    """
+
+    def __init__(self, field: str):
+        self.field = field
+        self._index: int | None = None
+
+    def create_accumulator(self) -> list[Any]:
+        return [None, None]
+
+    def add(self, value: Any, accumulator: list[Any]) -> list[Any]:
+        if accumulator[0] is None:
+            if self._index is None:
+                fields = getattr(value, "__fields__", None)
+                self._index = fields.index(self.field) if fields is not None else int(self.field)
+            return [value, _get(value, self._index)]
+        accumulator[1] = self.combine(accumulator[1], _get(value, self._index))
+        return accumulator
+
+    def get_result(self, accumulator: list[Any]) -> Any:
+        first, aggregate = accumulator
+        assert self._index is not None
+        return _with_field(first, self._index, aggregate)
+
+    def merge(self, acc_a: list[Any], acc_b: list[Any]) -> list[Any]:
+        if acc_a[0] is None:
+            return acc_b
+        if acc_b[0] is None:
+            return acc_a
+        return [acc_a[0], self.combine(acc_a[1], acc_b[1])]
+
+    def combine(self, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.field!r})"
 
 
-class Min(_FieldReduce):
-    def reduce(self, value1: Any, value2: Any) -> Any:
-        i = self._index if self._index is not None else self.index(value1)
-        return _with_field(value1, i, value2[i]) if value2[i] < value1[i] else value1
+class Sum(_KeepFirst):
+    def combine(self, a: Any, b: Any) -> Any:
+        return a + b
 
 
-class Max(_FieldReduce):
-    def reduce(self, value1: Any, value2: Any) -> Any:
-        i = self._index if self._index is not None else self.index(value1)
-        return _with_field(value1, i, value2[i]) if value2[i] > value1[i] else value1
+class Min(_KeepFirst):
+    def combine(self, a: Any, b: Any) -> Any:
+        return b if b < a else a
+
+
+class Max(_KeepFirst):
+    def combine(self, a: Any, b: Any) -> Any:
+        return b if b > a else a
 
 
 class MinBy(_FieldReduce):
     def reduce(self, value1: Any, value2: Any) -> Any:
         i = self._index if self._index is not None else self.index(value1)
-        return value2 if value2[i] < value1[i] else value1
+        return value2 if _get(value2, i) < _get(value1, i) else value1
 
 
 class MaxBy(_FieldReduce):
     def reduce(self, value1: Any, value2: Any) -> Any:
         i = self._index if self._index is not None else self.index(value1)
-        return value2 if value2[i] > value1[i] else value1
+        return value2 if _get(value2, i) > _get(value1, i) else value1

@@ -28,6 +28,7 @@ from tidemark._engine.operator import validate_window_spec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
+from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.spark import aggregations
 from tidemark.spark.session import get_spark
@@ -270,7 +271,10 @@ class WindowedStream:
                 f"`field` must be a column of the stream; got {field!r}, "
                 f"columns: {schema.fieldNames()}"
             )
-        return self.reduce(kind(field))
+        function = kind(field)
+        if isinstance(function, AggregateFunction):
+            return self.aggregate(function, output_schema=schema)
+        return self.reduce(function)
 
     def _finish(self, function: Any, window_function: Any, output_schema: Any) -> WindowResultStream:
         window_logic(function, window_function)  # validates the combination now

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -14,6 +15,9 @@ __all__ = [
     "parse_schema",
     "rows_from_pandas",
     "rows_and_columns",
+    "arrow_column",
+    "arrow_rows_and_columns",
+    "arrow_batch",
     "result_tuple",
     "column_values",
 ]
@@ -116,6 +120,51 @@ def _positional(value: Iterable[Any], names: Sequence[str]) -> tuple[Any, ...]:
             f"{len(names)}: {list(names)}"
         )
     return values
+
+
+def arrow_column(batch: Any, name: str) -> list[Any]:
+    """Python values of one column of a pyarrow RecordBatch, as a Spark Row holds them
+    (timestamps naive, in the session's UTC)."""
+    import pyarrow as pa
+
+    column = batch.column(batch.schema.get_field_index(name))
+    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+        column = column.cast(pa.timestamp(column.type.unit))
+    return column.to_pylist()
+
+
+def arrow_rows_and_columns(
+    batch: Any, names: Sequence[str]
+) -> tuple[list[Any], dict[str, list[Any]]]:
+    """Rows of a pyarrow RecordBatch (see :func:`rows_and_columns`), and its columns."""
+    from pyspark.sql import Row
+
+    columns = {n: arrow_column(batch, n) for n in names}
+    row_type = row_type_of(tuple(names))
+    new = tuple.__new__
+    return [new(row_type, values) for values in zip(*columns.values())], columns
+
+
+@functools.lru_cache(maxsize=64)
+def row_type_of(names: tuple[str, ...]) -> Any:
+    """A ``Row`` subclass whose field names are a class attribute: its instances are
+    Rows in every respect (they pickle as plain Rows) but cost one tuple to build."""
+    from pyspark.sql import Row
+
+    return type("Row", (Row,), {"__fields__": list(names), "__slots__": ()})
+
+
+def arrow_batch(columns: dict[str, list[Any]], schema: Any) -> Any:
+    """A pyarrow RecordBatch of Python column lists, typed by a Spark ``schema``."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    try:
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # PySpark releases whose to_arrow_schema takes no time zone
+        arrow_schema = to_arrow_schema(schema)
+    arrays = [pa.array(columns[f.name], type=f.type) for f in arrow_schema]
+    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
 
 def to_epoch_millis(value: Any) -> int:

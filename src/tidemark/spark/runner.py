@@ -191,13 +191,25 @@ def run_window(op: WindowOp, spark: Any) -> Any:
         key_columns=key_columns,
         function_key=op.key is not None and op.key.function is not None,
         output_names=op.output_schema.fieldNames(),
+        output_schema=combined_schema(op.output_schema, frame.replay),
         replay=frame.replay,
         watermarks=frame.watermarks,
         timestamp_column=frame.timestamp_column,
         has_processing_time=frame.has_processing_time,
     )
     schema = combined_schema(op.output_schema, frame.replay)
-    return partitioned.mapInPandas(PartitionRunner(config), schema)
+    needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]
+    columns = [F.col(f"`{c}`") for c in dict.fromkeys(needed)]
+    return partitioned.select(*columns).mapInArrow(PartitionRunner(config), schema)
+
+
+def _internal_columns(frame: ElementFrame, key_columns: list[str]) -> list[str]:
+    names = [TS]
+    if frame.replay:
+        names += [ORDER, WM] + ([PT] if frame.has_processing_time else [])
+    if KEY in key_columns:
+        names.append(KEY)
+    return names
 
 
 def main_output(combined: Any, output_schema: StructType) -> Any:

@@ -21,12 +21,16 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError
-from tidemark.spark.codec import column_values, result_tuple, rows_and_columns
+from tidemark.spark.codec import (
+    arrow_batch,
+    arrow_column,
+    arrow_rows_and_columns,
+    result_tuple,
+)
 from tidemark.time import LONG_MAX, LONG_MIN
 
 __all__ = ["RunnerConfig", "PartitionRunner"]
@@ -51,6 +55,7 @@ class RunnerConfig:
     key_columns: list[str]
     function_key: bool
     output_names: list[str]
+    output_schema: Any
     replay: bool
     watermarks: Any
     timestamp_column: str | None
@@ -92,13 +97,12 @@ class _Output:
         blob = pickle.dumps(value, protocol=4)
         self.rows.append((tag_id, ts, *meta, *self.empty_result, blob))
 
-    def frame(self) -> pd.DataFrame:
-        meta = ["__tm_order", "__tm_seq", "__tm_wm"] if self.config.replay else []
-        columns = ["__tm_output", "__tm_ts", *meta, *self.config.output_names, "__tm_side"]
+    def batch(self, schema: Any) -> Any:
+        """The rows collected so far as a pyarrow RecordBatch of ``schema``."""
         rows, self.rows = self.rows, []
-        # object columns: ints near 2**63 and None must not pass through float64
-        data = list(zip(*rows)) if rows else [()] * len(columns)
-        return pd.DataFrame({name: pd.Series(values, dtype=object) for name, values in zip(columns, data)})
+        names = schema.fieldNames()
+        data = list(zip(*rows)) if rows else [()] * len(names)
+        return arrow_batch({n: list(v) for n, v in zip(names, data)}, schema)
 
 
 def _uses_processing_time(trigger: Any) -> bool:
@@ -119,7 +123,7 @@ def _uses_processing_time(trigger: Any) -> bool:
 
 
 class PartitionRunner:
-    """``mapInPandas`` function: runs the operator over one key-sorted partition."""
+    """``mapInArrow`` function: runs the operator over one key-sorted partition."""
 
     def __init__(self, config: RunnerConfig):
         self.config = config
@@ -134,11 +138,16 @@ class PartitionRunner:
         out = _Output(config)
         sequence = config.watermarks.value if config.replay else None
         current: Any = _NO_KEY
-        for pdf in batches:
-            rows, columns = rows_and_columns(pdf, config.value_names, config.value_types)
-            keys = self._keys(pdf, rows, columns)
-            stamps = column_values(pdf["__tm_ts"], "LongType")
-            replay_cols = self._replay_columns(pdf) if config.replay else None
+        for batch in batches:
+            rows, columns = arrow_rows_and_columns(batch, config.value_names)
+            keys = self._keys(batch, rows, columns)
+            stamps = arrow_column(batch, "__tm_ts")
+            replay_cols = self._replay_columns(batch) if config.replay else None
+            if replay_cols is None and not self.wall_clock and None not in stamps:
+                current = self._batch_elements(op, out, current, keys, rows, stamps)
+                if len(out.rows) >= _FLUSH_ROWS:
+                    yield out.batch(config.output_schema)
+                continue
             for i, row in enumerate(rows):
                 key = keys[i]
                 if current is _NO_KEY or key != current:
@@ -147,16 +156,42 @@ class PartitionRunner:
                     current = key
                 self._element(op, key, row, stamps[i], i, replay_cols, out, sequence)
             if len(out.rows) >= _FLUSH_ROWS:
-                yield out.frame()
+                yield out.batch(config.output_schema)
         if current is not _NO_KEY:
             self._finish_key(op, current, out, sequence)
         if out.rows:
-            yield out.frame()
+            yield out.batch(config.output_schema)
 
-    def _keys(self, pdf: pd.DataFrame, rows: list[Any], by_name: dict[str, list[Any]]) -> list[Any]:
+    def _batch_elements(
+        self,
+        op: WindowOperator,
+        out: _Output,
+        current: Any,
+        keys: list[Any],
+        rows: list[Any],
+        stamps: list[Any],
+    ) -> Any:
+        """BATCH, event time, every timestamp present: :meth:`_element` without the
+        per-element branching; returns the key being processed at the end."""
+        start = 0
+        for end in range(1, len(keys) + 1):
+            if end < len(keys) and keys[end] == keys[start]:
+                continue
+            key = keys[start]
+            if key != current or current is _NO_KEY:
+                if current is not _NO_KEY:
+                    self._finish_key(op, current, out, None)
+                current = key
+            op.process_elements(key, rows[start:end], stamps[start:end])
+            if op.output or op.side_outputs:
+                self._drain(op, out, order=0, element_fired=True, sequence=None)
+            start = end
+        return current
+
+    def _keys(self, batch: Any, rows: list[Any], by_name: dict[str, list[Any]]) -> list[Any]:
         config = self.config
         if config.function_key:
-            return [pickle.loads(blob) for blob in pdf["__tm_key"].tolist()]
+            return [pickle.loads(blob) for blob in arrow_column(batch, "__tm_key")]
         if not config.key_columns:
             return [None] * len(rows)
         columns = [by_name[c] for c in config.key_columns]
@@ -168,10 +203,10 @@ class PartitionRunner:
                 )
         return columns[0] if len(columns) == 1 else list(zip(*columns))
 
-    def _replay_columns(self, pdf: pd.DataFrame) -> tuple[list[Any], ...]:
-        orders = pdf["__tm_order"].tolist()
-        wms = pdf["__tm_wm"].tolist()
-        pts = pdf["__tm_pt"].tolist() if self.config.has_processing_time else None
+    def _replay_columns(self, batch: Any) -> tuple[list[Any], ...]:
+        orders = arrow_column(batch, "__tm_order")
+        wms = arrow_column(batch, "__tm_wm")
+        pts = arrow_column(batch, "__tm_pt") if self.config.has_processing_time else None
         return orders, wms, pts  # type: ignore[return-value]
 
     def _element(
