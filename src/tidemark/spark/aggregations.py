@@ -51,7 +51,8 @@ class _KeepFirst(AggregateFunction):
     """Flink's sum/min/max: the first element's other fields, one field aggregated.
 
     The accumulator is ``[first_element, aggregate]``, so no Row is built per element;
-    the result Row is built once, when the window fires.
+    the result Row is built once, when the window fires. Nulls in the field are skipped
+    (SQL's rule; Flink would fail on them), so an all-null window aggregates to null.
     """
 
     def __init__(self, field: str):
@@ -62,12 +63,13 @@ class _KeepFirst(AggregateFunction):
         return [None, None]
 
     def add(self, value: Any, accumulator: list[Any]) -> list[Any]:
+        index = self._index
+        if index is None:
+            fields = getattr(value, "__fields__", None)
+            index = self._index = fields.index(self.field) if fields is not None else int(self.field)
         if accumulator[0] is None:
-            if self._index is None:
-                fields = getattr(value, "__fields__", None)
-                self._index = fields.index(self.field) if fields is not None else int(self.field)
-            return [value, _get(value, self._index)]
-        accumulator[1] = self.combine(accumulator[1], _get(value, self._index))
+            return [value, _get(value, index)]
+        accumulator[1] = self._combine(accumulator[1], _get(value, index))
         return accumulator
 
     def get_result(self, accumulator: list[Any]) -> Any:
@@ -80,7 +82,14 @@ class _KeepFirst(AggregateFunction):
             return acc_b
         if acc_b[0] is None:
             return acc_a
-        return [acc_a[0], self.combine(acc_a[1], acc_b[1])]
+        return [acc_a[0], self._combine(acc_a[1], acc_b[1])]
+
+    def _combine(self, a: Any, b: Any) -> Any:
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return self.combine(a, b)
 
     def combine(self, a: Any, b: Any) -> Any:
         raise NotImplementedError
@@ -105,12 +114,18 @@ class Max(_KeepFirst):
 
 
 class MinBy(_FieldReduce):
+    """The element with the smallest field (the first on ties; null fields lose)."""
+
     def reduce(self, value1: Any, value2: Any) -> Any:
         i = self._index if self._index is not None else self.index(value1)
-        return value2 if _get(value2, i) < _get(value1, i) else value1
+        a, b = _get(value1, i), _get(value2, i)
+        return value2 if b is not None and (a is None or b < a) else value1
 
 
 class MaxBy(_FieldReduce):
+    """The element with the largest field (the first on ties; null fields lose)."""
+
     def reduce(self, value1: Any, value2: Any) -> Any:
         i = self._index if self._index is not None else self.index(value1)
-        return value2 if _get(value2, i) > _get(value1, i) else value1
+        a, b = _get(value1, i), _get(value2, i)
+        return value2 if b is not None and (a is None or b > a) else value1

@@ -137,7 +137,6 @@ def arrow_rows_and_columns(
     batch: Any, names: Sequence[str]
 ) -> tuple[list[Any], dict[str, list[Any]]]:
     """Rows of a pyarrow RecordBatch (see :func:`rows_and_columns`), and its columns."""
-    from pyspark.sql import Row
 
     columns = {n: arrow_column(batch, n) for n in names}
     row_type = row_type_of(tuple(names))

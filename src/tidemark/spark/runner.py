@@ -177,6 +177,10 @@ def run_window(op: WindowOp, spark: Any) -> Any:
 
         return run_streaming_window(op)
     frame = element_frame(op.upstream, spark)
+    from tidemark.spark import sql_plan
+
+    if sql_plan.applies(op, frame, spark):
+        return sql_plan.sql_window(op, frame)
     partitioned, key_columns = _partitioned(frame, op.key, spark)
     config = RunnerConfig(
         assigner=op.assigner,

@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError

@@ -1,0 +1,113 @@
+"""Flink's shorthand aggregations in BATCH mode as Spark SQL aggregations.
+
+``sum``/``min``/``max``/``min_by``/``max_by`` on tumbling or sliding event-time windows
+with the default trigger and no evictor have a closed form in BATCH mode: each window
+fires once, at the end, with the fold of its elements in timestamp order. Spark computes
+that with its own (partial, native) aggregation, and the result equals the engine's
+exactly:
+
+- ``sum/min/max``: the window's first element (by timestamp, then input order) with the
+  field replaced by the aggregate (nulls skipped; sum only on integral and decimal
+  fields, where the order of additions cannot change the result);
+- ``min_by/max_by``: the first element holding the smallest/largest non-null field.
+
+Results carry ``window.max_timestamp()`` as every window result does. Set the Spark
+conf ``spark.tidemark.sqlFastPath=false`` to run these through the engine instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, DecimalType, IntegralType
+
+from tidemark.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
+from tidemark.spark import aggregations as agg
+from tidemark.spark.api import WindowOp
+from tidemark.triggers import EventTimeTrigger
+
+__all__ = ["applies", "sql_window", "CONF"]
+
+CONF = "spark.tidemark.sqlFastPath"
+TS, SEQ, OUTPUT, SIDE = "__tm_ts", "__tm_seq", "__tm_output", "__tm_side"
+START, FIRST, AGG = "__tm_start", "__tm_first", "__tm_agg"
+
+
+def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
+    """Whether a BATCH window operation has the closed form this module computes."""
+    function = op.function
+    if frame.replay or op.window_function is not None or op.evictor is not None:
+        return False
+    if type(op.assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
+        return False
+    if op.trigger is not None and type(op.trigger) is not EventTimeTrigger:
+        return False
+    if type(function) not in (agg.Sum, agg.Min, agg.Max, agg.MinBy, agg.MaxBy):
+        return False
+    if op.key is not None and op.key.function is not None:
+        return False
+    if type(function) is agg.Sum:
+        kind = frame.value_schema[function.field].dataType
+        if not isinstance(kind, (IntegralType, DecimalType)):
+            return False
+    return str(spark.conf.get(CONF, "true")).lower() != "false"
+
+
+def _window_starts(op: WindowOp) -> Any:
+    assigner = op.assigner
+    size = assigner.size_ms
+    slide = getattr(assigner, "slide_ms", size)
+    ts = F.col(TS)
+    last = ts - F.pmod(ts - F.lit(assigner.offset_ms), F.lit(slide))
+    if slide == size:
+        return F.array(last)
+    count = (size + slide - 1) // slide
+    starts = F.sequence(last - F.lit((count - 1) * slide), last, F.lit(slide))
+    return F.filter(starts, lambda start: start > ts - F.lit(size))
+
+
+def _aggregate(op: WindowOp, values: list[str]) -> tuple[Any, Any]:
+    """``(first-or-chosen element, aggregate or None)`` aggregation expressions."""
+    function = op.function
+    row = F.struct(*[F.col(f"`{c}`") for c in values])
+    field = F.col(f"`{function.field}`")
+    if isinstance(function, agg.MinBy):
+        return F.min_by(row, F.struct(field.isNull(), field, F.col(TS), F.col(SEQ))), None
+    if isinstance(function, agg.MaxBy):
+        order = F.struct(field.isNotNull(), field, -F.col(TS), -F.col(SEQ))
+        return F.max_by(row, order), None
+    aggregate = {agg.Sum: F.sum, agg.Min: F.min, agg.Max: F.max}[type(function)](field)
+    return F.min_by(row, F.struct(F.col(TS), F.col(SEQ))), aggregate
+
+
+def sql_window(op: WindowOp, frame: Any) -> Any:
+    """The combined output (results only) of the window operation, in Spark SQL."""
+    values = frame.value_schema.fieldNames()
+    keys = list(op.key.columns) if op.key is not None else []
+    checked = frame.df.withColumn(
+        TS,
+        F.when(
+            F.col(TS).isNull(),
+            F.raise_error(F.lit(f"null or unparseable timestamp in column "
+                                f"{frame.timestamp_column!r}")),
+        ).otherwise(F.col(TS)),
+    )
+    exploded = checked.withColumn(START, F.explode(_window_starts(op)))
+    chosen, aggregate = _aggregate(op, values)
+    aggregations = [chosen.alias(FIRST)] + ([aggregate.alias(AGG)] if aggregate is not None else [])
+    grouped = exploded.groupBy(*[F.col(f"`{k}`") for k in keys], F.col(START)).agg(*aggregations)
+    field = op.function.field
+    columns = []
+    for f in frame.value_schema.fields:
+        if aggregate is not None and f.name == field:
+            columns.append(F.col(AGG).cast(f.dataType).alias(f.name))
+        else:
+            columns.append(F.col(FIRST)[f.name].alias(f.name))
+    size = op.assigner.size_ms
+    return grouped.select(
+        F.lit("main").alias(OUTPUT),
+        (F.col(START) + F.lit(size - 1)).alias(TS),
+        *columns,
+        F.lit(None).cast(BinaryType()).alias(SIDE),
+    )
