@@ -55,7 +55,7 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
 
 
 def _window_starts(op: WindowOp) -> Any:
-    assigner = op.assigner
+    assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
     size = assigner.size_ms
     slide = getattr(assigner, "slide_ms", size)
     ts = F.col(TS)
@@ -104,7 +104,7 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
             columns.append(F.col(AGG).cast(f.dataType).alias(f.name))
         else:
             columns.append(F.col(FIRST)[f.name].alias(f.name))
-    size = op.assigner.size_ms
+    size = getattr(op.assigner, "size_ms")  # noqa: B009 (tumbling or sliding)
     return grouped.select(
         F.lit("main").alias(OUTPUT),
         (F.col(START) + F.lit(size - 1)).alias(TS),
