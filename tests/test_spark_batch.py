@@ -318,3 +318,18 @@ def test_a_failing_user_function_reports_key_and_window(sales):
     result = _minute(tm.from_dataframe(sales, timestamp="ts")).reduce(broken)
     with pytest.raises(Exception, match=r"key='ann', window=TimeWindow\[0, 60000\)"):
         result.to_dataframe().collect()
+
+
+def test_timestamps_from_a_timestamp_assigner(sales):
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        lambda row, _: row["ts"] + 60_000
+    )
+    result = (
+        tm.from_dataframe(sales, watermark_strategy=strategy)
+        .key_by("user").window(tm.TumblingEventTimeWindows.of(120_000)).sum("amount")
+        .to_dataframe().collect()
+    )
+    # ts + 1 min: bob@2s and cid@59.999s stay in [0, 2 min); bob@61s moves to the next
+    assert sorted((r["user"], r["amount"]) for r in result) == [
+        ("ann", 8), ("ann", 9), ("bob", 2), ("bob", 7), ("cid", 1), ("cid", 4),
+    ]

@@ -68,14 +68,35 @@ def _timestamp_expr(source: Source) -> Any:
     )
 
 
+def with_assigned_timestamps(df: Any, assigner: Any) -> Any:
+    """``df`` with ``__tm_ts`` from a WatermarkStrategy's timestamp assigner on Rows
+    (``assigner(row, record_timestamp)``; a DataFrame row has no record timestamp yet,
+    so Flink's "no timestamp", ``Long.MIN_VALUE``, is passed)."""
+    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.time import LONG_MIN
+
+    names = df.columns
+
+    def assign(batches: Any) -> Any:
+        import pyarrow as pa
+
+        for batch in batches:
+            rows, _ = arrow_rows_and_columns(batch, names)
+            stamps = pa.array([assigner(row, LONG_MIN) for row in rows], pa.int64())
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, stamps], names=[*batch.schema.names, TS]
+            )
+
+    return df.mapInArrow(assign, StructType(df.schema.fields + [StructField(TS, LongType())]))
+
+
 def _source_frame(source: Source, spark: Any) -> ElementFrame:
-    if source.timestamp is None and source.strategy.timestamp_assigner is not None:
-        raise WindowSpecError(
-            "a WatermarkStrategy timestamp assigner on Rows is not supported on Spark: give "
-            "`timestamp` (a column) to from_dataframe instead"
-        )
     df = source.df
-    columns = [F.col(c) for c in df.columns] + [_timestamp_expr(source).alias(TS)]
+    if source.timestamp is None and source.strategy.timestamp_assigner is not None:
+        df = with_assigned_timestamps(df, source.strategy.timestamp_assigner)
+        columns = [F.col(f"`{c}`") for c in source.df.columns] + [F.col(TS)]
+    else:
+        columns = [F.col(f"`{c}`") for c in df.columns] + [_timestamp_expr(source).alias(TS)]
     if not source.replay:
         # ties in time keep the input's order, so a BATCH run is deterministic
         columns.append(F.monotonically_increasing_id().alias(SEQ))

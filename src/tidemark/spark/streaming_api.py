@@ -25,6 +25,7 @@ from tidemark.triggers import (
 __all__ = ["run_streaming_window", "time_mode_of"]
 
 ALL_KEY = "__tm_all"
+TS = "__tm_ts"
 FUNCTION_KEY = "__tm_key"
 
 
@@ -88,6 +89,11 @@ def run_streaming_window(op: WindowOp) -> Any:
                               "DataFrame arrives in its own order; drop them")
     df = source.df
     values = list(df.columns)
+    timestamp = source.timestamp
+    if timestamp is None and source.strategy.timestamp_assigner is not None:
+        from tidemark.spark.runner import with_assigned_timestamps
+
+        df, timestamp = with_assigned_timestamps(df, source.strategy.timestamp_assigner), TS
     engine_key = None
     if op.key is None:
         df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
@@ -99,7 +105,7 @@ def run_streaming_window(op: WindowOp) -> Any:
     return window_stream(
         df,
         key_columns=keys,
-        timestamp_column=source.timestamp,
+        timestamp_column=timestamp,
         make_operator=op.operator_factory(),
         out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode == "EventTime" else None,
         value_columns=values,
