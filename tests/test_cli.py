@@ -79,7 +79,7 @@ def test_demo_prints_the_articles_results(
             assert re.search(rf"{re.escape(window)}\s+{key}\s+{n}\s", section), (window, key)
     plain, lateness, side = sections[1:]
     assert "event3 (buy, 12:00:03, arrival 5) came at watermark 12:00:06.999: dropped" in plain
-    assert "dropped elements: 1" in plain
+    assert "num_late_records_dropped() on Spark: 1" in plain
     assert re.search(r"\[12:00:00, 12:00:05\)\s+buy\s+1\s+12:00:06\.999\s+late", lateness)
     assert "side output 'late-events' (Spark): action=buy id=event3" in side
     assert "PROBLEM" not in out and "All three runs match the article's results." in out

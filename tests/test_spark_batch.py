@@ -333,3 +333,13 @@ def test_timestamps_from_a_timestamp_assigner(sales):
     assert sorted((r["user"], r["amount"]) for r in result) == [
         ("ann", 8), ("ann", 9), ("bob", 2), ("bob", 7), ("cid", 1), ("cid", 4),
     ]
+
+
+def test_dropped_late_records_are_counted(seed_df):
+    result = (
+        tm.from_dataframe(seed_df, timestamp="ts", order_by="arrival")
+        .key_by("action")
+        .window(tm.TumblingEventTimeWindows.of(5000))
+        .sum("arrival")
+    )
+    assert result.num_late_records_dropped() == 1  # event3

@@ -184,8 +184,8 @@ def _input_frame(spark: Any) -> Any:
     return spark.createDataFrame(rows, "action string, id string, ts timestamp, arrival long")
 
 
-def _run_on_spark(df: Any, variant: Variant) -> tuple[list[Any], list[Any]]:
-    """The variant's window results and late side output, as Rows."""
+def _run_on_spark(df: Any, variant: Variant) -> tuple[list[Any], list[Any], int]:
+    """The variant's window results, late side output (Rows) and dropped count."""
     import tidemark as tm
 
     windowed = (tm.from_dataframe(df, timestamp="ts", order_by="arrival")
@@ -198,7 +198,7 @@ def _run_on_spark(df: Any, variant: Variant) -> tuple[list[Any], list[Any]]:
     result = windowed.process(CountPerWindow(), output_schema=_OUTPUT_SCHEMA)
     rows = result.to_dataframe().collect()
     late = result.get_side_output(LATE).to_dataframe().collect() if variant.side_output else []
-    return rows, late
+    return rows, late, result.num_late_records_dropped()
 
 
 # ---------------------------------------------------------------------------- engine
@@ -283,16 +283,15 @@ def _late_line(element: dict[str, Any], trace: dict[str, Any]) -> str:
             f"{element['arrival']}) came at watermark {at}")
 
 
-def _print_late(variant: Variant, late: list[Any], trace: dict[str, Any]) -> None:
+def _print_late(
+    variant: Variant, late: list[Any], trace: dict[str, Any], dropped: int
+) -> None:
     behind = [e for e in trace["elements"] if e["status"] != "on_time"]
     for element in behind:
         line = _late_line(element, trace)
         if element["status"] == "dropped":
-            dropped = sum(e["status"] == "dropped" for e in trace["elements"])
             _say(f"  late: {line}: dropped\n"
-                 f"        dropped elements: {dropped} (the Spark API has no drop counter "
-                 "yet: counted by the engine's\n        replay of the same pipeline, "
-                 "whose window results are Spark's above)")
+                 f"        num_late_records_dropped() on Spark: {dropped}")
         elif element["status"] == "late_firing":
             _say(f"  late: {line}:\n        within the allowed lateness: "
                  "the late firing above")
@@ -340,15 +339,18 @@ def _write_run(trace: dict[str, Any], out_dir: Path, slug: str) -> list[Path]:
 def _run_variant(df: Any, variant: Variant, number: int, out_dir: Path) -> tuple[bool, list[Path]]:
     with _progress(f"running replay {number}/{len(VARIANTS)} on Spark: ({variant.letter}) "
                    f"{variant.heading}"):
-        rows, late = _run_on_spark(df, variant)
+        rows, late, dropped = _run_on_spark(df, variant)
     trace = _engine_trace(variant)
     _say()
     _say(f"({variant.letter}) {variant.heading}")
     if variant.late_firing:
         _print_lateness_boundary()
     _print_windows(rows, trace)
-    _print_late(variant, late, trace)
+    _print_late(variant, late, trace, dropped)
     problems = _problems(variant, rows, late, trace)
+    expected_dropped = sum(e["status"] == "dropped" for e in trace["elements"])
+    if dropped != expected_dropped:
+        problems.append(f"Spark dropped {dropped} late elements, the engine {expected_dropped}")
     for problem in problems:
         _say(f"  PROBLEM: {problem}")
     _say()

@@ -316,6 +316,22 @@ class WindowResultStream(DataStream):
 
         return main_output(self.combined_dataframe(), self._plan.output_schema)
 
+    def num_late_records_dropped(self) -> int:
+        """How many late elements were dropped: late for every window they belonged to,
+        with no late-data side output to go to (Flink's ``numLateRecordsDropped``).
+
+        Bounded input only (it runs the pipeline); a streaming query reports the count
+        per batch on its ``"__late_records_dropped"`` output (see :meth:`write_outputs`).
+        """
+        if self._plan.upstream.source.df.isStreaming:
+            raise WindowSpecError(
+                "num_late_records_dropped() needs a bounded DataFrame; on a stream, give "
+                "write_outputs a sink for '__late_records_dropped'"
+            )
+        from tidemark.spark.runner import num_late_records_dropped
+
+        return num_late_records_dropped(self.combined_dataframe())
+
     def write_outputs(
         self, sinks: dict[Any, Any], checkpoint: str, trigger: dict[str, Any] | None = None
     ) -> Any:

@@ -32,7 +32,7 @@ from tidemark.spark.api import KeySpec, Source, WindowOp
 from tidemark.spark.replay import ORDER, TS, WM, WatermarkSequence, stamp_replay_watermarks
 from tidemark.spark.worker import PartitionRunner, RunnerConfig
 
-__all__ = ["run_window", "main_output", "side_output", "ElementFrame"]
+__all__ = ["run_window", "main_output", "side_output", "num_late_records_dropped", "ElementFrame"]
 
 OUTPUT, SEQ, PT, KEY, SIDE = "__tm_output", "__tm_seq", "__tm_pt", "__tm_key", "__tm_side"
 MAIN = "main"
@@ -241,6 +241,15 @@ def main_output(combined: Any, output_schema: StructType) -> Any:
     """The results, with the output schema."""
     names = [F.col(f"`{n}`") for n in output_schema.fieldNames()]
     return combined.where(F.col(OUTPUT) == MAIN).select(*names)
+
+
+def num_late_records_dropped(combined: Any) -> int:
+    """Late elements that went to no window and no side output (Flink's
+    ``numLateRecordsDropped``), summed over all tasks of a bounded run."""
+    from tidemark.spark.worker import DROPPED_OUTPUT
+
+    rows = combined.where(F.col(OUTPUT) == F.lit(DROPPED_OUTPUT)).select(SIDE).collect()
+    return sum(pickle.loads(row[SIDE]) for row in rows)
 
 
 def side_output(combined: Any, tag: OutputTag, schema: StructType) -> Any:

@@ -32,9 +32,10 @@ from tidemark.spark.codec import (
 )
 from tidemark.time import LONG_MAX, LONG_MIN
 
-__all__ = ["RunnerConfig", "PartitionRunner"]
+__all__ = ["RunnerConfig", "PartitionRunner", "DROPPED_OUTPUT"]
 
 _NO_KEY = object()
+DROPPED_OUTPUT = "__late_records_dropped"  # one row per task: its dropped late records
 _FLUSH_ROWS = 10_000
 
 
@@ -158,6 +159,8 @@ class PartitionRunner:
                 yield out.batch(config.output_schema)
         if current is not _NO_KEY:
             self._finish_key(op, current, out, sequence)
+        if op.num_late_records_dropped:
+            out.side(DROPPED_OUTPUT, op.num_late_records_dropped, 0, LONG_MAX, LONG_MAX)
         if out.rows:
             yield out.batch(config.output_schema)
 
