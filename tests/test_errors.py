@@ -89,3 +89,18 @@ def test_an_event_time_assigner_needs_timestamps():
     h = WindowOperatorHarness(tm.TumblingEventTimeWindows.of(5), _sum)
     with pytest.raises(tm.UserFunctionError, match="needs an event timestamp"):
         h.process_element(1, None)
+
+
+def test_a_global_window_with_a_continuous_trigger_ends_at_the_end_of_input():
+    """Flink loops for ever here (each periodic firing schedules the next, up to
+    Long.MAX_VALUE); tidemark fires the window once more and stops."""
+    h = WindowOperatorHarness(
+        tm.GlobalWindows.create(), _sum, trigger=tm.ContinuousEventTimeTrigger.of(1000)
+    )
+    h.process_element(1, 10)
+    h.process_element(2, 20)
+    h.process_watermark(2500)
+    h.process_element(4, 3000)
+    h.process_watermark(tm.LONG_MAX)
+    assert [v for v, _ in h.output()] == [3, 3, 7]
+    assert h.num_event_time_timers() == 0

@@ -17,7 +17,7 @@ from typing import Any
 
 from tidemark.errors import WindowSpecError
 from tidemark.state import ReducingStateDescriptor, State, ValueStateDescriptor
-from tidemark.time import TimeLike, java_mod, to_millis
+from tidemark.time import LONG_MAX, TimeLike, java_mod, to_millis
 from tidemark.windows import Window
 
 __all__ = [
@@ -282,6 +282,11 @@ class PurgingTrigger(Trigger):
         return f"PurgingTrigger({self.nested!r})"
 
 
+def _never_ending(window: Window, clock: int) -> bool:
+    """A window without end (a GlobalWindow) at the end of time (``Long.MAX_VALUE``)."""
+    return clock == LONG_MAX and window.max_timestamp() == LONG_MAX
+
+
 def _min(a: int, b: int) -> int:
     return a if a <= b else b
 
@@ -320,6 +325,11 @@ class ContinuousEventTimeTrigger(Trigger):
         fire_time = ctx.get_partitioned_state(self._state)
         if fire_time.get() == time:
             fire_time.clear()
+            if _never_ending(window, ctx.get_current_watermark()):
+                # Beyond Flink, which never returns here: at the end of input a window
+                # that never ends would fire every interval up to Long.MAX_VALUE, all
+                # with the same contents. Its end-of-window timer fires it once instead.
+                return TriggerResult.CONTINUE
             self._register_next(time, window, ctx, fire_time)
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
@@ -376,7 +386,10 @@ class ContinuousProcessingTimeTrigger(Trigger):
         fire_time = ctx.get_partitioned_state(self._state)
         if fire_time.get() == time:
             fire_time.clear()
-            self._register_next(time, window, ctx, fire_time)
+            if not _never_ending(window, ctx.get_current_processing_time()):
+                self._register_next(time, window, ctx, fire_time)
+            # else: the clock was moved to the end of time (a BATCH run's end): one last
+            # firing instead of one every interval up to Long.MAX_VALUE.
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
