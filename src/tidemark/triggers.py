@@ -298,25 +298,71 @@ def _positive_interval(interval: TimeLike) -> int:
     return interval_ms
 
 
-class ContinuousEventTimeTrigger(Trigger):
-    """Fires every ``interval`` of event time (aligned to the interval) and at the window end."""
+class _Continuous(Trigger):
+    """What the continuous triggers share: a ``fire-time`` state (the next periodic
+    firing, min-merged), timers in one time domain, and Flink's clamp to the window end.
+
+    Subclasses say which clock is theirs (:meth:`_register`, :meth:`_delete`).
+    """
 
     def __init__(self, interval: TimeLike):
         self.interval_ms = _positive_interval(interval)
         self._state = ReducingStateDescriptor("fire-time", _min)
 
     @classmethod
-    def of(cls, interval: TimeLike) -> ContinuousEventTimeTrigger:
+    def of(cls, interval: TimeLike) -> Any:
         return cls(interval)
+
+    def _register(self, ctx: TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _delete(self, ctx: TriggerContext, time: int) -> None:
+        raise NotImplementedError
+
+    def _first(self, time: int, window: Window, ctx: TriggerContext) -> None:
+        """Arm the first periodic firing, aligned with Java's ``%`` as Flink does."""
+        fire_time: Any = ctx.get_partitioned_state(self._state)
+        if fire_time.get() is None:
+            self._register_next(time - java_mod(time, self.interval_ms), window, ctx, fire_time)
+
+    def _register_next(self, time: int, window: Window, ctx: TriggerContext, state: Any) -> None:
+        next_fire = min(time + self.interval_ms, window.max_timestamp())
+        state.add(next_fire)
+        self._register(ctx, next_fire)
+
+    def can_merge(self) -> bool:
+        return True
+
+    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.merge_partitioned_state(self._state)
+        next_fire = ctx.get_partitioned_state(self._state).get()
+        if next_fire is not None:
+            self._register(ctx, next_fire)
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        fire_time = ctx.get_partitioned_state(self._state)
+        if fire_time.get() is not None:
+            self._delete(ctx, fire_time.get())
+            fire_time.clear()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.interval_ms}ms)"
+
+
+class ContinuousEventTimeTrigger(_Continuous):
+    """Fires every ``interval`` of event time (aligned to the interval) and at the window end."""
+
+    def _register(self, ctx: TriggerContext, time: int) -> None:
+        ctx.register_event_time_timer(time)
+
+    def _delete(self, ctx: TriggerContext, time: int) -> None:
+        ctx.delete_event_time_timer(time)
 
     def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
-        fire_time = ctx.get_partitioned_state(self._state)
-        if fire_time.get() is None:
-            start = timestamp - java_mod(timestamp, self.interval_ms)
-            self._register_next(start, window, ctx, fire_time)
+        self._first(timestamp, window, ctx)
         return TriggerResult.CONTINUE
 
     def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
@@ -337,46 +383,18 @@ class ContinuousEventTimeTrigger(Trigger):
     def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
         return TriggerResult.CONTINUE
 
-    def can_merge(self) -> bool:
-        return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
-        ctx.merge_partitioned_state(self._state)
-        next_fire = ctx.get_partitioned_state(self._state).get()
-        if next_fire is not None:
-            ctx.register_event_time_timer(next_fire)
-
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
-        fire_time = ctx.get_partitioned_state(self._state)
-        if fire_time.get() is not None:
-            ctx.delete_event_time_timer(fire_time.get())
-            fire_time.clear()
-
-    def _register_next(self, time: int, window: Window, ctx: TriggerContext, state: Any) -> None:
-        next_fire = min(time + self.interval_ms, window.max_timestamp())
-        state.add(next_fire)
-        ctx.register_event_time_timer(next_fire)
-
-    def __repr__(self) -> str:
-        return f"ContinuousEventTimeTrigger({self.interval_ms}ms)"
-
-
-class ContinuousProcessingTimeTrigger(Trigger):
+class ContinuousProcessingTimeTrigger(_Continuous):
     """Fires every ``interval`` of processing time, aligned to the interval."""
 
-    def __init__(self, interval: TimeLike):
-        self.interval_ms = _positive_interval(interval)
-        self._state = ReducingStateDescriptor("fire-time", _min)
+    def _register(self, ctx: TriggerContext, time: int) -> None:
+        ctx.register_processing_time_timer(time)
 
-    @classmethod
-    def of(cls, interval: TimeLike) -> ContinuousProcessingTimeTrigger:
-        return cls(interval)
+    def _delete(self, ctx: TriggerContext, time: int) -> None:
+        ctx.delete_processing_time_timer(time)
 
     def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
-        fire_time = ctx.get_partitioned_state(self._state)
-        now = ctx.get_current_processing_time()
-        if fire_time.get() is None:
-            self._register_next(now - java_mod(now, self.interval_ms), window, ctx, fire_time)
+        self._first(ctx.get_current_processing_time(), window, ctx)
         return TriggerResult.CONTINUE
 
     def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
@@ -392,29 +410,6 @@ class ContinuousProcessingTimeTrigger(Trigger):
             # firing instead of one every interval up to Long.MAX_VALUE.
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
-
-    def can_merge(self) -> bool:
-        return True
-
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
-        ctx.merge_partitioned_state(self._state)
-        next_fire = ctx.get_partitioned_state(self._state).get()
-        if next_fire is not None:
-            ctx.register_processing_time_timer(next_fire)
-
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
-        fire_time = ctx.get_partitioned_state(self._state)
-        if fire_time.get() is not None:
-            ctx.delete_processing_time_timer(fire_time.get())
-            fire_time.clear()
-
-    def _register_next(self, time: int, window: Window, ctx: TriggerContext, state: Any) -> None:
-        next_fire = min(time + self.interval_ms, window.max_timestamp())
-        state.add(next_fire)
-        ctx.register_processing_time_timer(next_fire)
-
-    def __repr__(self) -> str:
-        return f"ContinuousProcessingTimeTrigger({self.interval_ms}ms)"
 
 
 class DeltaTrigger(Trigger):

@@ -20,18 +20,17 @@ from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerC
 from tidemark._engine.functions import WindowLogic
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
+from tidemark._engine.spec import aligned_event_time_windows, validate_window_spec
 from tidemark._engine.timers import TimerQueue
 from tidemark.assigners import (
     MergingWindowAssigner,
-    SlidingEventTimeWindows,
-    TumblingEventTimeWindows,
     WindowAssigner,
 )
-from tidemark.errors import UnsupportedMergeError, UserFunctionError, WindowSpecError
+from tidemark.errors import UnsupportedMergeError, UserFunctionError
 from tidemark.evictors import Evictor, TimestampedValue
 from tidemark.outputs import OutputTag
 from tidemark.time import LONG_MAX, LONG_MIN
-from tidemark.triggers import EventTimeTrigger, Trigger, TriggerResult
+from tidemark.triggers import Trigger, TriggerResult
 from tidemark.windows import TimeWindow, Window
 
 __all__ = [
@@ -48,45 +47,8 @@ __all__ = [
 ADDED, ADDED_LATE, SIDE_OUTPUT, DROPPED, SKIPPED = range(5)
 
 
-def validate_window_spec(
-    assigner: Any, trigger: Any, evictor: Any, allowed_lateness_ms: Any, late_data_tag: Any
-) -> None:
-    """Reject a window pipeline Flink would reject, naming the parameter and the rule."""
-    if not isinstance(assigner, WindowAssigner):
-        raise WindowSpecError(f"`assigner` must be a WindowAssigner; got {assigner!r}")
-    if trigger is not None and not isinstance(trigger, Trigger):
-        raise WindowSpecError(f"`trigger` must be a Trigger; got {trigger!r}")
-    if evictor is not None and not isinstance(evictor, Evictor):
-        raise WindowSpecError(f"`evictor` must be an Evictor; got {evictor!r}")
-    if isinstance(assigner, MergingWindowAssigner) and trigger is not None:
-        if not trigger.can_merge():
-            raise WindowSpecError(
-                f"`trigger` must support merging (can_merge() is True) with the merging "
-                f"assigner {assigner!r}; got {trigger!r}"
-            )
-    if not isinstance(allowed_lateness_ms, int) or allowed_lateness_ms < 0:
-        raise WindowSpecError(
-            f"`allowed_lateness` must be >= 0; got allowed_lateness={allowed_lateness_ms}ms"
-        )
-    if late_data_tag is not None and not isinstance(late_data_tag, OutputTag):
-        raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
-
-
 def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
     return source if target is None else target + source
-
-
-def _aligned_event_time_windows(
-    assigner: Any, trigger: Any, evictor: Any
-) -> tuple[int, int, int] | None:
-    """``(size, slide, offset)`` when the inlined per-element path applies, else None."""
-    if evictor is not None or type(trigger) is not EventTimeTrigger:
-        return None
-    if type(assigner) is TumblingEventTimeWindows:
-        return assigner.size_ms, assigner.size_ms, assigner.offset_ms
-    if type(assigner) is SlidingEventTimeWindows:
-        return assigner.size_ms, assigner.slide_ms, assigner.offset_ms
-    return None
 
 
 class WindowOperator:
@@ -140,7 +102,7 @@ class WindowOperator:
         self._event_queue = TimerQueue()
         self._processing_queue = TimerQueue()
         self._clock = ClockContext(self)
-        self._aligned = _aligned_event_time_windows(assigner, self.trigger, evictor)
+        self._aligned = aligned_event_time_windows(assigner, self.trigger, evictor)
         self._window_cache: dict[int, TimeWindow] = {}
         # When a list, every emitted result's watermark at emission is appended here
         # (replays record it to place results in a chained stream).

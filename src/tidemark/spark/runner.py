@@ -204,13 +204,7 @@ def run_window(op: WindowOp, spark: Any) -> Any:
         return sql_plan.sql_window(op, frame)
     partitioned, key_columns = _partitioned(frame, op.key, spark)
     config = RunnerConfig(
-        assigner=op.assigner,
-        trigger=op.trigger,
-        evictor=op.evictor,
-        allowed_lateness_ms=op.allowed_lateness_ms,
-        late_tag=op.late_tag,
-        function=op.function,
-        window_function=op.window_function,
+        operator=op.operator_factory(),
         value_names=frame.value_schema.fieldNames(),
         value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
         key_columns=key_columns,

@@ -81,18 +81,29 @@ def _aggregate(op: WindowOp, values: list[str]) -> tuple[Any, Any]:
     return F.min_by(row, F.struct(F.col(TS), F.col(SEQ))), aggregate
 
 
+def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str | None) -> Any:
+    """``df`` failing, as the engine path does, on a null key or a bad timestamp, with the
+    column and an example row in the message."""
+    example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
+    for key in keys:
+        column = F.col(f"`{key}`")
+        message = F.concat(F.lit(f"null key in column {key!r}: every element needs a key; "
+                                 "example row: "), example)
+        df = df.withColumn(key, F.when(column.isNull(), F.raise_error(message)).otherwise(column))
+    raw = F.col(f"`{ts_column}`") if ts_column else F.lit(None)
+    problem = F.when(raw.isNull(), F.lit("null")).otherwise(
+        F.concat(F.lit("unparseable ('"), raw.cast("string"), F.lit("')"))
+    )
+    message = F.concat(problem, F.lit(f" timestamp in column {ts_column!r}; example row: "), example)
+    ts = F.col(TS)
+    return df.withColumn(TS, F.when(ts.isNull(), F.raise_error(message)).otherwise(ts))
+
+
 def sql_window(op: WindowOp, frame: Any) -> Any:
     """The combined output (results only) of the window operation, in Spark SQL."""
     values = frame.value_schema.fieldNames()
     keys = list(op.key.columns) if op.key is not None else []
-    checked = frame.df.withColumn(
-        TS,
-        F.when(
-            F.col(TS).isNull(),
-            F.raise_error(F.lit(f"null or unparseable timestamp in column "
-                                f"{frame.timestamp_column!r}")),
-        ).otherwise(F.col(TS)),
-    )
+    checked = _checked_input(frame.df, keys, values, frame.timestamp_column)
     exploded = checked.withColumn(START, F.explode(_window_starts(op)))
     chosen, aggregate = _aggregate(op, values)
     aggregations = [chosen.alias(FIRST)] + ([aggregate.alias(AGG)] if aggregate is not None else [])

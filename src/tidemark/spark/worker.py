@@ -21,7 +21,6 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError
 from tidemark.spark.codec import (
@@ -43,13 +42,7 @@ _FLUSH_ROWS = 10_000
 class RunnerConfig:
     """Everything a task needs, picklable (no DataFrames)."""
 
-    assigner: Any
-    trigger: Any
-    evictor: Any
-    allowed_lateness_ms: int
-    late_tag: Any
-    function: Any
-    window_function: Any
+    operator: Any  # api.OperatorFactory: () -> WindowOperator
     value_names: list[str]
     value_types: list[str]
     key_columns: list[str]
@@ -62,14 +55,7 @@ class RunnerConfig:
     has_processing_time: bool
 
     def make_operator(self) -> WindowOperator:
-        op = WindowOperator(
-            self.assigner,
-            window_logic(self.function, self.window_function),
-            trigger=self.trigger,
-            evictor=self.evictor,
-            allowed_lateness_ms=self.allowed_lateness_ms,
-            late_data_tag=self.late_tag,
-        )
+        op: WindowOperator = self.operator()
         if self.replay:
             op.output_watermarks = []
         return op
@@ -128,8 +114,8 @@ class PartitionRunner:
     def __init__(self, config: RunnerConfig):
         self.config = config
         # BATCH reads the wall clock only for pipelines that use processing time.
-        self.wall_clock = not config.assigner.is_event_time() or _uses_processing_time(
-            config.trigger
+        self.wall_clock = not config.operator.assigner.is_event_time() or _uses_processing_time(
+            config.operator.trigger
         )
 
     def __call__(self, batches: Any) -> Any:
