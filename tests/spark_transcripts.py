@@ -98,9 +98,10 @@ def json_function(case: Transcript) -> tuple[Any, Any]:
 
 def spark_pipeline(case: Transcript, df: Any, replay: bool) -> Any:
     w = case.window
+    untimed = all(s["element"][2] is None for s in case.steps if "element" in s)
     stream = tm.from_dataframe(
         df,
-        timestamp="ts",
+        timestamp=None if untimed else "ts",  # records without timestamps, as in Flink
         order_by="arrival" if replay else None,
         watermark="wm" if replay else None,
         processing_time="pt" if replay and uses_processing_time(case) else None,
@@ -162,7 +163,7 @@ def engine_batch(case: Transcript) -> tuple[list[Any], list[Any], int]:
     results: list[Any] = []
     for members in groups.values():
         h = engine_harness(case)
-        for row in sorted(members, key=lambda r: r[2]):
+        for row in sorted(members, key=lambda r: (r[2] is None, r[2] or 0)):
             h.process_element(row, row[2])
         h.process_watermark(LONG_MAX)
         results += _collect(h)[0]
