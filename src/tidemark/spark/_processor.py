@@ -12,6 +12,13 @@ with input rows, ``handleExpiredTimer`` for a key whose Spark timer expired. Eac
 4. emits results, side outputs and the late-record count as rows of the combined schema;
 5. writes the key's state back (one update, or a clear when nothing is left) and moves
    the key's one Spark timer per time domain to its earliest engine timer.
+
+With idleness (``ProcessorConfig.idleness_ms``) the engine's timers are event-time but
+Spark runs the query in ProcessingTime mode, so that a micro-batch runs at every trigger
+interval without data. Step 2 then advances the operator to the idle watermark
+(:func:`~tidemark.spark._stream_time.idle_watermark`) of the key's idle clock, and step 5
+registers, for a key with pending event-time timers, a processing-time timer that expires
+in the next micro-batch, so that such a key is visited in every micro-batch.
 """
 
 from __future__ import annotations
@@ -32,14 +39,16 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
-from tidemark.spark._state_codec import STATE_NAME, STATE_SCHEMA, StoredKey
+from tidemark.spark._state_codec import IDLE_STATE_SCHEMA, STATE_NAME, STATE_SCHEMA, StoredKey
 from tidemark.spark._stream_time import (
     END_OF_INPUT_MS,
     check_timestamp,
     engine_watermark,
+    idle_watermark,
     spark_event_timer,
 )
 from tidemark.spark.codec import column_values
+from tidemark.time import LONG_MIN
 
 __all__ = [
     "ProcessorConfig",
@@ -79,6 +88,10 @@ class ProcessorConfig:
     engine_key : callable, optional
         Spark's grouping-key tuple to the engine's key; default: the value of a single key
         column, else the tuple.
+    idleness_ms : int, optional
+        Event time only: after this much processing time without a watermark advance,
+        the watermark advances with the processing-time clock (Spark runs the query in
+        ProcessingTime mode, see :meth:`spark_time_mode`).
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -89,9 +102,14 @@ class ProcessorConfig:
     result_names: tuple[str, ...]
     result_to_row: Callable[[Any, int], tuple]
     engine_key: Callable[[tuple], Any] | None = None
+    idleness_ms: int | None = None
 
     def output_columns(self) -> list[str]:
         return [OUTPUT, TS, *self.result_names, SIDE, DROPPED]
+
+    def spark_time_mode(self) -> str:
+        """The ``timeMode`` Spark runs: ProcessingTime with idleness, else ``time_mode``."""
+        return PROCESSING_TIME if self.idleness_ms is not None else self.time_mode
 
 
 @dataclass
@@ -101,6 +119,7 @@ class _KeyCall:
     key: Any
     operator: WindowOperator
     stored: StoredKey
+    spark_watermark: int = LONG_MIN  # the engine watermark of Spark's, before idleness
 
 
 class WindowStatefulProcessor(StatefulProcessor):
@@ -120,7 +139,9 @@ class WindowStatefulProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+        self._idle = self._config.idleness_ms is not None
+        schema = IDLE_STATE_SCHEMA if self._idle else STATE_SCHEMA
+        self._state = handle.getValueState(STATE_NAME, schema)
         self._row_class = Row(*self._config.value_names)
 
     def handleInputRows(
@@ -150,22 +171,41 @@ class WindowStatefulProcessor(StatefulProcessor):
             operator.restore_key(engine_key, stored.key_state)
         operator.current_watermark = stored.watermark
         operator.current_processing_time = stored.processing_time
-        self._advance_clocks(operator, timer_values)
-        return _KeyCall(engine_key, operator, stored)
+        watermark = self._advance_clocks(operator, timer_values, stored)
+        return _KeyCall(engine_key, operator, stored, watermark)
 
-    def _advance_clocks(self, operator: WindowOperator, timer_values: TimerValues) -> None:
+    def _advance_clocks(
+        self, operator: WindowOperator, timer_values: TimerValues, stored: StoredKey
+    ) -> int:
+        """Move the operator's clocks to the batch's; the engine watermark of Spark's."""
         processing_time = max(
             timer_values.getCurrentProcessingTimeInMs(), operator.current_processing_time
         )
         if self._config.time_mode == PROCESSING_TIME:
             # Past processing-time timers fire as soon as possible, as in Flink.
             operator.advance_processing_time(processing_time)
-            return
+            return LONG_MIN
         operator.current_processing_time = processing_time
-        if self._config.time_mode == EVENT_TIME:
-            watermark = engine_watermark(timer_values.getCurrentWatermarkInMs())
-            if watermark > operator.current_watermark:
-                operator.process_watermark(watermark)
+        if self._config.time_mode != EVENT_TIME:
+            return LONG_MIN
+        spark_watermark = timer_values.getCurrentWatermarkInMs()
+        watermark = engine_watermark(spark_watermark)
+        effective = watermark
+        if self._idle:
+            effective = self._idle_watermark(stored, spark_watermark, watermark, timer_values)
+        if effective > operator.current_watermark:
+            operator.process_watermark(effective)
+        return watermark
+
+    def _idle_watermark(
+        self, stored: StoredKey, spark_watermark: int, watermark: int, timer_values: TimerValues
+    ) -> int:
+        """Update the key's idle clock; the watermark advanced by the idle time, if any."""
+        assert self._config.idleness_ms is not None
+        now = timer_values.getCurrentProcessingTimeInMs()
+        if stored.seen_watermark != spark_watermark or stored.seen_at is None:
+            stored.seen_watermark, stored.seen_at = spark_watermark, now
+        return idle_watermark(watermark, stored.seen_at, now, self._config.idleness_ms)
 
     def _feed(self, call: _KeyCall, pdf: pd.DataFrame) -> None:
         config = self._config
@@ -220,13 +260,14 @@ class WindowStatefulProcessor(StatefulProcessor):
         event_times = [t for t, _ in key_state.event_timers] if key_state else []
         processing_times = [t for t, _ in key_state.processing_timers] if key_state else []
         self._check_timer_domains(call.key, event_times, processing_times)
-        event_timer = None
-        if event_times:
-            event_timer = spark_event_timer(min(event_times), operator.current_watermark)
-        processing_timer = min(processing_times) if processing_times else None
+        # A key without state keeps its idle clock while its watermark is ahead of Spark's:
+        # a new element of the key is judged by the idle-advanced watermark.
+        keep_clock = self._idle and operator.current_watermark > call.spark_watermark
+        timers = self._spark_timers(operator, event_times, processing_times, keep_clock)
+        event_timer, processing_timer = timers
         self._move_timer(stored.event_timer, event_timer)
         self._move_timer(stored.processing_timer, processing_timer)
-        if key_state is None:
+        if key_state is None and not keep_clock:
             if stored.exists:
                 self._state.clear()
             return
@@ -236,8 +277,32 @@ class WindowStatefulProcessor(StatefulProcessor):
             operator.current_processing_time,
             event_timer,
             processing_timer,
+            seen_watermark=stored.seen_watermark,
+            seen_at=stored.seen_at,
         )
-        self._state.update(updated.encode())
+        self._state.update(updated.encode(self._idle))
+
+    def _spark_timers(
+        self,
+        operator: WindowOperator,
+        event_times: list[int],
+        processing_times: list[int],
+        keep_clock: bool,
+    ) -> tuple[int | None, int | None]:
+        """The Spark (event-time, processing-time) timers the key needs, if any."""
+        if self._idle:
+            assert self._config.idleness_ms is not None
+            now = operator.current_processing_time
+            # A pending event-time timer may fire in any later micro-batch (the watermark
+            # moved or the idle advance reached it): visit the key in the next one. A
+            # kept clock is checked once per idleness, to be cleared when Spark catches up.
+            if event_times:
+                return None, now + 1
+            return None, (now + self._config.idleness_ms if keep_clock else None)
+        event_timer = None
+        if event_times:
+            event_timer = spark_event_timer(min(event_times), operator.current_watermark)
+        return event_timer, min(processing_times) if processing_times else None
 
     def _move_timer(self, registered: int | None, wanted: int | None) -> None:
         if registered == wanted:

@@ -12,7 +12,10 @@ of the engine's:
 * Spark's initial watermark 0 means "none yet" (``Long.MIN_VALUE``);
 * a row stamped at or after ``END_OF_INPUT_MS`` marks the end of a bounded input: its
   watermark column is ``END_OF_INPUT_COLUMN_MICROS``, and any Spark watermark that maps
-  to ``>= END_OF_INPUT_MS`` is the engine's final watermark ``Long.MAX_VALUE``.
+  to ``>= END_OF_INPUT_MS`` is the engine's final watermark ``Long.MAX_VALUE``;
+* with idleness, a watermark ``W`` a key first saw at processing time ``T_W`` becomes
+  ``W + (T - T_W - idleness)`` at processing time ``T`` once that is positive
+  (:func:`idle_watermark`).
 
 Examples
 --------
@@ -26,6 +29,8 @@ True
 9999
 >>> spark_event_timer(5_000, watermark=7_999) - SPARK_OFFSET_MS  # at the next advance
 8000
+>>> idle_watermark(7_999, seen_at_ms=10_000, now_ms=12_500, idleness_ms=1_000)
+9499
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ __all__ = [
     "end_of_input_spark_watermark",
     "engine_watermark",
     "spark_event_timer",
+    "idle_watermark",
     "check_timestamp",
 ]
 
@@ -97,6 +103,26 @@ def spark_event_timer(time_ms: int, watermark: int) -> int:
     """
     time_ms = max(time_ms, watermark + 1)
     return min(max(time_ms + SPARK_OFFSET_MS, 1), END_OF_INPUT_MS + SPARK_OFFSET_MS)
+
+
+def idle_watermark(watermark: int, seen_at_ms: int, now_ms: int, idleness_ms: int) -> int:
+    """The engine watermark of an input idle since ``seen_at_ms``, at ``now_ms``.
+
+    ``watermark`` (the engine's) stood still from processing time ``seen_at_ms``; after
+    ``idleness_ms`` more it advances with the processing-time clock. No watermark yet and
+    the final watermark stay as they are.
+
+    >>> idle_watermark(100, seen_at_ms=0, now_ms=1_000, idleness_ms=1_000)  # not yet idle
+    100
+    >>> idle_watermark(100, seen_at_ms=0, now_ms=1_250, idleness_ms=1_000)
+    350
+    >>> idle_watermark(LONG_MIN, seen_at_ms=0, now_ms=9_000, idleness_ms=1) == LONG_MIN
+    True
+    """
+    if watermark in (LONG_MIN, LONG_MAX):
+        return watermark
+    idle_ms = now_ms - seen_at_ms - idleness_ms
+    return min(watermark + max(idle_ms, 0), END_OF_INPUT_MS - 1)
 
 
 def check_timestamp(timestamp: int | None, key: object, event_time: bool) -> None:

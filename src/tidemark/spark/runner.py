@@ -48,6 +48,7 @@ class ElementFrame:
     watermarks: Any = None  # a broadcast WatermarkSequence, for replays
     timestamp_column: str | None = None
     has_processing_time: bool = False
+    final_processing_time: int | None = None  # a replay's last arrival time
 
 
 def _timestamp_expr(source: Source) -> Any:
@@ -115,8 +116,17 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
         df.select(*columns), source.strategy.out_of_orderness_ms, spark
     )
     broadcast = spark.sparkContext.broadcast(sequence)
+    final_pt = None
+    if source.processing_time is not None:
+        final_pt = stamped.agg(F.max(PT)).first()[0]
     return ElementFrame(
-        stamped, df.schema, True, broadcast, source.timestamp, source.processing_time is not None
+        stamped,
+        df.schema,
+        True,
+        broadcast,
+        source.timestamp,
+        source.processing_time is not None,
+        final_pt,
     )
 
 
@@ -215,6 +225,7 @@ def run_window(op: WindowOp, spark: Any) -> Any:
         watermarks=frame.watermarks,
         timestamp_column=frame.timestamp_column,
         has_processing_time=frame.has_processing_time,
+        final_processing_time=frame.final_processing_time,
     )
     schema = combined_schema(op.output_schema, frame.replay)
     needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]

@@ -62,11 +62,38 @@ batch at every trigger interval even without data, so windows close on idle inpu
 time domain per query: a processing-time timer in an event-time query (or the reverse)
 fails the query with :class:`~tidemark.errors.WindowSpecError`.
 
-``idleness_ms`` is accepted for parity with Flink and changes nothing: Flink's idleness
-stops an idle split from holding back the minimum watermark over splits, while Spark's
-watermark is the maximum over all partitions, so an idle partition never holds it back.
-When the whole input is idle the watermark stands still in both, and event-time windows
-wait for data, the end-of-input marker, or a processing-time query.
+Idleness (``WatermarkStrategy.with_idleness``) goes beyond Flink. In Flink it stops an idle
+split from holding back the minimum watermark over splits; Spark's watermark is the
+maximum over all partitions, so an idle partition never holds it back. But when the whole
+input is idle, Flink's watermark stands still and event-time windows wait for data.
+tidemark instead lets the watermark advance with the processing-time clock:
+
+    Let ``W`` be the engine watermark of Spark's current watermark and ``T_W`` the
+    processing time of the first micro-batch in which the key saw it. In a micro-batch
+    at processing time ``T``, the key's operator is advanced to
+    ``max(W, W + (T - T_W - idleness))``; it never goes back (a watermark not above the
+    operator's is ignored), so when data moves Spark's watermark again, the normal
+    watermark takes over once it passes the idle one.
+
+Spark keeps no state across keys; its watermark is the only signal shared by all keys
+that moves when data arrives. So "idle" means "the watermark has not advanced for
+``idleness``": elements that arrive but do not raise the largest timestamp (all behind it)
+do not count as activity, unlike Flink's idleness. The query then runs in Spark's
+ProcessingTime mode (a micro-batch at every trigger interval, with or without data; the
+watermark from ``withWatermark`` is still the one above), and every key with a pending
+event-time timer is visited in every micro-batch by a processing-time timer, so all such
+keys see the same ``T_W``: the first micro-batch that presented ``W``. A key whose
+windows are all gone keeps its clock and watermark while that watermark is ahead of
+Spark's (visited once per ``idleness``, cleared once Spark's watermark reaches it), so its
+new elements meet the same idle watermark. A key with no row at all (never seen, or
+cleared) starts its clock when it is first visited, so it can only see a lower idle
+watermark than the keys visited all along. Elements behind the
+idle-advanced watermark are late by the usual rules (late firing, side output or
+``numLateRecordsDropped``). Give the query a processing-time trigger (e.g.
+``{"processingTime": "1 second"}``): the default trigger would run no-data batches back to
+back, and ``processAllAvailable()`` never returns. Idleness needs event-time windows or
+triggers (``time_mode="EventTime"``); anything else is a
+:class:`~tidemark.errors.WindowSpecError`. Without idleness nothing of this applies.
 
 Examples
 --------
@@ -172,7 +199,9 @@ def window_stream(
     time_mode : {"EventTime", "ProcessingTime", "None"}
         Which engine timers Spark serves ("None": count windows without timers).
     idleness_ms : int, optional
-        Accepted for parity with Flink; see the module docstring (it changes nothing).
+        Event time only: let the watermark advance with processing time once it stood
+        still this long (see the module docstring); the query then runs in Spark's
+        ProcessingTime mode and needs a processing-time trigger.
     engine_key : callable, optional
         Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
 
@@ -201,9 +230,14 @@ def window_stream(
         result_names=tuple(result_schema.fieldNames()),
         result_to_row=result_to_row,
         engine_key=engine_key,
+        idleness_ms=idleness_ms,
     )
-    combined = prepared.groupBy(*[F.col(f"`{c}`") for c in key_columns]).transformWithStateInPandas(
-        WindowStatefulProcessor(config), _combined_schema(result_schema), "Append", time_mode
+    grouped = prepared.groupBy(*[F.col(f"`{c}`") for c in key_columns])
+    combined = grouped.transformWithStateInPandas(
+        WindowStatefulProcessor(config),
+        _combined_schema(result_schema),
+        "Append",
+        config.spark_time_mode(),
     )
     schemas = {}
     if late_tag is not None:
@@ -264,6 +298,12 @@ def _check_time_mode(
         )
     if idleness_ms is not None and idleness_ms <= 0:
         raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
+    if idleness_ms is not None and time_mode != EVENT_TIME:
+        raise WindowSpecError(
+            f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
+            f"(event-time windows or triggers); got idleness={idleness_ms}ms, "
+            f"time_mode={time_mode!r}: remove with_idleness from the WatermarkStrategy"
+        )
     assigner = make_operator().assigner
     if isinstance(assigner, GlobalWindows):
         return

@@ -9,9 +9,11 @@ then flushed:
   the wall clock, and processing-time timers also fire at the end of the key.
 - replay: before each element the watermark advances, step by step, to the watermark
   the stream had when the element arrived (so every timer fires at the watermark that
-  first reached it), and processing time to its arrival time; at the end, the stream's
-  final watermark then +inf, as a bounded Flink source ends. Processing-time timers
-  still pending at the end do not fire, as in Flink.
+  first reached it), and processing time to its arrival time; after a key's last
+  element, processing time goes on to the stream's last arrival (the stream's clock did,
+  whichever key arrived), then the stream's final watermark, then +inf, as a bounded
+  Flink source ends. Processing-time timers beyond the last arrival do not fire, as in
+  Flink.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class RunnerConfig:
     watermarks: Any
     timestamp_column: str | None
     has_processing_time: bool
+    final_processing_time: int | None = None
 
     def make_operator(self) -> WindowOperator:
         op: WindowOperator = self.operator()
@@ -236,6 +239,9 @@ class PartitionRunner:
             op.advance_processing_time(LONG_MAX)
             self._drain(op, out, order=0, element_fired=False, sequence=None)
         else:
+            if self.config.final_processing_time is not None:
+                # the stream's clock went on to its last arrival, for this key's timers too
+                op.advance_processing_time_stepwise(self.config.final_processing_time)
             last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
             op.advance_watermark_stepwise(last, sequence.first_at_or_after)
             op.process_watermark(LONG_MAX)
