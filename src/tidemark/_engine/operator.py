@@ -567,6 +567,12 @@ class WindowOperator:
         for (time, window), seq in ks.processing_timers.items():
             self._processing_queue.push(time, key, window, seq)
 
+    def forget_all_keys(self) -> None:
+        """Drop every key's state and every queued timer (before a restore)."""
+        self.keys.clear()
+        self._event_queue.clear()
+        self._processing_queue.clear()
+
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""
         return self.keys.pop(key, None)

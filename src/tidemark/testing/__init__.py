@@ -173,10 +173,8 @@ class WindowOperatorHarness:
         """Replace all keyed state and clocks with a :meth:`snapshot` (timers re-queued)."""
         keys, watermark, processing_time, dropped = pickle.loads(snapshot)
         op = self._operator
-        op.keys.clear()
-        op._event_queue.clear()
-        op._processing_queue.clear()
-        op.current_watermark, op.current_processing_time = watermark, processing_time
+        op.forget_all_keys()
+        op.reset_clocks(watermark, processing_time)
         op.num_late_records_dropped = dropped
         for key, ks in keys.items():
             op.restore_key(key, ks)
