@@ -172,7 +172,7 @@ def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[
     if key is None:
         return df.repartition(1).sortWithinPartitions(*order), []
     if key.function is not None:
-        df = _with_function_key(df, frame, key)
+        df = with_function_key(df, frame.value_schema.fieldNames(), key.function)
         key_columns = [KEY]
     else:
         key_columns = list(key.columns)
@@ -184,13 +184,12 @@ def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[
     )
 
 
-def _with_function_key(df: Any, frame: ElementFrame, key: KeySpec) -> Any:
+def with_function_key(df: Any, names: list[str], function: Any) -> Any:
+    """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
+    pickled, so Spark can partition by it (batch and streaming alike)."""
     from tidemark.spark.codec import rows_from_pandas
 
-    names = frame.value_schema.fieldNames()
-    types = [type(f.dataType).__name__ for f in frame.value_schema.fields]
-    function = key.function
-    assert function is not None
+    types = [type(df.schema[n].dataType).__name__ for n in names]
 
     def add_key(batches: Any) -> Any:
         for pdf in batches:

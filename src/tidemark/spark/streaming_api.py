@@ -57,23 +57,6 @@ def _no_key(key: tuple[Any, ...]) -> Any:
     return None
 
 
-def _function_key_column(df: Any, function: Any) -> Any:
-    from pyspark.sql.types import BinaryType, StructField, StructType
-
-    from tidemark.spark.codec import rows_from_pandas
-
-    names = df.columns
-    types = [type(f.dataType).__name__ for f in df.schema.fields]
-
-    def add_key(batches: Any) -> Any:
-        for pdf in batches:
-            rows = rows_from_pandas(pdf, names, types)
-            yield pdf.assign(**{FUNCTION_KEY: [pickle.dumps(function(r), protocol=4) for r in rows]})
-
-    schema = StructType(df.schema.fields + [StructField(FUNCTION_KEY, BinaryType(), False)])
-    return df.mapInPandas(add_key, schema)
-
-
 def run_streaming_window(op: WindowOp) -> Any:
     """The combined streaming output (results and side outputs) of one window operation."""
     from tidemark.spark.streaming import window_stream
@@ -98,7 +81,10 @@ def run_streaming_window(op: WindowOp) -> Any:
     if op.key is None:
         df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
     elif op.key.function is not None:
-        df, keys, engine_key = _function_key_column(df, op.key.function), [FUNCTION_KEY], _unpickle_key
+        from tidemark.spark.runner import with_function_key
+
+        df = with_function_key(df, values, op.key.function)
+        keys, engine_key = [FUNCTION_KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
     mode = time_mode_of(op)
