@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -164,12 +163,3 @@ def arrow_batch(columns: dict[str, list[Any]], schema: Any) -> Any:
         arrow_schema = to_arrow_schema(schema)
     arrays = [pa.array(columns[f.name], type=f.type) for f in arrow_schema]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
-
-def to_epoch_millis(value: Any) -> int:
-    """Milliseconds since the epoch of a datetime (naive means UTC) or int."""
-    if isinstance(value, datetime.datetime):
-        if value.tzinfo is None:
-            value = value.replace(tzinfo=datetime.timezone.utc)
-        return int(value.timestamp() * 1000)
-    return int(value)
