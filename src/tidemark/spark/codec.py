@@ -93,6 +93,8 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
     """
     fields = getattr(value, "__fields__", None)
     if fields is not None:
+        if len(fields) == len(names) and list(fields) == list(names):
+            return tuple(value)
         if all(name in fields for name in names):
             return tuple(value[name] for name in names)
         return _positional(value, names)

@@ -225,6 +225,7 @@ def run_window(op: WindowOp, spark: Any) -> Any:
         timestamp_column=frame.timestamp_column,
         has_processing_time=frame.has_processing_time,
         final_processing_time=frame.final_processing_time,
+        timestamps_in=_long_timestamp_column(frame) or TS,
     )
     schema = combined_schema(op.output_schema, frame.replay)
     needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]
@@ -232,8 +233,17 @@ def run_window(op: WindowOp, spark: Any) -> Any:
     return partitioned.select(*columns).mapInArrow(PartitionRunner(config), schema)
 
 
+def _long_timestamp_column(frame: ElementFrame) -> str | None:
+    """The value column that already is ``__tm_ts`` (long ms), which then need not be
+    shipped to the worker twice."""
+    name = frame.timestamp_column
+    if name is None or name not in frame.value_schema.fieldNames():
+        return None
+    return name if isinstance(frame.value_schema[name].dataType, LongType) else None
+
+
 def _internal_columns(frame: ElementFrame, key_columns: list[str]) -> list[str]:
-    names = [TS]
+    names = [] if _long_timestamp_column(frame) else [TS]
     if frame.replay:
         names += [ORDER, WM] + ([PT] if frame.has_processing_time else [])
     if KEY in key_columns:

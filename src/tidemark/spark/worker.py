@@ -56,6 +56,7 @@ class RunnerConfig:
     timestamp_column: str | None
     has_processing_time: bool
     final_processing_time: int | None = None
+    timestamps_in: str = "__tm_ts"  # the column with long-ms timestamps
 
     def make_operator(self) -> WindowOperator:
         op: WindowOperator = self.operator()
@@ -130,7 +131,7 @@ class PartitionRunner:
         for batch in batches:
             rows, columns = arrow_rows_and_columns(batch, config.value_names)
             keys = self._keys(batch, rows, columns)
-            stamps = arrow_column(batch, "__tm_ts")
+            stamps = columns.get(config.timestamps_in) or arrow_column(batch, config.timestamps_in)
             replay_cols = self._replay_columns(batch) if config.replay else None
             if replay_cols is None and not self.wall_clock and None not in stamps:
                 current = self._batch_elements(op, out, current, keys, rows, stamps)
