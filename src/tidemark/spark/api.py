@@ -20,7 +20,7 @@ A keyed tumbling window (needs Spark, so not run as a doctest)::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from tidemark._engine.functions import window_logic
@@ -377,7 +377,6 @@ class SideOutputStream:
     parent: WindowResultStream
     tag: OutputTag
     schema: Any
-    _cache: dict[str, Any] = field(default_factory=dict)
 
     def to_dataframe(self) -> Any:
         from tidemark.spark.runner import side_output

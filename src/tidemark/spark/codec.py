@@ -14,6 +14,7 @@ __all__ = [
     "parse_schema",
     "rows_from_pandas",
     "rows_and_columns",
+    "SideDecoder",
     "arrow_column",
     "arrow_rows_and_columns",
     "arrow_batch",
@@ -68,21 +69,31 @@ def rows_and_columns(
 ) -> tuple[list[Any], dict[str, list[Any]]]:
     """Rows of a pandas batch, and its columns as lists of Python values.
 
-    Rows are built as Spark builds them (a tuple with ``__fields__``), without the
-    per-row keyword handling of ``Row(...)``, since this runs for every element.
+    Rows are built as :func:`row_type_of` instances, without the per-row keyword
+    handling of ``Row(...)``, since this runs for every element.
     """
-    from pyspark.sql import Row
-
-    fields = list(names)
     columns = {n: column_values(pdf[n], t) for n, t in zip(names, types)}
+    row_type = row_type_of(tuple(names))
     new = tuple.__new__
-    rows: list[Any] = []
-    append = rows.append
-    for values in zip(*columns.values()):
-        row = new(Row, values)
-        row.__dict__["__fields__"] = fields  # Row.__setattr__ is slow and only guards
-        append(row)
-    return rows, columns
+    return [new(row_type, values) for values in zip(*columns.values())], columns
+
+
+class SideDecoder:
+    """``mapInPandas`` function: the pickled values of a side output (column
+    ``__tm_side``) as rows of a schema's ``names``."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+
+    def __call__(self, batches: Any) -> Any:
+        import pickle
+
+        names = self.names
+        for pdf in batches:
+            rows = [result_tuple(pickle.loads(blob), names) for blob in pdf["__tm_side"].tolist()]
+            data = list(zip(*rows)) if rows else [()] * len(names)
+            # object columns: ints near 2**63 and None must not pass through float64
+            yield pd.DataFrame({n: pd.Series(c, dtype=object) for n, c in zip(names, data)})
 
 
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:

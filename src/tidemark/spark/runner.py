@@ -268,22 +268,11 @@ def num_late_records_dropped(combined: Any) -> int:
 
 def side_output(combined: Any, tag: OutputTag, schema: StructType) -> Any:
     """The side output ``tag``, decoded into ``schema``."""
-    from tidemark.spark.codec import result_tuple
+    from tidemark.spark.codec import SideDecoder
 
-    names = schema.fieldNames()
     tag_id = tag.tag_id
-
-    def decode(batches: Any) -> Any:
-        import pandas as pd
-
-        for pdf in batches:
-            values = [pickle.loads(blob) for blob in pdf[SIDE].tolist()]
-            rows = [result_tuple(v, names) for v in values]
-            data = list(zip(*rows)) if rows else [()] * len(names)
-            yield pd.DataFrame({n: pd.Series(c, dtype=object) for n, c in zip(names, data)})
-
     selected = combined.where(F.col(OUTPUT) == F.lit(tag_id)).select(SIDE)
-    return selected.mapInPandas(decode, schema)
+    return selected.mapInPandas(SideDecoder(schema.fieldNames()), schema)
 
 
 __all__ += ["WatermarkSequence"]

@@ -109,7 +109,6 @@ A sink per output, written idempotently by batch id::
 from __future__ import annotations
 
 import json
-import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -134,7 +133,6 @@ from tidemark.spark._processor import (
     TS,
     ProcessorConfig,
     WindowStatefulProcessor,
-    object_frame,
 )
 from tidemark.spark._state_codec import STATE_NAME
 from tidemark.spark._stream_time import (
@@ -143,6 +141,7 @@ from tidemark.spark._stream_time import (
     END_OF_INPUT_MS,
     watermark_delay_ms,
 )
+from tidemark.spark.codec import SideDecoder
 
 __all__ = [
     "window_stream",
@@ -427,22 +426,7 @@ def select_output(combined: DataFrame, name: str, schema: StructType | None = No
     schema = schema if schema is not None else _known_schemas(combined).get(name)
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
-    return rows.select(SIDE).mapInPandas(_SideDecoder(schema.fieldNames()), schema)
-
-
-class _SideDecoder:
-    """mapInPandas function: pickled side-output values to rows of a schema."""
-
-    def __init__(self, names: list[str]):
-        self._names = names
-
-    def __call__(self, batches: Any) -> Any:
-        from tidemark.spark.codec import result_tuple
-
-        names = self._names
-        for pdf in batches:
-            rows = [result_tuple(pickle.loads(blob), names) for blob in pdf[SIDE].tolist()]
-            yield object_frame(names, rows)
+    return rows.select(SIDE).mapInPandas(SideDecoder(schema.fieldNames()), schema)
 
 
 def write_outputs(
