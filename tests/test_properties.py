@@ -565,6 +565,72 @@ def test_same_input_same_output(pipeline: Pipeline, events: list[tuple[Any, ...]
     assert feed(pipeline.harness(), events) == feed(pipeline.harness(), events)
 
 
+def feed_in_runs(harness: WindowOperatorHarness, events: list[tuple[Any, ...]]) -> Run:
+    """Feed ``events`` as a Spark task does: each maximal run of elements of one key
+    between two watermarks goes to ``process_elements`` in one call."""
+    operator = harness.operator
+    run: list[tuple[Any, ...]] = []
+
+    def flush() -> None:
+        if run:
+            operator.process_elements(
+                key_of(run[0][1]), [e[1] for e in run], [e[2] for e in run]
+            )
+            harness._collect()
+            run.clear()
+
+    for event in events:
+        if event[0] == "element":
+            if run and key_of(run[0][1]) != key_of(event[1]):
+                flush()
+            run.append(event)
+        else:
+            flush()
+            harness.process_watermark(event[1])
+    flush()
+    return Run.of(harness)
+
+
+@st.composite
+def key_runs(draw: Any) -> list[tuple[Any, ...]]:
+    """Streams made of runs of one key's elements in timestamp order (as a BATCH task
+    hands them over), some runs reaching behind the watermark, with watermarks between
+    runs: the shape the runs' fast paths are for."""
+    watermark = draw(st.integers(-SPAN_MS, 0))
+    events: list[tuple[Any, ...]] = []
+    next_id = 0
+    for _ in range(draw(st.integers(1, 8))):
+        key = draw(st.sampled_from(KEYS))
+        first = watermark + draw(st.integers(-SPAN_MS // 4, SPAN_MS // 2))
+        steps = draw(st.lists(st.integers(0, 6), min_size=1, max_size=25))
+        ts = first
+        for step in steps:
+            ts += step
+            events.append(("element", (key, next_id, draw(st.integers(0, 9))), ts))
+            next_id += 1
+        if draw(st.booleans()):
+            watermark += draw(st.integers(0, 40))
+            events.append(("watermark", watermark))
+    return events
+
+
+ALIGNED = pipelines(
+    assigners=("tumbling", "sliding"), triggers=st.just(("default",)), evictors=st.none()
+)
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    pipeline=st.one_of(ALIGNED, pipelines(assigners=("tumbling", "session", "global"))),
+    events=st.one_of(key_runs(), streams()),
+)
+def test_runs_of_elements_equal_elements_one_by_one(
+    pipeline: Pipeline, events: list[tuple[Any, ...]]
+):
+    events = with_final_watermark(events)
+    assert feed_in_runs(pipeline.harness(), events) == feed(pipeline.harness(), events)
+
+
 # ---------------------------------------------------------------- e. reference model
 
 

@@ -13,7 +13,12 @@ reads a clock of its own.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable
+from functools import reduce
+from heapq import heappop
+from itertools import islice
+from operator import le
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
@@ -156,7 +161,65 @@ class WindowOperator:
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = KeyState()
-        self._aligned_run(key, ks, values, timestamps)
+        size, slide, _ = self._aligned
+        if size == slide and len(values) > 1 and all(map(le, timestamps, islice(timestamps, 1, None))):
+            self._tumbling_sorted_run(key, ks, values, timestamps)
+        else:
+            self._aligned_run(key, ks, values, timestamps)
+
+    def _tumbling_sorted_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> None:
+        """:meth:`_aligned_run` for tumbling windows and timestamps in order: the elements
+        of one window are consecutive, so each window is looked up, checked and given its
+        timers once, and its elements are folded in one call sequence. The user function
+        sees exactly the calls, in the order, of the per-element path. A window that is
+        late or due (its end at or before the watermark) goes element by element."""
+        size, _, offset = self._aligned  # type: ignore[misc]
+        lateness = self.allowed_lateness_ms
+        watermark = self.current_watermark
+        contents, timers = ks.contents, ks.event_timers
+        push, cache = self._event_queue.push, self._window_cache
+        aggregate = self.logic.aggregate
+        reduce_fn = self.logic.reduce
+        n, i = len(timestamps), 0
+        while i < n:
+            first = timestamps[i]
+            start = first - (first - offset) % size
+            end = start + size
+            j = bisect_left(timestamps, end, i)
+            max_ts = end - 1
+            if max_ts <= watermark:
+                self._aligned_run(key, ks, values[i:j], timestamps[i:j])
+                i = j
+                continue
+            window = cache.get(start)
+            if window is None:
+                window = self._cached_window(start, end)
+            current = contents.get(window)
+            try:
+                if aggregate is not None:
+                    acc = aggregate.create_accumulator() if current is None else current
+                    add = aggregate.add
+                    for value in values[i:j]:
+                        acc = add(value, acc)
+                    contents[window] = acc
+                elif reduce_fn is None:  # a window function over all elements
+                    if current is None:
+                        contents[window] = list(values[i:j])
+                    else:
+                        current.extend(values[i:j])
+                elif current is None:
+                    contents[window] = reduce(reduce_fn, values[i:j])
+                else:
+                    contents[window] = reduce(reduce_fn, values[i:j], current)
+            except Exception as exc:
+                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+            if current is None:
+                if (max_ts, window) not in timers:
+                    timers[(max_ts, window)] = push(max_ts, key, window)
+                cleanup = max_ts + lateness
+                if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
+                    timers[(cleanup, window)] = push(cleanup, key, window)
+            i = j
 
     def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
         """The per-element path of tumbling/sliding event-time windows with Flink's
@@ -386,12 +449,41 @@ class WindowOperator:
     def process_watermark(self, watermark: int) -> None:
         """Advance event time to ``watermark`` and fire every event-time timer it reaches."""
         self.current_watermark = watermark
+        if self._aligned is not None:
+            self._fire_aligned_timers(watermark)
+            return
         while True:
             due = self._event_queue.pop_due(watermark, self._take_event_timer)
             if due is None:
                 return
             time, key, window = due
             self._on_timer(key, time, window, event_time=True)
+
+    def _fire_aligned_timers(self, watermark: int) -> None:
+        """:meth:`process_watermark`'s timer loop for tumbling/sliding windows with the
+        default trigger, inlined (the steps of :meth:`_on_timer`): every event-time timer
+        is a window's end, which fires it, or its cleanup time, which clears it, and
+        firing registers no new timer. So when all timers are due (a BATCH key's end) they
+        are taken in one sort, in the heap's (time, registration) order."""
+        heap = self._event_queue.heap
+        keys, lateness = self.keys, self.allowed_lateness_ms
+        if watermark == LONG_MAX:
+            due: Any = sorted(heap)
+            heap.clear()
+        else:
+            due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
+        for time, _, key, window in due:
+            ks = keys.get(key)
+            if ks is None or ks.event_timers.pop((time, window), None) is None:
+                continue
+            max_ts = window[1] - 1
+            if time == max_ts:
+                self._fire(key, ks, window, window)
+            cleanup = max_ts + lateness
+            if time == (cleanup if cleanup < LONG_MAX else LONG_MAX):
+                self._clear_all_state(key, ks, window, window)
+            if not ks.contents and not ks.event_timers and ks.is_empty():
+                del keys[key]
 
     def advance_watermark_stepwise(self, watermark: int, resolve: Callable[[int], int]) -> None:
         """Advance to ``watermark`` through the watermarks a recorded stream really had.

@@ -54,6 +54,12 @@ class TimerQueue:
                 return time, key, window
         return None
 
+    @property
+    def heap(self) -> list[tuple[int, int, Any, Window]]:
+        """The heap itself, ``(time, seq, key, window)`` entries, for loops that pop in
+        bulk (see ``WindowOperator._fire_aligned_timers``)."""
+        return self._heap
+
     def peek_time(self) -> int | None:
         """The earliest time in the heap (possibly of a deleted timer), or None."""
         return self._heap[0][0] if self._heap else None
