@@ -631,6 +631,66 @@ def test_runs_of_elements_equal_elements_one_by_one(
     assert feed_in_runs(pipeline.harness(), events) == feed(pipeline.harness(), events)
 
 
+@st.composite
+def batch_inputs(draw: Any) -> list[tuple[str, list[int]]]:
+    """Keys with their elements' timestamps in order (a BATCH task's input), each key's
+    elements split into runs at drawn points (where Arrow batches end)."""
+    keys: list[tuple[str, list[int]]] = []
+    for key in draw(st.lists(st.sampled_from(KEYS), min_size=1, max_size=3, unique=True)):
+        stamps = sorted(draw(st.lists(st.integers(-SPAN_MS, SPAN_MS), min_size=1, max_size=30)))
+        keys.append((key, stamps))
+    return keys
+
+
+def run_batch(pipeline: Pipeline, keys: list[tuple[str, list[int]]], batch_mode: bool, cuts: Any) -> Any:
+    """Drive an operator as a BATCH Spark task does: a key's runs, then +inf, then the
+    key's state goes and the clocks restart; returns the output and what is left."""
+    operator = pipeline.harness().operator
+    operator.batch_mode = batch_mode
+    output: list[Any] = []
+    next_id = 0
+    for key, stamps in keys:
+        values = []
+        for _ in stamps:
+            values.append((key, next_id, next_id % 7))
+            next_id += 1
+        bounds = [0, *sorted(set(cuts(len(stamps)))), len(stamps)]
+        for start, end in zip(bounds, bounds[1:]):
+            if start < end:
+                operator.process_elements(key, values[start:end], stamps[start:end])
+        operator.process_watermark(LONG_MAX)
+        output.extend(operator.output)
+        operator.output.clear()
+        operator.evict_key(key)
+        operator.reset_clocks()
+    return output, operator.num_keyed_state_entries(), operator.num_late_records_dropped
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    pipeline=pipelines(
+        assigners=("tumbling",), triggers=st.just(("default",)), evictors=st.none()
+    ),
+    keys=batch_inputs(),
+    data=st.data(),
+)
+def test_batch_mode_fires_complete_windows_as_the_final_watermark_would(
+    pipeline: Pipeline, keys: list[tuple[str, list[int]]], data: Any
+):
+    def cuts(n: int) -> list[int]:
+        return data.draw(st.lists(st.integers(0, n), max_size=3))
+
+    drawn: dict[int, list[int]] = {}
+
+    def same_cuts(n: int) -> list[int]:
+        return drawn.setdefault(len(drawn), cuts(n))
+
+    early = run_batch(pipeline, keys, True, same_cuts)
+    replayed = iter(drawn.values())
+    at_end = run_batch(pipeline, keys, False, lambda n: next(replayed))
+    assert early == at_end
+
+
 # ---------------------------------------------------------------- e. reference model
 
 

@@ -22,7 +22,7 @@ from operator import le
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
-from tidemark._engine.functions import WindowLogic
+from tidemark._engine.functions import ELEMENTS, WindowLogic
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
 from tidemark._engine.spec import aligned_event_time_windows, validate_window_spec
@@ -112,6 +112,12 @@ class WindowOperator:
         # When a list, every emitted result's watermark at emission is appended here
         # (replays record it to place results in a chained stream).
         self.output_watermarks: list[int] | None = None
+        # The caller's promise of Flink BATCH input: each key's elements come in timestamp
+        # order and complete, under no watermark, and then the watermark jumps to +inf.
+        # Tumbling windows that a key's later elements cannot reach then fire as soon
+        # as they are complete, with the results, order and watermark (+inf) of firing
+        # at the key's end, and without timers (see process_elements).
+        self.batch_mode = False
 
     # ------------------------------------------------------------------ elements
 
@@ -152,7 +158,8 @@ class WindowOperator:
 
         The same as :meth:`process_element` for each element (outputs, side outputs and
         counters alike), with the per-element overhead paid once per run: a BATCH run
-        hands the engine each key's elements this way.
+        hands the engine each key's elements this way. Under :attr:`batch_mode`, tumbling
+        windows complete within the run fire at once (see there).
         """
         if self._aligned is None or None in timestamps:
             for value, timestamp in zip(values, timestamps):
@@ -180,6 +187,18 @@ class WindowOperator:
         push, cache = self._event_queue.push, self._window_cache
         aggregate = self.logic.aggregate
         reduce_fn = self.logic.reduce
+        create: Any = aggregate.create_accumulator if aggregate is not None else None
+        add: Any = aggregate.add if aggregate is not None else None
+        get_result: Any = aggregate.get_result if aggregate is not None else None
+        output = self.output
+        complete_fires = self.batch_mode and watermark == LONG_MIN
+        plain = self._emits_contents()
+        if complete_fires and contents:
+            # windows of earlier runs that this run's elements are past fire first, in order
+            first = timestamps[0]
+            open_windows: list[Any] = list(contents)  # TimeWindows: tumbling
+            for done in sorted(w for w in open_windows if w[1] <= first):
+                self._fire_complete(key, ks, done, done[1] - 1, plain)
         n, i = len(timestamps), 0
         while i < n:
             first = timestamps[i]
@@ -194,32 +213,79 @@ class WindowOperator:
             window = cache.get(start)
             if window is None:
                 window = self._cached_window(start, end)
-            current = contents.get(window)
+            current = contents.get(window) if contents else None
             try:
                 if aggregate is not None:
-                    acc = aggregate.create_accumulator() if current is None else current
-                    add = aggregate.add
+                    folded = create() if current is None else current
                     for value in values[i:j]:
-                        acc = add(value, acc)
-                    contents[window] = acc
+                        folded = add(value, folded)
                 elif reduce_fn is None:  # a window function over all elements
                     if current is None:
-                        contents[window] = list(values[i:j])
+                        folded = list(values[i:j])
                     else:
-                        current.extend(values[i:j])
+                        folded = current
+                        folded.extend(values[i:j])
                 elif current is None:
-                    contents[window] = reduce(reduce_fn, values[i:j])
+                    folded = reduce(reduce_fn, values[i:j])
                 else:
-                    contents[window] = reduce(reduce_fn, values[i:j], current)
+                    folded = reduce(reduce_fn, values[i:j], current)
             except Exception as exc:
                 raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+            i = j
+            if complete_fires and j < n:
+                # BATCH: this key's later elements are at or after ``end``: complete.
+                if not plain or current is not None:
+                    contents[window] = folded
+                    self._fire_complete(key, ks, window, max_ts, plain)
+                elif folded is not None:  # _fire_complete, inlined for a new window
+                    try:
+                        output.append((folded if get_result is None else get_result(folded), max_ts))
+                    except Exception as exc:
+                        raise self._user_error("the window function", key, window, exc) from exc
+                continue
+            contents[window] = folded
             if current is None:
                 if (max_ts, window) not in timers:
                     timers[(max_ts, window)] = push(max_ts, key, window)
                 cleanup = max_ts + lateness
                 if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
                     timers[(cleanup, window)] = push(cleanup, key, window)
-            i = j
+
+    def _emits_contents(self) -> bool:
+        """True when a firing emits the window's incremental result itself: no window
+        function, tracer or evictor, and no watermark recorded per result."""
+        return (
+            self.logic.window_function is None
+            and self.tracer is None
+            and self.output_watermarks is None
+            and self.evictor is None
+            and self.logic.kind != ELEMENTS
+        )
+
+    def _fire_complete(self, key: Any, ks: KeyState, window: Any, max_ts: int, plain: bool) -> None:
+        """Fire and clear a window no element can reach any more (BATCH), as the final
+        watermark would: functions see that watermark, +inf; its timers are dropped."""
+        if plain:
+            result = ks.contents.pop(window)
+            aggregate = self.logic.aggregate
+            if result is not None:  # as _fire: a window without contents emits nothing
+                try:
+                    if aggregate is not None:
+                        result = aggregate.get_result(result)
+                except Exception as exc:
+                    raise self._user_error("the window function", key, window, exc) from exc
+                self.output.append((result, max_ts))
+        else:
+            watermark, self.current_watermark = self.current_watermark, LONG_MAX
+            try:
+                self._fire(key, ks, window, window)
+                self._clear_all_state(key, ks, window, window)
+            finally:
+                self.current_watermark = watermark
+        timers = ks.event_timers
+        if timers:
+            timers.pop((max_ts, window), None)
+            timers.pop((self.cleanup_time(window), window), None)
 
     def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
         """The per-element path of tumbling/sliding event-time windows with Flink's
@@ -472,16 +538,36 @@ class WindowOperator:
             heap.clear()
         else:
             due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
+        # Without a window function, tracer or evictor a firing emits the window's
+        # incremental result itself (as _fire does), and clearing needs no callback.
+        plain = self._emits_contents()
+        aggregate = self.logic.aggregate
+        get_result = aggregate.get_result if aggregate is not None else None
+        output = self.output
         for time, _, key, window in due:
             ks = keys.get(key)
             if ks is None or ks.event_timers.pop((time, window), None) is None:
                 continue
             max_ts = window[1] - 1
-            if time == max_ts:
-                self._fire(key, ks, window, window)
             cleanup = max_ts + lateness
-            if time == (cleanup if cleanup < LONG_MAX else LONG_MAX):
-                self._clear_all_state(key, ks, window, window)
+            cleans = time == (cleanup if cleanup < LONG_MAX else LONG_MAX)
+            if not plain:
+                if time == max_ts:
+                    self._fire(key, ks, window, window)
+                if cleans:
+                    self._clear_all_state(key, ks, window, window)
+            else:
+                contents = ks.contents
+                if time == max_ts:
+                    result = contents.get(window)
+                    if result is not None:
+                        try:
+                            output.append((result if get_result is None else get_result(result), max_ts))
+                        except Exception as exc:
+                            raise self._user_error("the window function", key, window, exc) from exc
+                if cleans:
+                    contents.pop(window, None)
+                    ks.event_timers.pop((max_ts, window), None)
             if not ks.contents and not ks.event_timers and ks.is_empty():
                 del keys[key]
 

@@ -19,11 +19,13 @@ def _with_field(row: Any, index: int, value: Any) -> Any:
     """A copy of ``row`` with field ``index`` replaced (Rows are immutable tuples)."""
     values = list(row)
     values[index] = value
+    cls = type(row)
     fields = getattr(row, "__fields__", None)
     if fields is None:
-        return type(row)(values)
-    new = tuple.__new__(type(row), values)
-    new.__dict__["__fields__"] = fields
+        return cls(values)
+    new = tuple.__new__(cls, values)
+    if "__fields__" not in cls.__dict__:  # a Row(**kw) keeps its names per instance
+        new.__dict__["__fields__"] = fields
     return new
 
 

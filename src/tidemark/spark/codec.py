@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Sequence
+from itertools import repeat
 from typing import Any
 
 import pandas as pd
@@ -104,7 +106,7 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
     """
     fields = getattr(value, "__fields__", None)
     if fields is not None:
-        if len(fields) == len(names) and list(fields) == list(names):
+        if fields == names or list(fields) == list(names):
             return tuple(value)
         if all(name in fields for name in names):
             return tuple(value[name] for name in names)
@@ -152,8 +154,7 @@ def arrow_rows_and_columns(
 
     columns = {n: arrow_column(batch, n) for n in names}
     row_type = row_type_of(tuple(names))
-    new = tuple.__new__
-    return [new(row_type, values) for values in zip(*columns.values())], columns
+    return list(map(tuple.__new__, repeat(row_type), zip(*columns.values()))), columns
 
 
 @functools.lru_cache(maxsize=64)
@@ -162,7 +163,15 @@ def row_type_of(names: tuple[str, ...]) -> Any:
     Rows in every respect (they pickle as plain Rows) but cost one tuple to build."""
     from pyspark.sql import Row
 
-    return type("Row", (Row,), {"__fields__": list(names), "__slots__": ()})
+    namespace: dict[str, Any] = {"__fields__": list(names), "__slots__": ()}
+    # ``row.name`` through Row.__getattr__ searches the field list on every access; a
+    # property per field reads the tuple directly. Names a Row already has (count,
+    # index, asDict, ...) stay what they are on every Row.
+    for position, name in enumerate(names):
+        if name.isidentifier() and not name.startswith("__") and not hasattr(Row, name):
+            if name not in namespace:
+                namespace[name] = property(operator.itemgetter(position))
+    return type("Row", (Row,), namespace)
 
 
 def arrow_batch(columns: dict[str, list[Any]], schema: Any) -> Any:

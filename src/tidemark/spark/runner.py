@@ -168,7 +168,10 @@ def combined_schema(output_schema: StructType, replay: bool) -> StructType:
 
 def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[Any, list[str]]:
     df = frame.df
-    order = [ORDER, SEQ] if frame.replay else [TS, SEQ]
+    long_ts = _long_timestamp_column(frame)
+    if long_ts is not None:  # the timestamp column itself, not a copy, goes to the shuffle
+        df = df.drop(TS)
+    order = [ORDER, SEQ] if frame.replay else [long_ts or TS, SEQ]
     if key is None:
         return df.repartition(1).sortWithinPartitions(*order), []
     if key.function is not None:

@@ -17,6 +17,11 @@ SPARK_CONF = {
         "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
     ),
     "spark.sql.adaptive.enabled": "false",
+    # With a byte limit per Arrow batch, Spark 4 measures the batch after every row it
+    # adds (ArrowWriter.sizeInBytes): 4x the JVM's CPU time of sending rows to Python
+    # (measured 7.0 -> 1.7 CPU-s for 10M rows). Int.MaxValue switches the check off;
+    # batches stay bounded by spark.sql.execution.arrow.maxRecordsPerBatch.
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(2**31 - 1),
 }
 
 

@@ -68,6 +68,8 @@ class RunnerConfig:
         op: WindowOperator = self.operator()
         if self.replay:
             op.output_watermarks = []
+        else:  # each key's elements come sorted by time, then the watermark jumps to +inf
+            op.batch_mode = True
         return op
 
 
@@ -86,6 +88,12 @@ class _Output:
         values = result_tuple(value, self.config.output_names)
         meta = (order, self.seq, wm_before) if self.config.replay else ()
         self.rows.append(("main", ts, *meta, *values, None))
+
+    def results(self, emitted: list[tuple[Any, int]]) -> None:
+        """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
+        names, rows = self.config.output_names, self.rows
+        for value, ts in emitted:
+            rows.append(("main", ts, *result_tuple(value, names), None))
 
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
         self.seq += 1
@@ -301,6 +309,9 @@ class PartitionRunner:
         self, op: WindowOperator, out: _Output, *, order: int, element_fired: bool, sequence: Any
     ) -> None:
         """Move what the operator emitted into ``out``, with replay placement."""
+        if op.output and sequence is None and not self.config.replay:
+            out.results(op.output)
+            op.output.clear()
         if op.output:
             watermarks = op.output_watermarks or [op.current_watermark] * len(op.output)
             for (value, ts), wm in zip(op.output, watermarks):
