@@ -169,7 +169,11 @@ class WindowOperator:
         if ks is None:
             ks = self.keys[key] = KeyState()
         size, slide, _ = self._aligned
-        if size == slide and len(values) > 1 and all(map(le, timestamps, islice(timestamps, 1, None))):
+        if (
+            size == slide
+            and len(values) > 1
+            and (self.batch_mode or all(map(le, timestamps, islice(timestamps, 1, None))))
+        ):
             self._tumbling_sorted_run(key, ks, values, timestamps)
         else:
             self._aligned_run(key, ks, values, timestamps)

@@ -134,9 +134,11 @@ def fewer_gc_passes(young: int = 50_000) -> Any:
     cycles). Cycles are still collected, later; the worker's setting is restored after."""
     before = gc.get_threshold()
     gc.set_threshold(max(young, before[0]), *before[1:])
+    gc.freeze()  # the worker's modules: full passes need not walk them
     try:
         yield
     finally:
+        gc.unfreeze()
         gc.set_threshold(*before)
 
 
