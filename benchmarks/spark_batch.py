@@ -39,16 +39,33 @@ def events(spark, n: int):
 
 
 def timed(label: str, action, runs: int = 2) -> float:
-    """The best of ``runs`` runs: Spark's JIT warms up (its own aggregation halves from the
-    first run to the second), so single cold runs would flatter the slower side."""
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - start)
+    """The best of ``runs`` runs (Spark's JIT warms up: a first run is slower)."""
+    times = [_once(action) for _ in range(runs)]
+    _report(label, times)
+    return min(times)
+
+
+def timed_pair(labels: tuple[str, str], actions: tuple, rounds: int = 3) -> tuple[float, float]:
+    """Best of ``rounds`` for two actions run alternately (a, b, a, b, ...), so that warm-up
+    and a busy machine's drift fall on both sides alike."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        for side in (0, 1):
+            times[side].append(_once(actions[side]))
+    for side in (0, 1):
+        _report(labels[side], times[side])
+    return min(times[0]), min(times[1])
+
+
+def _once(action) -> float:
+    start = time.perf_counter()
+    action()
+    return time.perf_counter() - start
+
+
+def _report(label: str, times: list[float]) -> None:
     shown = ", ".join(f"{t:.1f}" for t in times)
     print(f"  {label:<52} {min(times):6.1f} s  (runs: {shown})", flush=True)
-    return min(times)
 
 
 def main(n: int) -> int:
@@ -88,8 +105,10 @@ def main(n: int) -> int:
 
         write(windowed().reduce(add))
 
-    base = timed("Spark groupBy(window(ts, '1 minute')).agg(sum)", baseline)
-    ours = timed("tidemark .sum(), generic engine path", engine_sum)
+    base, ours = timed_pair(
+        ("Spark groupBy(window(ts, '1 minute')).agg(sum)", "tidemark .sum(), generic engine path"),
+        (baseline, engine_sum),
+    )
     timed("tidemark .reduce(user function), engine path", user_reduce, runs=1)
     fast = timed("tidemark .sum(), SQL fast path", lambda: write(windowed().sum("amount")))
     ratio = ours / base

@@ -13,7 +13,7 @@ One run produces results and side outputs together (``__tm_output`` names which)
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -49,6 +49,8 @@ class ElementFrame:
     timestamp_column: str | None = None
     has_processing_time: bool = False
     final_processing_time: int | None = None  # a replay's last arrival time
+    # BATCH: the columns that order elements of one key with equal timestamps
+    tie_order: list[str] = field(default_factory=list)
 
 
 def _timestamp_expr(source: Source) -> Any:
@@ -99,9 +101,12 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
     else:
         columns = [F.col(f"`{c}`") for c in df.columns] + [_timestamp_expr(source).alias(TS)]
     if not source.replay:
-        # ties in time keep the input's order, so a BATCH run is deterministic
-        columns.append(F.monotonically_increasing_id().alias(SEQ))
-        return ElementFrame(df.select(*columns), df.schema, False, None, source.timestamp)
+        ties = tie_order(df.schema)
+        if ties == [SEQ]:
+            columns.append(F.monotonically_increasing_id().alias(SEQ))
+        frame = ElementFrame(df.select(*columns), df.schema, False, None, source.timestamp)
+        frame.tie_order = ties
+        return frame
     assert source.order_by is not None
     columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
     columns.append(F.lit(0).cast(LongType()).alias(SEQ))
@@ -135,12 +140,36 @@ def _result_frame(upstream: Any, spark: Any) -> ElementFrame:
     combined = upstream.combined_dataframe()
     schema: StructType = upstream._plan.output_schema
     columns = [F.col(f"`{name}`") for name in schema.fieldNames()] + [F.col(TS)]
+    ties = [] if parent.replay else tie_order(schema)
     if parent.replay:
         columns += [F.col(ORDER), F.col(SEQ), F.col(WM)]
-    else:
+    elif ties == [SEQ]:
         columns.append(F.monotonically_increasing_id().alias(SEQ))
     df = combined.where(F.col(OUTPUT) == MAIN).select(*columns)
-    return ElementFrame(df, schema, parent.replay, parent.watermarks, None, False)
+    frame = ElementFrame(df, schema, parent.replay, parent.watermarks, None, False)
+    frame.tie_order = ties
+    return frame
+
+
+def tie_order(schema: StructType) -> list[str]:
+    """How BATCH orders one key's elements with equal timestamps: by their values (all
+    columns, Spark's ordering), which makes a run deterministic whatever the input's
+    partitioning, at no cost in the shuffle; by position in the input
+    (``monotonically_increasing_id``) when a column cannot be ordered (maps, variants).
+    Rows equal in every column are interchangeable. (Doubles 0.0 and -0.0 compare equal
+    in Spark: two rows differing only there keep no fixed order.)"""
+    if all(_orderable(f.dataType) for f in schema.fields):
+        return schema.fieldNames()
+    return [SEQ]
+
+
+def _orderable(kind: Any) -> bool:
+    name = type(kind).__name__
+    if name == "ArrayType":
+        return _orderable(kind.elementType)
+    if name == "StructType":
+        return all(_orderable(f.dataType) for f in kind.fields)
+    return name not in ("MapType", "VariantType", "UserDefinedType") and not hasattr(kind, "sqlType")
 
 
 def element_frame(stream: Any, spark: Any) -> ElementFrame:
@@ -171,18 +200,25 @@ def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[
     long_ts = _long_timestamp_column(frame)
     if long_ts is not None:  # the timestamp column itself, not a copy, goes to the shuffle
         df = df.drop(TS)
-    order = [ORDER, SEQ] if frame.replay else [long_ts or TS, SEQ]
+    time = long_ts or TS
     if key is None:
-        return df.repartition(1).sortWithinPartitions(*order), []
-    if key.function is not None:
+        key_columns: list[str] = []
+    elif key.function is not None:
         df = with_function_key(df, frame.value_schema.fieldNames(), key.function)
         key_columns = [KEY]
     else:
         key_columns = list(key.columns)
+    if frame.replay:
+        order = [ORDER, SEQ]
+    else:  # ties in time: by the columns not already compared
+        order = [time, *[c for c in frame.tie_order if c not in (time, *key_columns)]]
+    order_columns = [F.col(f"`{c}`") for c in order]
+    if key is None:
+        return df.repartition(1).sortWithinPartitions(*order_columns), []
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     return (
         df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
-        .sortWithinPartitions(*[F.col(f"`{c}`") for c in key_columns], *order),
+        .sortWithinPartitions(*[F.col(f"`{c}`") for c in key_columns], *order_columns),
         key_columns,
     )
 

@@ -6,7 +6,8 @@ fires once, at the end, with the fold of its elements in timestamp order. Spark 
 that with its own (partial, native) aggregation, and the result equals the engine's
 exactly:
 
-- ``sum/min/max``: the window's first element (by timestamp, then input order) with the
+- ``sum/min/max``: the window's first element (by timestamp, then the tie order of
+  :func:`tidemark.spark.runner.tie_order`) with the
   field replaced by the aggregate (nulls skipped; sum only on integral and decimal
   fields, where the order of additions cannot change the result);
 - ``min_by/max_by``: the first element holding the smallest/largest non-null field.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, DecimalType, IntegralType
+from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralType
 
 from tidemark.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from tidemark.spark import aggregations as agg
@@ -47,10 +48,11 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
         return False
     if op.key is not None and op.key.function is not None:
         return False
-    if type(function) is agg.Sum:
-        kind = frame.value_schema[function.field].dataType
-        if not isinstance(kind, (IntegralType, DecimalType)):
-            return False
+    kind = frame.value_schema[function.field].dataType
+    if type(function) is agg.Sum and not isinstance(kind, (IntegralType, DecimalType)):
+        return False
+    if type(function) is agg.MaxBy and not isinstance(kind, (IntegralType, FractionalType)):
+        return False  # the largest first is computed as the smallest negation
     return str(spark.conf.get(CONF, "true")).lower() != "false"
 
 
@@ -67,18 +69,23 @@ def _window_starts(op: WindowOp) -> Any:
     return F.filter(starts, lambda start: start > ts - F.lit(size))
 
 
-def _aggregate(op: WindowOp, values: list[str]) -> tuple[Any, Any]:
-    """``(first-or-chosen element, aggregate or None)`` aggregation expressions."""
+def _aggregate(op: WindowOp, frame: Any) -> tuple[Any, Any]:
+    """``(first-or-chosen element, aggregate or None)`` aggregation expressions. "First"
+    is in the engine path's order: by timestamp, then by the frame's tie order."""
     function = op.function
+    values = frame.value_schema.fieldNames()
     row = F.struct(*[F.col(f"`{c}`") for c in values])
+    ties = F.col(SEQ) if frame.tie_order == [SEQ] else row
     field = F.col(f"`{function.field}`")
     if isinstance(function, agg.MinBy):
-        return F.min_by(row, F.struct(field.isNull(), field, F.col(TS), F.col(SEQ))), None
+        return F.min_by(row, F.struct(field.isNull(), field, F.col(TS), ties)), None
     if isinstance(function, agg.MaxBy):
-        order = F.struct(field.isNotNull(), field, -F.col(TS), -F.col(SEQ))
-        return F.max_by(row, order), None
+        # the largest field first: its negation, exact in a wider decimal for integers
+        kind = frame.value_schema[function.field].dataType
+        negated = -(field.cast(DecimalType(20, 0)) if isinstance(kind, IntegralType) else field)
+        return F.min_by(row, F.struct(field.isNull(), negated, F.col(TS), ties)), None
     aggregate = {agg.Sum: F.sum, agg.Min: F.min, agg.Max: F.max}[type(function)](field)
-    return F.min_by(row, F.struct(F.col(TS), F.col(SEQ))), aggregate
+    return F.min_by(row, F.struct(F.col(TS), ties)), aggregate
 
 
 def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str | None) -> Any:
@@ -105,7 +112,7 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
     keys = list(op.key.columns) if op.key is not None else []
     checked = _checked_input(frame.df, keys, values, frame.timestamp_column)
     exploded = checked.withColumn(START, F.explode(_window_starts(op)))
-    chosen, aggregate = _aggregate(op, values)
+    chosen, aggregate = _aggregate(op, frame)
     aggregations = [chosen.alias(FIRST)] + ([aggregate.alias(AGG)] if aggregate is not None else [])
     grouped = exploded.groupBy(*[F.col(f"`{k}`") for k in keys], F.col(START)).agg(*aggregations)
     field = op.function.field
