@@ -368,3 +368,20 @@ def test_batch_ties_in_time_follow_the_values_whatever_the_partitioning(spark):
         fast = windowed.sum("n").to_dataframe().collect()
         assert sorted(map(tuple, first)) == sorted(map(tuple, fast))
     assert seen == {(("k", 10, "v0,v1,v2,v5,v7,v9", 6), ("k", 70, "late", 0))}
+
+
+def test_batch_with_an_unorderable_column_orders_ties_by_input_position(spark):
+    """A map column cannot be sorted: ties then keep the input's order (a sequence
+    column), on both paths."""
+    rows = [("k", 10, {"a": n}, n) for n in (3, 1, 2)]
+    df = spark.createDataFrame(rows, "key string, ts long, attrs map<string, long>, n long")
+    windowed = tm.from_dataframe(df.coalesce(1), timestamp="ts").key_by("key").window(
+        tm.TumblingEventTimeWindows.of(50)
+    )
+    spark.conf.set("spark.tidemark.sqlFastPath", "false")
+    try:
+        engine = [tuple(r) for r in windowed.sum("n").to_dataframe().collect()]
+    finally:
+        spark.conf.unset("spark.tidemark.sqlFastPath")
+    fast = [tuple(r) for r in windowed.sum("n").to_dataframe().collect()]
+    assert engine == fast == [("k", 10, {"a": 3}, 6)]

@@ -169,7 +169,8 @@ def _orderable(kind: Any) -> bool:
         return _orderable(kind.elementType)
     if name == "StructType":
         return all(_orderable(f.dataType) for f in kind.fields)
-    return name not in ("MapType", "VariantType", "UserDefinedType") and not hasattr(kind, "sqlType")
+    unorderable = ("MapType", "VariantType", "CalendarIntervalType")
+    return name not in unorderable and not hasattr(kind, "sqlType")  # nor user types
 
 
 def element_frame(stream: Any, spark: Any) -> ElementFrame:
