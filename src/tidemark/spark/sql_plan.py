@@ -75,17 +75,26 @@ def _aggregate(op: WindowOp, frame: Any) -> tuple[Any, Any]:
     function = op.function
     values = frame.value_schema.fieldNames()
     row = F.struct(*[F.col(f"`{c}`") for c in values])
-    ties = F.col(SEQ) if frame.tie_order == [SEQ] else row
     field = F.col(f"`{function.field}`")
+
+    def first(*order: Any) -> Any:
+        """The row that is smallest in ``order``, then in the tie order."""
+        if frame.tie_order == [SEQ]:
+            return F.min_by(row, F.struct(*order, F.col(SEQ)))
+        # ties by the row itself: one struct holds order and row, so each group keeps
+        # the row once (min_by would keep it twice)
+        keyed = F.struct(*[o.alias(f"o{i}") for i, o in enumerate(order)], row.alias("row"))
+        return F.min(keyed)["row"]
+
     if isinstance(function, agg.MinBy):
-        return F.min_by(row, F.struct(field.isNull(), field, F.col(TS), ties)), None
+        return first(field.isNull(), field, F.col(TS)), None
     if isinstance(function, agg.MaxBy):
         # the largest field first: its negation, exact in a wider decimal for integers
         kind = frame.value_schema[function.field].dataType
         negated = -(field.cast(DecimalType(20, 0)) if isinstance(kind, IntegralType) else field)
-        return F.min_by(row, F.struct(field.isNull(), negated, F.col(TS), ties)), None
+        return first(field.isNull(), negated, F.col(TS)), None
     aggregate = {agg.Sum: F.sum, agg.Min: F.min, agg.Max: F.max}[type(function)](field)
-    return F.min_by(row, F.struct(F.col(TS), ties)), aggregate
+    return first(F.col(TS)), aggregate
 
 
 def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str | None) -> Any:
