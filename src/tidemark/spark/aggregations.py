@@ -109,10 +109,13 @@ class Sum(_KeepFirst):
     def add(self, value: Any, accumulator: list[Any]) -> list[Any]:
         # the hot path of .sum(): the base class's add with the combine inlined
         index = self._index
-        if index is None or accumulator[0] is None:
+        if index is None:
             return super().add(value, accumulator)
         b = _get(value, index)
-        if b is not None:
+        if accumulator[0] is None:  # the window's first element
+            accumulator[0] = value
+            accumulator[1] = b
+        elif b is not None:
             a = accumulator[1]
             accumulator[1] = b if a is None else a + b
         return accumulator
