@@ -193,8 +193,6 @@ class WindowOperator:
         reduce_fn = self.logic.reduce
         create: Any = aggregate.create_accumulator if aggregate is not None else None
         add: Any = aggregate.add if aggregate is not None else None
-        get_result: Any = aggregate.get_result if aggregate is not None else None
-        output = self.output
         complete_fires = self.batch_mode and watermark == LONG_MIN
         plain = self._emits_contents()
         if complete_fires and contents:
@@ -238,14 +236,11 @@ class WindowOperator:
             i = j
             if complete_fires and j < n:
                 # BATCH: this key's later elements are at or after ``end``: complete.
-                if not plain or current is not None:
+                if plain and current is None:  # no state or timers to clear
+                    self._emit_incremental(key, window, folded, max_ts)
+                else:
                     contents[window] = folded
                     self._fire_complete(key, ks, window, max_ts, plain)
-                elif folded is not None:  # _fire_complete, inlined for a new window
-                    try:
-                        output.append((folded if get_result is None else get_result(folded), max_ts))
-                    except Exception as exc:
-                        raise self._user_error("the window function", key, window, exc) from exc
                 continue
             contents[window] = folded
             if current is None:
@@ -270,15 +265,7 @@ class WindowOperator:
         """Fire and clear a window no element can reach any more (BATCH), as the final
         watermark would: functions see that watermark, +inf; its timers are dropped."""
         if plain:
-            result = ks.contents.pop(window)
-            aggregate = self.logic.aggregate
-            if result is not None:  # as _fire: a window without contents emits nothing
-                try:
-                    if aggregate is not None:
-                        result = aggregate.get_result(result)
-                except Exception as exc:
-                    raise self._user_error("the window function", key, window, exc) from exc
-                self.output.append((result, max_ts))
+            self._emit_incremental(key, window, ks.contents.pop(window), max_ts)
         else:
             watermark, self.current_watermark = self.current_watermark, LONG_MAX
             try:
@@ -290,6 +277,18 @@ class WindowOperator:
         if timers:
             timers.pop((max_ts, window), None)
             timers.pop((self.cleanup_time(window), window), None)
+
+    def _emit_incremental(self, key: Any, window: Any, contents: Any, max_ts: int) -> None:
+        """:meth:`_fire` where the firing emits the window's incremental result itself
+        (see :meth:`_emits_contents`): a window without contents emits nothing."""
+        if contents is None:
+            return
+        aggregate = self.logic.aggregate
+        try:
+            result = contents if aggregate is None else aggregate.get_result(contents)
+        except Exception as exc:
+            raise self._user_error("the window function", key, window, exc) from exc
+        self.output.append((result, max_ts))
 
     def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
         """The per-element path of tumbling/sliding event-time windows with Flink's
@@ -545,9 +544,6 @@ class WindowOperator:
         # Without a window function, tracer or evictor a firing emits the window's
         # incremental result itself (as _fire does), and clearing needs no callback.
         plain = self._emits_contents()
-        aggregate = self.logic.aggregate
-        get_result = aggregate.get_result if aggregate is not None else None
-        output = self.output
         for time, _, key, window in due:
             ks = keys.get(key)
             if ks is None or ks.event_timers.pop((time, window), None) is None:
@@ -561,16 +557,10 @@ class WindowOperator:
                 if cleans:
                     self._clear_all_state(key, ks, window, window)
             else:
-                contents = ks.contents
                 if time == max_ts:
-                    result = contents.get(window)
-                    if result is not None:
-                        try:
-                            output.append((result if get_result is None else get_result(result), max_ts))
-                        except Exception as exc:
-                            raise self._user_error("the window function", key, window, exc) from exc
+                    self._emit_incremental(key, window, ks.contents.get(window), max_ts)
                 if cleans:
-                    contents.pop(window, None)
+                    ks.contents.pop(window, None)
                     ks.event_timers.pop((max_ts, window), None)
             if not ks.contents and not ks.event_timers and ks.is_empty():
                 del keys[key]

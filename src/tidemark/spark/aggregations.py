@@ -77,11 +77,6 @@ class _KeepFirst(AggregateFunction):
     def get_result(self, accumulator: list[Any]) -> Any:
         first, aggregate = accumulator
         assert self._index is not None
-        cls = type(first)
-        if "__fields__" in cls.__dict__:  # rows tidemark built: _with_field, inlined
-            values = list(first)
-            values[self._index] = aggregate
-            return tuple.__new__(cls, values)
         return _with_field(first, self._index, aggregate)
 
     def merge(self, acc_a: list[Any], acc_b: list[Any]) -> list[Any]:

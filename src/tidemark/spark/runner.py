@@ -104,9 +104,9 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
         ties = tie_order(df.schema)
         if ties == [SEQ]:
             columns.append(F.monotonically_increasing_id().alias(SEQ))
-        frame = ElementFrame(df.select(*columns), df.schema, False, None, source.timestamp)
-        frame.tie_order = ties
-        return frame
+        return ElementFrame(
+            df.select(*columns), df.schema, False, None, source.timestamp, tie_order=ties
+        )
     assert source.order_by is not None
     columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
     columns.append(F.lit(0).cast(LongType()).alias(SEQ))
@@ -146,9 +146,7 @@ def _result_frame(upstream: Any, spark: Any) -> ElementFrame:
     elif ties == [SEQ]:
         columns.append(F.monotonically_increasing_id().alias(SEQ))
     df = combined.where(F.col(OUTPUT) == MAIN).select(*columns)
-    frame = ElementFrame(df, schema, parent.replay, parent.watermarks, None, False)
-    frame.tie_order = ties
-    return frame
+    return ElementFrame(df, schema, parent.replay, parent.watermarks, None, False, tie_order=ties)
 
 
 def tie_order(schema: StructType) -> list[str]:

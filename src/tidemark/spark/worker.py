@@ -82,7 +82,6 @@ class _Output:
         self.seq = 0
         width = len(config.output_names)
         self.empty_result = (None,) * width
-        self.exact_types: set[type] = set()  # Row classes naming the output columns
 
     def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
         self.seq += 1
@@ -91,17 +90,10 @@ class _Output:
         self.rows.append(("main", ts, *meta, *values, None))
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
-        """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement).
-        Rows of a class whose fields are the output columns go in as they are."""
-        names, rows, exact = self.config.output_names, self.rows, self.exact_types
+        """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
+        names, rows = self.config.output_names, self.rows
         for value, ts in emitted:
-            if type(value) in exact:
-                rows.append(("main", ts, *value, None))
-                continue
             rows.append(("main", ts, *result_tuple(value, names), None))
-            fields = type(value).__dict__.get("__fields__")
-            if fields is not None and list(fields) == names:
-                exact.add(type(value))
 
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
         self.seq += 1
