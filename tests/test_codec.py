@@ -1,14 +1,18 @@
-"""The Rows handed to functions on Spark: pyspark Rows in every respect, built cheaply."""
+"""The Rows handed to functions on Spark (pyspark Rows in every respect, built cheaply),
+and the shorthand aggregations reading their fields."""
 
 from __future__ import annotations
 
 import pickle
+from functools import reduce
 
 import pyarrow as pa
 import pytest
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import Row
 
+from tidemark.functions import ReduceFunction
+from tidemark.spark.aggregations import Max, MaxBy, Min, MinBy, Sum
 from tidemark.spark.codec import arrow_rows_and_columns, row_type_of
 
 
@@ -50,3 +54,33 @@ def test_fields_are_read_only_as_on_a_row():
     with pytest.raises(AttributeError):
         row.other  # noqa: B018
     assert row.amount == 5
+
+
+@pytest.mark.parametrize("aggregation, expected", [
+    (Sum, ("a", 12, 1)), (Min, ("a", 3, 1)), (Max, ("a", 9, 1)),
+    (MinBy, ("a", 3, 2)), (MaxBy, ("a", 9, 1)),
+])
+def test_shorthand_aggregations_read_any_row_or_tuple(aggregation, expected):
+    """The field is read by name on tidemark's Rows, by position on plain Rows (whose
+    attributes are slow) and tuples, and through Row.__getitem__ for names Rows own."""
+    values = [("a", 9, 1), ("a", 3, 2), ("a", None, 3)]
+    names = ["user", "count", "ts"]
+    shapes = {
+        "tidemark": (_rows(names, *zip(*values)), "count"),
+        "tidemark attribute": (_rows(["user", "n", "ts"], *zip(*values)), "n"),
+        "plain": ([Row(user=u, count=c, ts=t) for u, c, t in values], "count"),
+        "tuple": (values, "1"),
+    }
+    for shape, (elements, field) in shapes.items():
+        function = aggregation(field)
+        if isinstance(function, ReduceFunction):
+            result = reduce(function.reduce, elements)
+        else:
+            accumulator = function.create_accumulator()
+            for element in elements:
+                accumulator = function.add(element, accumulator)
+            result = function.get_result(accumulator)
+        assert tuple(result) == expected, shape
+        assert type(result) is type(elements[0]), shape
+        if shape != "tuple":
+            assert result.__fields__ == elements[0].__fields__, shape

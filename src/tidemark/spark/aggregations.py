@@ -8,6 +8,7 @@ which gives Flink's results without building a Row per element.
 
 from __future__ import annotations
 
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from tidemark.functions import AggregateFunction, ReduceFunction
@@ -17,16 +18,30 @@ __all__ = ["Sum", "Min", "Max", "MinBy", "MaxBy"]
 
 def _with_field(row: Any, index: int, value: Any) -> Any:
     """A copy of ``row`` with field ``index`` replaced (Rows are immutable tuples)."""
-    values = list(row)
+    values = [*row]
     values[index] = value
     cls = type(row)
+    if "__fields__" in cls.__dict__:  # tidemark's Rows keep their names on the class
+        return tuple.__new__(cls, values)
     fields = getattr(row, "__fields__", None)
     if fields is None:
         return cls(values)
     new = tuple.__new__(cls, values)
-    if "__fields__" not in cls.__dict__:  # a Row(**kw) keeps its names per instance
-        new.__dict__["__fields__"] = fields
+    new.__dict__["__fields__"] = fields  # a Row(**kw) keeps its names per instance
     return new
+
+
+def _field_reader(row: Any, field: str) -> tuple[int, Any]:
+    """Where ``field`` is in elements shaped like ``row``, and a C function reading it.
+
+    Rows built by tidemark have an attribute per field that reads the tuple slot
+    directly; on other Rows the attribute goes through ``Row.__getattr__`` (slow), so
+    they are read by position, as are tuples (Flink's positional ``sum(0)``)."""
+    fields = getattr(row, "__fields__", None)
+    index = fields.index(field) if fields is not None else int(field)
+    if fields is not None and not field.startswith("__") and field in type(row).__dict__:
+        return index, attrgetter(field)
+    return index, itemgetter(index)
 
 
 class _FieldReduce(ReduceFunction):
@@ -35,18 +50,15 @@ class _FieldReduce(ReduceFunction):
     def __init__(self, field: str):
         self.field = field
         self._index: int | None = None
+        self._read: Any = None
 
     def index(self, row: Any) -> int:
         if self._index is None:
-            fields = getattr(row, "__fields__", None)
-            self._index = fields.index(self.field) if fields is not None else int(self.field)
+            self._index, self._read = _field_reader(row, self.field)
         return self._index
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.field!r})"
-
-
-_get = tuple.__getitem__  # Row.__getitem__ also takes names, at Python speed
 
 
 class _KeepFirst(AggregateFunction):
@@ -60,18 +72,19 @@ class _KeepFirst(AggregateFunction):
     def __init__(self, field: str):
         self.field = field
         self._index: int | None = None
+        self._read: Any = None  # the field's reader, from the first element
 
     def create_accumulator(self) -> list[Any]:
         return [None, None]
 
     def add(self, value: Any, accumulator: list[Any]) -> list[Any]:
-        index = self._index
-        if index is None:
-            fields = getattr(value, "__fields__", None)
-            index = self._index = fields.index(self.field) if fields is not None else int(self.field)
+        read = self._read
+        if read is None:
+            self._index, self._read = _field_reader(value, self.field)
+            read = self._read
         if accumulator[0] is None:
-            return [value, _get(value, index)]
-        accumulator[1] = self._combine(accumulator[1], _get(value, index))
+            return [value, read(value)]
+        accumulator[1] = self._combine(accumulator[1], read(value))
         return accumulator
 
     def get_result(self, accumulator: list[Any]) -> Any:
@@ -103,10 +116,10 @@ class _KeepFirst(AggregateFunction):
 class Sum(_KeepFirst):
     def add(self, value: Any, accumulator: list[Any]) -> list[Any]:
         # the hot path of .sum(): the base class's add with the combine inlined
-        index = self._index
-        if index is None:
+        read = self._read
+        if read is None:
             return super().add(value, accumulator)
-        b = _get(value, index)
+        b = read(value)
         if accumulator[0] is None:  # the window's first element
             accumulator[0] = value
             accumulator[1] = b
@@ -133,8 +146,11 @@ class MinBy(_FieldReduce):
     """The element with the smallest field (the first on ties; null fields lose)."""
 
     def reduce(self, value1: Any, value2: Any) -> Any:
-        i = self._index if self._index is not None else self.index(value1)
-        a, b = _get(value1, i), _get(value2, i)
+        read = self._read
+        if read is None:
+            self.index(value1)
+            read = self._read
+        a, b = read(value1), read(value2)
         return value2 if b is not None and (a is None or b < a) else value1
 
 
@@ -142,6 +158,9 @@ class MaxBy(_FieldReduce):
     """The element with the largest field (the first on ties; null fields lose)."""
 
     def reduce(self, value1: Any, value2: Any) -> Any:
-        i = self._index if self._index is not None else self.index(value1)
-        a, b = _get(value1, i), _get(value2, i)
+        read = self._read
+        if read is None:
+            self.index(value1)
+            read = self._read
+        a, b = read(value1), read(value2)
         return value2 if b is not None and (a is None or b > a) else value1
