@@ -35,6 +35,7 @@ from tidemark.spark.codec import (
     arrow_batch,
     arrow_column,
     arrow_rows_and_columns,
+    repeated,
     result_tuple,
 )
 from tidemark.time import LONG_MAX, LONG_MIN
@@ -74,14 +75,23 @@ class RunnerConfig:
 
 
 class _Output:
-    """Collects emitted rows of one partition in the combined output's column order."""
+    """Collects emitted rows of one partition in the combined output's column order.
+
+    BATCH results, the bulk of the output, are kept apart as values and timestamps and
+    become columns directly (no row tuple per result); everything else is kept as rows.
+    """
 
     def __init__(self, config: RunnerConfig):
         self.config = config
         self.rows: list[tuple[Any, ...]] = []
+        self.result_values: list[Any] = []  # BATCH results, each fitting output_names
+        self.result_stamps: list[int] = []
         self.seq = 0
         width = len(config.output_names)
         self.empty_result = (None,) * width
+
+    def __len__(self) -> int:
+        return len(self.rows) + len(self.result_values)
 
     def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
         self.seq += 1
@@ -91,9 +101,12 @@ class _Output:
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
-        names, rows = self.config.output_names, self.rows
+        names, values, stamps = self.config.output_names, self.result_values, self.result_stamps
         for value, ts in emitted:
-            rows.append(("main", ts, *result_tuple(value, names), None))
+            # a Row with the output's fields is its own tuple of values (see result_tuple)
+            values.append(value if getattr(value, "__fields__", None) == names
+                          else result_tuple(value, names))
+            stamps.append(ts)
 
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
         self.seq += 1
@@ -101,12 +114,25 @@ class _Output:
         blob = pickle.dumps(value, protocol=4)
         self.rows.append((tag_id, ts, *meta, *self.empty_result, blob))
 
-    def batch(self, schema: Any) -> Any:
-        """The rows collected so far as a pyarrow RecordBatch of ``schema``."""
-        rows, self.rows = self.rows, []
+    def batches(self, schema: Any) -> list[Any]:
+        """What was collected so far as pyarrow RecordBatches of ``schema``."""
         names = schema.fieldNames()
-        data = list(zip(*rows)) if rows else [()] * len(names)
-        return arrow_batch({n: list(v) for n, v in zip(names, data)}, schema)
+        out = []
+        if self.result_values:
+            values, self.result_values = self.result_values, []
+            stamps, self.result_stamps = self.result_stamps, []
+            n = len(values)
+            columns = dict(zip(self.config.output_names, zip(*values)))
+            columns.update({
+                names[0]: repeated("main", n, pa.string()),
+                names[1]: stamps,
+                names[-1]: repeated(None, n, pa.binary()),
+            })
+            out.append(arrow_batch(columns, schema))
+        if self.rows:
+            rows, self.rows = self.rows, []
+            out.append(arrow_batch(dict(zip(names, zip(*rows))), schema))
+        return out
 
 
 def _uses_processing_time(trigger: Any) -> bool:
@@ -176,8 +202,8 @@ class PartitionRunner:
             replay_cols = self._replay_columns(batch) if config.replay else None
             if replay_cols is None and not self.wall_clock and None not in stamps:
                 current = self._batch_elements(op, out, current, batch, keys, rows, stamps)
-                if len(out.rows) >= _FLUSH_ROWS:
-                    yield out.batch(config.output_schema)
+                if len(out) >= _FLUSH_ROWS:
+                    yield from out.batches(config.output_schema)
                 continue
             for i, row in enumerate(rows):
                 key = keys[i]
@@ -186,14 +212,13 @@ class PartitionRunner:
                         self._finish_key(op, current, out, sequence)
                     current = key
                 self._element(op, key, row, stamps[i], i, replay_cols, out, sequence)
-            if len(out.rows) >= _FLUSH_ROWS:
-                yield out.batch(config.output_schema)
+            if len(out) >= _FLUSH_ROWS:
+                yield from out.batches(config.output_schema)
         if current is not _NO_KEY:
             self._finish_key(op, current, out, sequence)
         if op.num_late_records_dropped:
             out.side(DROPPED_OUTPUT, op.num_late_records_dropped, 0, LONG_MAX, LONG_MAX)
-        if out.rows:
-            yield out.batch(config.output_schema)
+        yield from out.batches(config.output_schema)
 
     def _batch_elements(
         self,
