@@ -13,7 +13,12 @@ from pyspark.sql import Row
 
 from tidemark.functions import ReduceFunction
 from tidemark.spark.aggregations import Max, MaxBy, Min, MinBy, Sum
-from tidemark.spark.codec import arrow_rows_and_columns, row_type_of
+from tidemark.spark.codec import (
+    RowResultReduce,
+    arrow_rows_and_columns,
+    as_tidemark_row,
+    row_type_of,
+)
 
 
 def _rows(names, *values):
@@ -84,3 +89,23 @@ def test_shorthand_aggregations_read_any_row_or_tuple(aggregation, expected):
         assert type(result) is type(elements[0]), shape
         if shape != "tuple":
             assert result.__fields__ == elements[0].__fields__, shape
+
+
+def test_a_reduce_function_gets_its_plain_row_results_back_as_equal_tidemark_rows():
+    seen = []
+
+    def add(a, b):
+        seen.append(a)
+        return Row(user=a.user, amount=a.amount + b.amount)
+
+    elements = _rows(["user", "amount"], ["a", "a", "a"], [1, 2, 3])
+    function = RowResultReduce(add)
+    result = reduce(function.reduce, elements)
+    assert result == Row(user="a", amount=6) and result.amount == 6
+    assert type(result) is type(elements[0])  # names on the class, attributes at C speed
+    assert seen[1] == Row(user="a", amount=3) and type(seen[1]) is type(elements[0])
+    assert pickle.loads(pickle.dumps(result)) == Row(user="a", amount=6)
+    # other results pass through as they are
+    assert RowResultReduce(lambda a, b: (a, b)).reduce(1, 2) == (1, 2)
+    assert RowResultReduce(lambda a, b: Row("x", "y")).reduce(1, 2) == Row("x", "y")
+    assert as_tidemark_row(Row(b=1, a=2)).__fields__ == ["b", "a"]

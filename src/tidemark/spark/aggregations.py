@@ -13,7 +13,7 @@ from typing import Any
 
 from tidemark.functions import AggregateFunction, ReduceFunction
 
-__all__ = ["Sum", "Min", "Max", "MinBy", "MaxBy"]
+__all__ = ["Sum", "Min", "Max", "MinBy", "MaxBy", "FieldReduce"]
 
 
 def _with_field(row: Any, index: int, value: Any) -> Any:
@@ -44,7 +44,7 @@ def _field_reader(row: Any, field: str) -> tuple[int, Any]:
     return index, itemgetter(index)
 
 
-class _FieldReduce(ReduceFunction):
+class FieldReduce(ReduceFunction):
     """A reduce over one named field of Rows; the field's position is looked up once."""
 
     def __init__(self, field: str):
@@ -142,7 +142,7 @@ class Max(_KeepFirst):
         return b if b > a else a
 
 
-class MinBy(_FieldReduce):
+class MinBy(FieldReduce):
     """The element with the smallest field (the first on ties; null fields lose)."""
 
     def reduce(self, value1: Any, value2: Any) -> Any:
@@ -154,7 +154,7 @@ class MinBy(_FieldReduce):
         return value2 if b is not None and (a is None or b < a) else value1
 
 
-class MaxBy(_FieldReduce):
+class MaxBy(FieldReduce):
     """The element with the largest field (the first on ties; null fields lose)."""
 
     def reduce(self, value1: Any, value2: Any) -> Any:

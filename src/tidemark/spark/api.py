@@ -31,6 +31,7 @@ from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.spark import aggregations
+from tidemark.spark.codec import RowResultReduce
 from tidemark.spark.session import get_spark
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
@@ -233,6 +234,9 @@ class WindowedStream:
         input schema."""
         if window_function is None and output_schema is None:
             output_schema = self._op.upstream.schema
+        window_logic(reduce_function, window_function)  # validates the function as given
+        if not isinstance(reduce_function, aggregations.FieldReduce):
+            reduce_function = RowResultReduce(reduce_function)
         return self._finish(reduce_function, window_function, output_schema)
 
     def aggregate(

@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from tidemark.errors import WindowSpecError
+from tidemark.functions import ReduceFunction
 
 __all__ = [
     "parse_schema",
@@ -21,6 +22,8 @@ __all__ = [
     "arrow_batch",
     "result_tuple",
     "column_values",
+    "as_tidemark_row",
+    "RowResultReduce",
 ]
 
 _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
@@ -171,6 +174,46 @@ def row_type_of(names: tuple[str, ...]) -> Any:
             if name not in namespace:
                 namespace[name] = _field_descriptor(position, name)
     return type("Row", (Row,), namespace)
+
+
+def as_tidemark_row(value: Any) -> Any:
+    """A plain ``pyspark.sql.Row(...)`` as a :func:`row_type_of` Row with the same names and
+    values (an equal Row whose attributes read at C speed); anything else as it is."""
+    if type(value) is _plain_row():
+        fields = value.__dict__.get("__fields__")
+        if fields is not None:
+            last = _last_row_type
+            if fields != last[0]:  # one reduce function's results mostly share their names
+                last = _last_row_type[:] = [fields, row_type_of(tuple(fields))]
+            return tuple.__new__(last[1], value)
+    return value
+
+
+_last_row_type: list[Any] = [None, None]  # [field names, their row_type_of]
+
+
+@functools.cache
+def _plain_row() -> Any:
+    from pyspark.sql import Row
+
+    return Row
+
+
+class RowResultReduce(ReduceFunction):
+    """A user's reduce function whose plain-Row results are handed back to it as tidemark
+    Rows: a ``Row(...)`` built per element would otherwise be read next through
+    ``Row.__getattr__`` (0.9 us per attribute). The function sees equal Rows, as Flink
+    hands a reduce function copies of its earlier results."""
+
+    def __init__(self, function: Any):
+        self.function = function
+        self._call = getattr(function, "reduce", function)
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return as_tidemark_row(self._call(value1, value2))
+
+    def __repr__(self) -> str:
+        return repr(self.function)
 
 
 def _field_descriptor(position: int, name: str) -> Any:
