@@ -228,8 +228,8 @@ def _field_descriptor(position: int, name: str) -> Any:
 
 
 def arrow_batch(columns: dict[str, Any], schema: Any) -> Any:
-    """A pyarrow RecordBatch of columns (sequences of Python values, or Arrow arrays of
-    the right type), typed by a Spark ``schema``."""
+    """A pyarrow RecordBatch of Python columns (sequences of values), typed by a Spark
+    ``schema``."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -237,23 +237,6 @@ def arrow_batch(columns: dict[str, Any], schema: Any) -> Any:
         arrow_schema = to_arrow_schema(schema, timezone="UTC")
     except TypeError:  # PySpark releases whose to_arrow_schema takes no time zone
         arrow_schema = to_arrow_schema(schema)
-    arrays = [_array(columns[f.name], f.type) for f in arrow_schema]
+    arrays = [pa.array(columns[f.name], type=f.type) for f in arrow_schema]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
 
-
-def _array(values: Any, kind: Any) -> Any:
-    import pyarrow as pa
-
-    if isinstance(values, pa.Array) and values.type == kind:
-        return values
-    return pa.array(values, type=kind)
-
-
-def repeated(value: Any, n: int, kind: Any) -> Any:
-    """An Arrow array of ``n`` times ``value`` (built in Arrow, not from a Python list)."""
-    import numpy as np
-    import pyarrow as pa
-
-    if value is None:
-        return pa.nulls(n, kind)
-    return pa.array([value], type=kind).take(pa.array(np.zeros(n, dtype=np.int32)))

@@ -35,7 +35,6 @@ from tidemark.spark.codec import (
     arrow_batch,
     arrow_column,
     arrow_rows_and_columns,
-    repeated,
     result_tuple,
 )
 from tidemark.time import LONG_MAX, LONG_MIN
@@ -123,11 +122,7 @@ class _Output:
             stamps, self.result_stamps = self.result_stamps, []
             n = len(values)
             columns = dict(zip(self.config.output_names, zip(*values)))
-            columns.update({
-                names[0]: repeated("main", n, pa.string()),
-                names[1]: stamps,
-                names[-1]: repeated(None, n, pa.binary()),
-            })
+            columns.update({names[0]: ["main"] * n, names[1]: stamps, names[-1]: [None] * n})
             out.append(arrow_batch(columns, schema))
         if self.rows:
             rows, self.rows = self.rows, []
