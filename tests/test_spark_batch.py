@@ -385,3 +385,46 @@ def test_batch_with_an_unorderable_column_orders_ties_by_input_position(spark):
         spark.conf.unset("spark.tidemark.sqlFastPath")
     fast = [tuple(r) for r in windowed.sum("n").to_dataframe().collect()]
     assert engine == fast == [("k", 10, {"a": 3}, 6)]
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_batch_order_is_the_same_sorted_by_spark_or_in_the_worker(spark, seed):
+    """Where the worker sorts its partition (in memory, or spilled and merged) an
+    order-sensitive reduce sees each key's elements in the order Spark's sort gives:
+    time, then the values, nulls first."""
+    from tidemark.spark.sorting import CONF
+
+    rng = random.Random(seed)
+    tags = [None, "", "a", "b", "é", "\u4e2d"]
+    rows = [(rng.choice(["k1", "k2", "k3"]), rng.randrange(0, 300), rng.choice(tags),
+             rng.choice([None, 1, 2, 3])) for _ in range(400)]
+    df = spark.createDataFrame(rows, "key string, ts long, tag string, n long").repartition(3)
+    windowed = tm.from_dataframe(df, timestamp="ts").key_by("key").window(
+        tm.TumblingEventTimeWindows.of(100))
+
+    def joined():
+        result = windowed.reduce(
+            lambda a, b: (a[0], a[1], f"{a[2]}|{b[1]}:{b[2]}:{b[3]}", None),
+            output_schema="key string, ts long, tag string, n long")
+        return sorted(tuple(r) for r in result.to_dataframe().collect())
+
+    runs = {}
+    for budget in ("0", "1", "128m"):  # Spark's sort; spilled runs merged; in memory
+        spark.conf.set(CONF, budget)
+        try:
+            runs[budget] = joined()
+        finally:
+            spark.conf.unset(CONF)
+    assert runs["0"] == runs["1"] == runs["128m"]
+    assert len(runs["0"]) == len({(k, ts // 100) for k, ts, _, _ in rows})
+    result = windowed.reduce(lambda a, b: a).to_dataframe()
+    assert "Sort [" not in result._jdf.queryExecution().executedPlan().toString()
+
+
+def test_columns_arrow_orders_otherwise_leave_the_sort_to_spark(spark):
+    df = spark.createDataFrame([("k", 1, 0.5)], "key string, ts long, x double")
+    windowed = tm.from_dataframe(df, timestamp="ts").key_by("key").window(
+        tm.TumblingEventTimeWindows.of(100))
+    result = windowed.reduce(lambda a, b: a).to_dataframe()
+    assert "Sort [" in result._jdf.queryExecution().executedPlan().toString()
+    assert [tuple(r) for r in result.collect()] == [("k", 1, 0.5)]

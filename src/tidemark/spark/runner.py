@@ -194,7 +194,12 @@ def combined_schema(output_schema: StructType, replay: bool) -> StructType:
     return StructType(fields)
 
 
-def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[Any, list[str]]:
+def _partitioned(
+    frame: ElementFrame, key: KeySpec | None, spark: Any
+) -> tuple[Any, list[str], list[str] | None]:
+    """The frame partitioned by key and sorted within partitions by key, then time
+    (BATCH) or arrival (replay); its key columns; and, where the worker sorts instead of
+    Spark (see :mod:`tidemark.spark.sorting`), the columns it sorts by."""
     df = frame.df
     long_ts = _long_timestamp_column(frame)
     if long_ts is not None:  # the timestamp column itself, not a copy, goes to the shuffle
@@ -211,15 +216,23 @@ def _partitioned(frame: ElementFrame, key: KeySpec | None, spark: Any) -> tuple[
         order = [ORDER, SEQ]
     else:  # ties in time: by the columns not already compared
         order = [time, *[c for c in frame.tie_order if c not in (time, *key_columns)]]
-    order_columns = [F.col(f"`{c}`") for c in order]
     if key is None:
-        return df.repartition(1).sortWithinPartitions(*order_columns), []
-    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    return (
-        df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
-        .sortWithinPartitions(*[F.col(f"`{c}`") for c in key_columns], *order_columns),
-        key_columns,
-    )
+        shuffled = df.repartition(1)
+    else:
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        shuffled = df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
+    sort_columns = [*key_columns, *order]
+    if not frame.replay and _worker_sorts(df.schema, sort_columns, spark):
+        return shuffled, key_columns, sort_columns
+    return shuffled.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_columns]), key_columns, None
+
+
+def _worker_sorts(schema: StructType, columns: list[str], spark: Any) -> bool:
+    from tidemark.spark import sorting
+
+    if SEQ in columns or _sort_budget(spark) <= 0:
+        return False
+    return all(sorting.sortable(schema[c].dataType) for c in columns)
 
 
 def with_function_key(df: Any, names: list[str], function: Any) -> Any:
@@ -249,7 +262,7 @@ def run_window(op: WindowOp, spark: Any) -> Any:
 
     if sql_plan.applies(op, frame, spark):
         return sql_plan.sql_window(op, frame)
-    partitioned, key_columns = _partitioned(frame, op.key, spark)
+    partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark)
     config = RunnerConfig(
         operator=op.operator_factory(),
         value_names=frame.value_schema.fieldNames(),
@@ -264,11 +277,19 @@ def run_window(op: WindowOp, spark: Any) -> Any:
         has_processing_time=frame.has_processing_time,
         final_processing_time=frame.final_processing_time,
         timestamps_in=_long_timestamp_column(frame) or TS,
+        sort_columns=sort_columns,
+        sort_budget=_sort_budget(spark),
     )
     schema = combined_schema(op.output_schema, frame.replay)
     needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]
     columns = [F.col(f"`{c}`") for c in dict.fromkeys(needed)]
     return partitioned.select(*columns).mapInArrow(PartitionRunner(config), schema)
+
+
+def _sort_budget(spark: Any) -> int:
+    from tidemark.spark import sorting
+
+    return sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
 
 
 def _long_timestamp_column(frame: ElementFrame) -> str | None:

@@ -37,6 +37,7 @@ from tidemark.spark.codec import (
     arrow_rows_and_columns,
     result_tuple,
 )
+from tidemark.spark.sorting import sorted_batches
 from tidemark.time import LONG_MAX, LONG_MIN
 
 __all__ = ["RunnerConfig", "PartitionRunner", "DROPPED_OUTPUT"]
@@ -63,6 +64,9 @@ class RunnerConfig:
     has_processing_time: bool
     final_processing_time: int | None = None
     timestamps_in: str = "__tm_ts"  # the column with long-ms timestamps
+    # BATCH: the columns the worker sorts its partition by, when Spark has not sorted it
+    sort_columns: list[str] | None = None
+    sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
 
     def make_operator(self) -> WindowOperator:
         op: WindowOperator = self.operator()
@@ -181,6 +185,9 @@ class PartitionRunner:
         )
 
     def __call__(self, batches: Any) -> Any:
+        columns = self.config.sort_columns
+        if columns:
+            batches = sorted_batches(batches, columns, self.config.sort_budget)
         with fewer_gc_passes():
             yield from self._run(batches)
 

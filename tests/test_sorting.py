@@ -1,0 +1,121 @@
+"""Sorting a BATCH partition in the worker: in memory, or in spilled runs merged, the
+order is Spark's (ascending, nulls first), and the memory budget holds."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import random
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    ArrayType,
+    DoubleType,
+    LongType,
+    MapType,
+    StringType,
+    TimestampType,
+)
+
+from tidemark.spark import sorting
+from tidemark.spark.sorting import budget_bytes, sortable, sorted_batches
+
+COLUMNS = ["key", "ts", "tag", "blob", "amount", "day", "flag"]
+
+
+def _table(rng: random.Random, n: int) -> pa.Table:
+    """Few distinct values per column, so ties fall through to the later columns;
+    nulls in every column but the key; strings beyond ASCII."""
+
+    def maybe(value):
+        return None if rng.random() < 0.1 else value
+
+    tags = ["", "a", "b", "ab", "é", "z", "\u4e2d", "\U0001f600"]
+    return pa.table({
+        "key": [rng.choice(["k1", "k2", "k3"]) for _ in range(n)],
+        "ts": [maybe(rng.randrange(-5, 5)) for _ in range(n)],
+        "tag": [maybe(rng.choice(tags)) for _ in range(n)],
+        "blob": [maybe(bytes([rng.randrange(3)] * rng.randrange(3))) for _ in range(n)],
+        "amount": pa.array([maybe(Decimal(rng.randrange(-3, 3)) / 2) for _ in range(n)],
+                           pa.decimal128(10, 2)),
+        "day": [maybe(dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(3)))
+                for _ in range(n)],
+        "flag": [maybe(rng.random() < 0.5) for _ in range(n)],
+    })
+
+
+def _spark_order(rows: list[dict]) -> list[tuple]:
+    """Spark's ascending, nulls-first order, in plain Python (strings by UTF-8 bytes)."""
+
+    def key(row):
+        values = []
+        for c in COLUMNS:
+            v = row[c]
+            if isinstance(v, str):
+                v = v.encode()
+            values.append((v is not None, v if v is not None else 0))
+        return values
+
+    return [tuple(r[c] for c in COLUMNS) for r in sorted(rows, key=key)]
+
+
+@pytest.mark.parametrize("budget", [1 << 30, 2_000, 1])
+@pytest.mark.parametrize("seed", range(4))
+def test_sorted_batches_are_in_spark_order_in_memory_or_spilled(tmp_path, monkeypatch, seed, budget):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
+    rng = random.Random(seed)
+    table = _table(rng, rng.randrange(1, 400))
+    batches = table.to_batches(max_chunksize=rng.randrange(1, 50))
+    out = list(sorted_batches(iter(batches), COLUMNS, budget, rows_per_batch=37))
+    got = [tuple(r[c] for c in COLUMNS) for b in out for r in b.to_pylist()]
+    assert got == _spark_order(table.to_pylist())
+    assert all(b.num_rows <= 37 for b in out[:1]) or budget < 1 << 30
+    assert list(tmp_path.iterdir()) == []  # spilled runs are removed
+
+
+def test_a_partition_over_budget_is_merged_from_spilled_runs(tmp_path, monkeypatch):
+    spilled = []
+    real_spill = sorting._spill
+
+    def spy(table, spill_dir, index, rows):
+        spilled.append(table.num_rows)
+        return real_spill(table, spill_dir, index, rows)
+
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
+    monkeypatch.setattr(sorting, "_spill", spy)
+    table = _table(random.Random(7), 1010)
+    budget = table.nbytes // 5
+    out = list(sorted_batches(iter(table.to_batches(max_chunksize=50)), COLUMNS, budget))
+    assert len(spilled) >= 4 and sum(spilled) < 1010  # the last run stays in memory
+    assert sum(b.num_rows for b in out) == 1010
+    got = [tuple(r[c] for c in COLUMNS) for b in out for r in b.to_pylist()]
+    assert got == _spark_order(table.to_pylist())
+
+
+def test_nothing_in_nothing_out():
+    assert list(sorted_batches(iter([]), ["key"], 10)) == []
+
+
+def test_only_types_arrow_orders_as_spark_are_sorted_in_the_worker():
+    assert sortable(LongType()) and sortable(StringType()) and sortable(TimestampType())
+    assert not sortable(DoubleType())  # NaN and -0.0 order differently
+    assert not sortable(ArrayType(LongType())) and not sortable(MapType(StringType(), LongType()))
+
+
+def test_the_budget_conf_takes_bytes_with_a_unit():
+    assert budget_bytes("256m") == 256 << 20 and budget_bytes(4096) == 4096
+    assert budget_bytes("1G") == 1 << 30 and budget_bytes("0") == 0
+    with pytest.raises(ValueError, match="workerSortBytes.*'lots'"):
+        budget_bytes("lots")
+
+
+def test_spill_files_go_to_sparks_local_dir(tmp_path, monkeypatch):
+    seen = []
+    real = sorting._spill
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", f"{tmp_path},/elsewhere")
+    monkeypatch.setattr(sorting, "_spill", lambda t, d, i, r: seen.append(d) or real(t, d, i, r))
+    table = _table(random.Random(1), 100)
+    list(sorted_batches(iter(table.to_batches(max_chunksize=10)), COLUMNS, 1))
+    assert seen and all(os.path.dirname(d) == str(tmp_path) for d in seen)
