@@ -4,6 +4,7 @@ order is Spark's (ascending, nulls first), and the memory budget holds."""
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import random
 from decimal import Decimal
@@ -22,7 +23,7 @@ from pyspark.sql.types import (
 from tidemark.spark import sorting
 from tidemark.spark.sorting import budget_bytes, sortable, sorted_batches
 
-COLUMNS = ["key", "ts", "tag", "blob", "amount", "day", "flag"]
+COLUMNS = ["key", "ts", "tag", "blob", "amount", "day", "flag", "price"]
 
 
 def _table(rng: random.Random, n: int) -> pa.Table:
@@ -43,6 +44,8 @@ def _table(rng: random.Random, n: int) -> pa.Table:
         "day": [maybe(dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(3)))
                 for _ in range(n)],
         "flag": [maybe(rng.random() < 0.5) for _ in range(n)],
+        "price": [maybe(rng.choice([float("nan"), -0.0, 0.0, 1.5, -2.0, float("inf"),
+                                    float("-inf")])) for _ in range(n)],
     })
 
 
@@ -55,10 +58,18 @@ def _spark_order(rows: list[dict]) -> list[tuple]:
             v = row[c]
             if isinstance(v, str):
                 v = v.encode()
+            elif isinstance(v, float):
+                v = (1, 0.0) if math.isnan(v) else (0, v)
             values.append((v is not None, v if v is not None else 0))
         return values
 
-    return [tuple(r[c] for c in COLUMNS) for r in sorted(rows, key=key)]
+    return [_comparable(r) for r in sorted(rows, key=key)]
+
+
+def _comparable(row: dict) -> tuple:
+    """The row's values, with NaN as a string (NaN != NaN would fail equal rows)."""
+    return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v
+                 for v in (row[c] for c in COLUMNS))
 
 
 @pytest.mark.parametrize("budget", [1 << 30, 2_000, 1])
@@ -69,7 +80,7 @@ def test_sorted_batches_are_in_spark_order_in_memory_or_spilled(tmp_path, monkey
     table = _table(rng, rng.randrange(1, 400))
     batches = table.to_batches(max_chunksize=rng.randrange(1, 50))
     out = list(sorted_batches(iter(batches), COLUMNS, budget, rows_per_batch=37))
-    got = [tuple(r[c] for c in COLUMNS) for b in out for r in b.to_pylist()]
+    got = [_comparable(r) for b in out for r in b.to_pylist()]
     assert got == _spark_order(table.to_pylist())
     assert all(b.num_rows <= 37 for b in out[:1]) or budget < 1 << 30
     assert list(tmp_path.iterdir()) == []  # spilled runs are removed
@@ -90,7 +101,7 @@ def test_a_partition_over_budget_is_merged_from_spilled_runs(tmp_path, monkeypat
     out = list(sorted_batches(iter(table.to_batches(max_chunksize=50)), COLUMNS, budget))
     assert len(spilled) >= 4 and sum(spilled) < 1010  # the last run stays in memory
     assert sum(b.num_rows for b in out) == 1010
-    got = [tuple(r[c] for c in COLUMNS) for b in out for r in b.to_pylist()]
+    got = [_comparable(r) for b in out for r in b.to_pylist()]
     assert got == _spark_order(table.to_pylist())
 
 
@@ -100,7 +111,7 @@ def test_nothing_in_nothing_out():
 
 def test_only_types_arrow_orders_as_spark_are_sorted_in_the_worker():
     assert sortable(LongType()) and sortable(StringType()) and sortable(TimestampType())
-    assert not sortable(DoubleType())  # NaN and -0.0 order differently
+    assert sortable(DoubleType())  # NaN sorted after every number, as in Spark
     assert not sortable(ArrayType(LongType())) and not sortable(MapType(StringType(), LongType()))
 
 
@@ -119,3 +130,24 @@ def test_spill_files_go_to_sparks_local_dir(tmp_path, monkeypatch):
     table = _table(random.Random(1), 100)
     list(sorted_batches(iter(table.to_batches(max_chunksize=10)), COLUMNS, 1))
     assert seen and all(os.path.dirname(d) == str(tmp_path) for d in seen)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("budget_batches", [1000, 3])
+def test_nan_sorts_after_every_number_and_nulls_first_merged_or_not(seed, budget_batches):
+    rng = random.Random(seed)
+    kinds = [float("nan"), None, 2.0, float("inf"), -0.0, float("-inf"), 0.0, 1.0]
+    values = [rng.choice(kinds) for _ in range(200)]
+    table = pa.table({"key": ["k"] * 200, "price": pa.array(values, pa.float64())})
+    batches = table.to_batches(max_chunksize=7)
+    budget = batches[0].nbytes * budget_batches  # runs of 21 rows, read 2 rows at a time
+    out = list(sorted_batches(iter(batches), ["key", "price"], budget, rows_per_batch=2))
+    got = [_spark_float(v) for b in out for v in b.column("price").to_pylist()]
+    assert got == sorted(map(_spark_float, values), key=lambda v: (v is not None, v))
+
+
+def _spark_float(v):
+    """Spark's order of a double, as a comparable value: null, numbers, NaN last."""
+    if v is None:
+        return None
+    return (1, 0.0) if math.isnan(v) else (0, v + 0.0)  # -0.0 == 0.0

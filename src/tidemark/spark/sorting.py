@@ -7,9 +7,9 @@ sorted in runs of the budget's size, spilled to local files and merged, so the w
 holds at most about the budget whatever the input.
 
 The order is Spark's ascending, nulls-first order of the same columns. Arrow's order is
-Spark's for the column types :func:`sortable` admits (integers, binary-collated strings,
-binary, booleans, dates, timestamps, decimals); other columns (doubles with their NaN and
--0.0, nested types, collated strings) leave the sort to Spark. Keys need no particular
+Spark's for the column types :func:`sortable` admits (numbers, binary-collated strings,
+binary, booleans, dates, timestamps, decimals; NaN sorted after every number as in
+Spark); other columns (nested types, collated strings) leave the sort to Spark. Keys need no particular
 order: the worker only needs a key's elements together.
 """
 
@@ -32,6 +32,8 @@ DEFAULT_BUDGET = 128 << 20
 
 _SORTABLE = (
     "ByteType",
+    "FloatType",
+    "DoubleType",
     "ShortType",
     "IntegerType",
     "LongType",
@@ -86,6 +88,7 @@ def sorted_batches(
                 runs.append(_spill(_sort(chunk, columns), spill_dir, len(runs), rows_per_batch))
                 chunk, size = [], 0
         last = _sort(chunk, columns) if chunk else None
+        chunk = []  # the sorted copy replaces the batches
         if not runs:
             if last is not None:
                 yield from last.to_batches(rows_per_batch)
@@ -101,25 +104,38 @@ def sorted_batches(
 
 def _sort(batches: list[Any], columns: list[str]) -> Any:
     table = pa.Table.from_batches(batches)
-    sort_table = pa.table({c: _ranked(table.column(c)) for c in dict.fromkeys(columns)})
+    sort_columns: dict[str, Any] = {}
+    for c in columns:
+        for i, array in enumerate(_sort_arrays(table.column(c))):
+            sort_columns[f"{len(sort_columns)}.{i}"] = array
+    sort_table = pa.table(sort_columns)
     try:
-        keys = [(c, "ascending", "at_start") for c in columns]
+        keys = [(c, "ascending", "at_start") for c in sort_columns]
         order = pc.sort_indices(sort_table, sort_keys=keys)
     except (TypeError, ValueError, pa.ArrowInvalid):  # pyarrow before per-key null placement
-        keys = [(c, "ascending") for c in columns]  # type: ignore[misc]
+        keys = [(c, "ascending") for c in sort_columns]  # type: ignore[misc]
         order = pc.sort_indices(sort_table, sort_keys=keys, null_placement="at_start")
     return table.take(order)
 
 
-def _ranked(column: Any) -> Any:
-    """A string or binary column as the rank of each value among its distinct values:
-    the same order, sorted as integers (a partition's keys repeat: 1.6x faster)."""
+def _sort_arrays(column: Any) -> list[Any]:
+    """What Arrow sorts by for ``column`` to give Spark's order of it.
+
+    Strings and binary: the rank of each value among its distinct values (the same order,
+    sorted as integers: a partition's keys repeat, 1.6x faster). Floating point: whether
+    the value is NaN, then the value (Spark puts NaN after every number and has -0.0
+    equal to 0.0; Arrow compares -0.0 and 0.0 equal too)."""
     kind = column.type
-    if not (pa.types.is_string(kind) or pa.types.is_binary(kind)) or column.num_chunks == 0:
-        return column
-    encoded = column.combine_chunks().dictionary_encode()
-    ranks = pc.sort_indices(pc.sort_indices(encoded.dictionary))  # value order -> rank
-    return ranks.take(encoded.indices)
+    if column.num_chunks == 0:
+        return [column]
+    if pa.types.is_string(kind) or pa.types.is_binary(kind):
+        encoded = column.combine_chunks().dictionary_encode()
+        ranks = pc.sort_indices(pc.sort_indices(encoded.dictionary))  # value order -> rank
+        return [ranks.take(encoded.indices)]
+    if pa.types.is_floating(kind):
+        nan = pc.is_nan(column)
+        return [pc.cast(nan, pa.int8()), pc.if_else(nan, pa.scalar(0, kind), column)]
+    return [column]
 
 
 def _local_dir() -> str | None:
@@ -169,7 +185,15 @@ def _row_key(batch: Any, i: int, columns: list[str]) -> tuple[Any, ...]:
     """Row ``i``'s sort columns as Python values comparing in Spark's order: nulls
     first, strings by code point (UTF-8's byte order), and so on for :func:`sortable`."""
     values = (batch.column(batch.schema.get_field_index(c))[i].as_py() for c in columns)
-    return tuple((False, 0) if v is None else (True, v) for v in values)
+    return tuple(_python_key(v) for v in values)
+
+
+def _python_key(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return (False, 0)
+    if isinstance(value, float):  # NaN after every number, as in Spark
+        return (True, (1, 0.0) if value != value else (0, value))
+    return (True, value)
 
 
 class _Keys:
