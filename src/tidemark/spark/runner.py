@@ -2,8 +2,10 @@
 
 The elements of a window operation become a frame with internal columns (``__tm_ts``,
 and for a replay ``__tm_order``, ``__tm_seq``, ``__tm_wm``, ``__tm_pt``), are
-hash-partitioned by key and sorted within partitions by key then time (BATCH) or arrival
-(replay), and each partition streams through one engine operator, key after key; a key's
+hash-partitioned by key and sorted within partitions by key then time (BATCH: in the
+Python worker where Arrow orders the columns as Spark does, see
+:mod:`tidemark.spark.sorting`) or arrival (replay), and each partition streams through
+one engine operator, key after key; a key's
 state is dropped once its last element is processed and its timers flushed, so a task
 holds the state of one key at a time. ``window_all`` runs in one partition, as in Flink.
 

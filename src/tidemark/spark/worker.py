@@ -1,8 +1,9 @@
 """What runs in a Spark task: one engine operator over a partition sorted by key.
 
-The partition arrives as pandas batches sorted by key, then by time (BATCH) or arrival
-(replay). Rows become ``pyspark.sql.Row`` elements; each key is processed to its end and
-then flushed:
+The partition arrives as Arrow batches sorted by key, then by time (BATCH) or arrival
+(replay), or unsorted for a BATCH partition the worker sorts itself
+(:mod:`tidemark.spark.sorting`). Rows become ``pyspark.sql.Row`` elements; each key is
+processed to its end and then flushed:
 
 - BATCH (Flink's ``execution.runtime-mode=BATCH``): elements in timestamp order under
   no watermark, then the watermark jumps to +inf and all timers fire; processing time is
