@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 __all__ = ["sortable", "sorted_batches", "CONF", "DEFAULT_BUDGET", "budget_bytes"]
 
 CONF = "spark.tidemark.batch.workerSortBytes"
-DEFAULT_BUDGET = 128 << 20
+DEFAULT_BUDGET = 64 << 20  # per task; a partition of the 10M-event benchmark: ~30 MB
 
 _SORTABLE = (
     "ByteType",
