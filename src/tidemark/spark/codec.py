@@ -8,6 +8,7 @@ from itertools import repeat
 from typing import Any
 
 import pandas as pd
+from pyspark.sql import Row
 
 from tidemark.errors import WindowSpecError
 from tidemark.functions import ReduceFunction
@@ -103,13 +104,13 @@ class SideDecoder:
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
     """A window result as a tuple in the order of the output schema's ``names``.
 
-    Rows and dicts are matched by field name; tuples and lists by position; a scalar
-    fills a one-column schema.
+    Rows and dicts are matched by field name (a Row with exactly the output's fields is
+    returned as it is); tuples and lists by position; a scalar fills a one-column schema.
     """
     fields = getattr(value, "__fields__", None)
     if fields is not None:
         if fields == names or list(fields) == list(names):
-            return tuple(value)
+            return value  # a Row is the tuple of its fields' values
         if all(name in fields for name in names):
             return tuple(value[name] for name in names)
         return _positional(value, names)
@@ -163,8 +164,6 @@ def arrow_rows_and_columns(
 def row_type_of(names: tuple[str, ...]) -> Any:
     """A ``Row`` subclass whose field names are a class attribute: its instances are
     Rows in every respect (they pickle as plain Rows) but cost one tuple to build."""
-    from pyspark.sql import Row
-
     namespace: dict[str, Any] = {"__fields__": list(names), "__slots__": ()}
     # ``row.name`` through Row.__getattr__ searches the field list on every access
     # (0.9 us); a descriptor per field reads the tuple slot directly (0.03 us). Names a
@@ -179,7 +178,7 @@ def row_type_of(names: tuple[str, ...]) -> Any:
 def as_tidemark_row(value: Any) -> Any:
     """A plain ``pyspark.sql.Row(...)`` as a :func:`row_type_of` Row with the same names and
     values (an equal Row whose attributes read at C speed); anything else as it is."""
-    if type(value) is _plain_row():
+    if type(value) is Row:
         fields = value.__dict__.get("__fields__")
         if fields is not None:
             last = _last_row_type
@@ -190,13 +189,6 @@ def as_tidemark_row(value: Any) -> Any:
 
 
 _last_row_type: list[Any] = [None, None]  # [field names, their row_type_of]
-
-
-@functools.cache
-def _plain_row() -> Any:
-    from pyspark.sql import Row
-
-    return Row
 
 
 class RowResultReduce(ReduceFunction):

@@ -197,7 +197,7 @@ def combined_schema(output_schema: StructType, replay: bool) -> StructType:
 
 
 def _partitioned(
-    frame: ElementFrame, key: KeySpec | None, spark: Any
+    frame: ElementFrame, key: KeySpec | None, spark: Any, sort_budget: int
 ) -> tuple[Any, list[str], list[str] | None]:
     """The frame partitioned by key and sorted within partitions by key, then time
     (BATCH) or arrival (replay); its key columns; and, where the worker sorts instead of
@@ -224,17 +224,16 @@ def _partitioned(
         partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
         shuffled = df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
     sort_columns = [*key_columns, *order]
-    if not frame.replay and _worker_sorts(df.schema, sort_columns, spark):
+    if not frame.replay and sort_budget > 0 and _worker_sorts(df.schema, sort_columns):
         return shuffled, key_columns, sort_columns
     return shuffled.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_columns]), key_columns, None
 
 
-def _worker_sorts(schema: StructType, columns: list[str], spark: Any) -> bool:
+def _worker_sorts(schema: StructType, columns: list[str]) -> bool:
+    """Whether Arrow orders ``columns`` as Spark does (an input sequence it cannot)."""
     from tidemark.spark import sorting
 
-    if SEQ in columns or _sort_budget(spark) <= 0:
-        return False
-    return all(sorting.sortable(schema[c].dataType) for c in columns)
+    return SEQ not in columns and all(sorting.sortable(schema[c].dataType) for c in columns)
 
 
 def with_function_key(df: Any, names: list[str], function: Any) -> Any:
@@ -264,7 +263,8 @@ def run_window(op: WindowOp, spark: Any) -> Any:
 
     if sql_plan.applies(op, frame, spark):
         return sql_plan.sql_window(op, frame)
-    partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark)
+    sort_budget = _sort_budget(spark)
+    partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = RunnerConfig(
         operator=op.operator_factory(),
         value_names=frame.value_schema.fieldNames(),
@@ -280,12 +280,11 @@ def run_window(op: WindowOp, spark: Any) -> Any:
         final_processing_time=frame.final_processing_time,
         timestamps_in=_long_timestamp_column(frame) or TS,
         sort_columns=sort_columns,
-        sort_budget=_sort_budget(spark),
+        sort_budget=sort_budget,
     )
-    schema = combined_schema(op.output_schema, frame.replay)
     needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]
     columns = [F.col(f"`{c}`") for c in dict.fromkeys(needed)]
-    return partitioned.select(*columns).mapInArrow(PartitionRunner(config), schema)
+    return partitioned.select(*columns).mapInArrow(PartitionRunner(config), config.output_schema)
 
 
 def _sort_budget(spark: Any) -> int:

@@ -107,9 +107,7 @@ class _Output:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
         names, values, stamps = self.config.output_names, self.result_values, self.result_stamps
         for value, ts in emitted:
-            # a Row with the output's fields is its own tuple of values (see result_tuple)
-            values.append(value if getattr(value, "__fields__", None) == names
-                          else result_tuple(value, names))
+            values.append(result_tuple(value, names))
             stamps.append(ts)
 
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
