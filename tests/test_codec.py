@@ -109,3 +109,16 @@ def test_a_reduce_function_gets_its_plain_row_results_back_as_equal_tidemark_row
     assert RowResultReduce(lambda a, b: (a, b)).reduce(1, 2) == (1, 2)
     assert RowResultReduce(lambda a, b: Row("x", "y")).reduce(1, 2) == Row("x", "y")
     assert as_tidemark_row(Row(b=1, a=2)).__fields__ == ["b", "a"]
+
+
+@pytest.mark.parametrize("aggregation", [Sum, Min, Max], ids=["sum", "min", "max"])
+def test_shorthand_result_from_an_accumulator_restored_in_a_fresh_function(aggregation):
+    # Streaming restores a window's accumulator from state into a new function object
+    # that has seen no element in this process: get_result must not rely on add().
+    row_type = Row("k", "v")
+    first = aggregation("v")
+    acc = first.add(row_type("a", 4), first.create_accumulator())
+    acc = first.add(row_type("a", 7), acc)
+    restored = pickle.loads(pickle.dumps(acc))
+    fresh = pickle.loads(pickle.dumps(aggregation("v")))
+    assert fresh.get_result(restored) == first.get_result(acc)

@@ -89,7 +89,10 @@ class _KeepFirst(AggregateFunction):
 
     def get_result(self, accumulator: list[Any]) -> Any:
         first, aggregate = accumulator
-        assert self._index is not None
+        if self._index is None:
+            # An accumulator restored from state (a later micro-batch, a fresh worker)
+            # reaches a function that has not seen an element yet.
+            self._index, self._read = _field_reader(first, self.field)
         return _with_field(first, self._index, aggregate)
 
     def merge(self, acc_a: list[Any], acc_b: list[Any]) -> list[Any]:
