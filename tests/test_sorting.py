@@ -20,8 +20,8 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from tidemark.spark import sorting
-from tidemark.spark.sorting import budget_bytes, sortable, sorted_batches
+from tidemark.spark.batch import sorting
+from tidemark.spark.batch.sorting import budget_bytes, sortable, sorted_batches
 
 COLUMNS = ["key", "ts", "tag", "blob", "amount", "day", "flag", "price"]
 

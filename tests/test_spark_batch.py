@@ -392,7 +392,7 @@ def test_batch_order_is_the_same_sorted_by_spark_or_in_the_worker(spark, seed):
     """Where the worker sorts its partition (in memory, or spilled and merged) an
     order-sensitive reduce sees each key's elements in the order Spark's sort gives:
     time, then the values, nulls first."""
-    from tidemark.spark.sorting import CONF
+    from tidemark.spark.batch.sorting import CONF
 
     rng = random.Random(seed)
     tags = [None, "", "a", "b", "é", "\u4e2d"]

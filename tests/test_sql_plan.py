@@ -7,7 +7,7 @@ import random
 import pytest
 
 import tidemark as tm
-from tidemark.spark.sql_plan import CONF
+from tidemark.spark.batch.sql_plan import CONF
 
 pytestmark = pytest.mark.spark
 

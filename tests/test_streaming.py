@@ -273,7 +273,7 @@ def test_processing_time_timer_in_event_time_query_fails_loudly(spark, tmp_path)
 
 def test_result_schema_helper_types():
     # The combined output keeps result columns nullable (side-output rows leave them null).
-    from tidemark.spark.streaming import _combined_schema
+    from tidemark.spark.streaming.query import _combined_schema
 
     schema = _combined_schema(StructType([StructField("n", LongType(), False)]))
     assert schema["n"].nullable and schema.fieldNames()[0] == "__tm_output"

@@ -1,6 +1,6 @@
 """Idleness on a streaming query: an idle input's watermark advances with processing time.
 
-The rule (see :mod:`tidemark.spark.streaming`): once Spark's watermark ``W`` has stood
+The rule (see :mod:`tidemark.spark.streaming.query`): once Spark's watermark ``W`` has stood
 still for ``idleness`` since the key first saw it at ``T_W``, the key's operator is
 advanced to ``W + (T - T_W - idleness)`` at processing time ``T``; it never goes back.
 The processor is first driven by hand (fake Spark handle, exact clocks), then a real
@@ -27,9 +27,9 @@ from streaming_scenarios import (
 
 from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
-from tidemark.spark._processor import TS, ProcessorConfig, WindowStatefulProcessor
-from tidemark.spark._stream_time import spark_watermark
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
+from tidemark.spark.streaming.clock import spark_watermark
+from tidemark.spark.streaming.processor import TS, ProcessorConfig, WindowStatefulProcessor
 
 IDLENESS_MS = 1_000
 TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)

@@ -345,7 +345,7 @@ class WindowResultStream(DataStream):
         ``sink(batch_df, batch_id)``; the operator runs once per micro-batch however many
         outputs are written. Returns the ``StreamingQuery``.
         """
-        from tidemark.spark.streaming import write_outputs
+        from tidemark.spark.streaming.query import write_outputs
 
         named = {getattr(k, "tag_id", k): v for k, v in sinks.items()}
         schemas = {}

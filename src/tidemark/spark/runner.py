@@ -4,7 +4,7 @@ The elements of a window operation become a frame with internal columns (``__tm_
 and for a replay ``__tm_order``, ``__tm_seq``, ``__tm_wm``, ``__tm_pt``), are
 hash-partitioned by key and sorted within partitions by key then time (BATCH: in the
 Python worker where Arrow orders the columns as Spark does, see
-:mod:`tidemark.spark.sorting`) or arrival (replay), and each partition streams through
+:mod:`tidemark.spark.batch.sorting`) or arrival (replay), and each partition streams through
 one engine operator, key after key; a key's
 state is dropped once its last element is processed and its timers flushed, so a task
 holds the state of one key at a time. ``window_all`` runs in one partition, as in Flink.
@@ -31,8 +31,8 @@ from pyspark.sql.types import (
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.api import KeySpec, Source, WindowOp
-from tidemark.spark.replay import ORDER, TS, WM, WatermarkSequence, stamp_replay_watermarks
-from tidemark.spark.worker import PartitionRunner, RunnerConfig
+from tidemark.spark.batch.replay import ORDER, TS, WM, WatermarkSequence, stamp_replay_watermarks
+from tidemark.spark.batch.worker import PartitionRunner, RunnerConfig
 
 __all__ = ["run_window", "main_output", "side_output", "num_late_records_dropped", "ElementFrame"]
 
@@ -201,7 +201,7 @@ def _partitioned(
 ) -> tuple[Any, list[str], list[str] | None]:
     """The frame partitioned by key and sorted within partitions by key, then time
     (BATCH) or arrival (replay); its key columns; and, where the worker sorts instead of
-    Spark (see :mod:`tidemark.spark.sorting`), the columns it sorts by."""
+    Spark (see :mod:`tidemark.spark.batch.sorting`), the columns it sorts by."""
     df = frame.df
     long_ts = _long_timestamp_column(frame)
     if long_ts is not None:  # the timestamp column itself, not a copy, goes to the shuffle
@@ -231,7 +231,7 @@ def _partitioned(
 
 def _worker_sorts(schema: StructType, columns: list[str]) -> bool:
     """Whether Arrow orders ``columns`` as Spark does (an input sequence it cannot)."""
-    from tidemark.spark import sorting
+    from tidemark.spark.batch import sorting
 
     return SEQ not in columns and all(sorting.sortable(schema[c].dataType) for c in columns)
 
@@ -255,11 +255,11 @@ def with_function_key(df: Any, names: list[str], function: Any) -> Any:
 def run_window(op: WindowOp, spark: Any) -> Any:
     """One run of the window operator: results and side outputs in one DataFrame."""
     if op.upstream.source.df.isStreaming:
-        from tidemark.spark.streaming_api import run_streaming_window
+        from tidemark.spark.streaming.plan import run_streaming_window
 
         return run_streaming_window(op)
     frame = element_frame(op.upstream, spark)
-    from tidemark.spark import sql_plan
+    from tidemark.spark.batch import sql_plan
 
     if sql_plan.applies(op, frame, spark):
         return sql_plan.sql_window(op, frame)
@@ -288,7 +288,7 @@ def run_window(op: WindowOp, spark: Any) -> Any:
 
 
 def _sort_budget(spark: Any) -> int:
-    from tidemark.spark import sorting
+    from tidemark.spark.batch import sorting
 
     return sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
 
@@ -320,7 +320,7 @@ def main_output(combined: Any, output_schema: StructType) -> Any:
 def num_late_records_dropped(combined: Any) -> int:
     """Late elements that went to no window and no side output (Flink's
     ``numLateRecordsDropped``), summed over all tasks of a bounded run."""
-    from tidemark.spark.worker import DROPPED_OUTPUT
+    from tidemark.spark.batch.worker import DROPPED_OUTPUT
 
     rows = combined.where(F.col(OUTPUT) == F.lit(DROPPED_OUTPUT)).select(SIDE).collect()
     return sum(pickle.loads(row[SIDE]) for row in rows)

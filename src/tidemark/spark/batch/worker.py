@@ -2,7 +2,7 @@
 
 The partition arrives as Arrow batches sorted by key, then by time (BATCH) or arrival
 (replay), or unsorted for a BATCH partition the worker sorts itself
-(:mod:`tidemark.spark.sorting`). Rows become ``pyspark.sql.Row`` elements; each key is
+(:mod:`tidemark.spark.batch.sorting`). Rows become ``pyspark.sql.Row`` elements; each key is
 processed to its end and then flushed:
 
 - BATCH (Flink's ``execution.runtime-mode=BATCH``): elements in timestamp order under
@@ -32,13 +32,13 @@ import pyarrow.compute as pc
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError
+from tidemark.spark.batch.sorting import sorted_batches
 from tidemark.spark.codec import (
     arrow_batch,
     arrow_column,
     arrow_rows_and_columns,
     result_tuple,
 )
-from tidemark.spark.sorting import sorted_batches
 from tidemark.time import LONG_MAX, LONG_MIN
 
 __all__ = ["RunnerConfig", "PartitionRunner", "DROPPED_OUTPUT"]

@@ -121,7 +121,14 @@ from tidemark._engine.operator import WindowOperator
 from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
-from tidemark.spark._processor import (
+from tidemark.spark.codec import SideDecoder
+from tidemark.spark.streaming.clock import (
+    COLUMN_SHIFT_MS,
+    END_OF_INPUT_COLUMN_MICROS,
+    END_OF_INPUT_MS,
+    watermark_delay_ms,
+)
+from tidemark.spark.streaming.processor import (
     DROPPED,
     DROPPED_OUTPUT,
     EVENT_TIME,
@@ -134,14 +141,7 @@ from tidemark.spark._processor import (
     ProcessorConfig,
     WindowStatefulProcessor,
 )
-from tidemark.spark._state_codec import STATE_NAME
-from tidemark.spark._stream_time import (
-    COLUMN_SHIFT_MS,
-    END_OF_INPUT_COLUMN_MICROS,
-    END_OF_INPUT_MS,
-    watermark_delay_ms,
-)
-from tidemark.spark.codec import SideDecoder
+from tidemark.spark.streaming.state import STATE_NAME
 
 __all__ = [
     "window_stream",

@@ -16,7 +16,7 @@ with input rows, ``handleExpiredTimer`` for a key whose Spark timer expired. Eac
 With idleness (``ProcessorConfig.idleness_ms``) the engine's timers are event-time but
 Spark runs the query in ProcessingTime mode, so that a micro-batch runs at every trigger
 interval without data. Step 2 then advances the operator to the idle watermark
-(:func:`~tidemark.spark._stream_time.idle_watermark`) of the key's idle clock, and step 5
+(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of the key's idle clock, and step 5
 registers, for a key with pending event-time timers, a processing-time timer that expires
 in the next micro-batch, so that such a key is visited in every micro-batch.
 """
@@ -39,15 +39,15 @@ from pyspark.sql.streaming.stateful_processor import (
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
-from tidemark.spark._state_codec import IDLE_STATE_SCHEMA, STATE_NAME, STATE_SCHEMA, StoredKey
-from tidemark.spark._stream_time import (
+from tidemark.spark.codec import column_values
+from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     check_timestamp,
     engine_watermark,
     idle_watermark,
     spark_event_timer,
 )
-from tidemark.spark.codec import column_values
+from tidemark.spark.streaming.state import IDLE_STATE_SCHEMA, STATE_NAME, STATE_SCHEMA, StoredKey
 from tidemark.time import LONG_MIN
 
 __all__ = [
