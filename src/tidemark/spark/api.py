@@ -30,9 +30,11 @@ from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
-from tidemark.spark import aggregations
-from tidemark.spark.codec import RowResultReduce
+from tidemark.spark import aggregations, columns, execution
+from tidemark.spark.codec import RowResultReduce, parse_schema
+from tidemark.spark.plan import KeySpec, PlanNode, Source, WindowOp, source_of
 from tidemark.spark.session import get_spark
+from tidemark.spark.streaming.query import write_outputs as _write_outputs
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
 from tidemark.watermarks import WatermarkStrategy
@@ -47,148 +49,120 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Source:
-    """A DataFrame read as a stream of its rows."""
-
-    df: Any
-    timestamp: str | None
-    order_by: str | None
-    strategy: WatermarkStrategy
-    processing_time: str | None
-    watermark: str | None = None
-
-    @property
-    def schema(self) -> Any:
-        return self.df.schema
-
-    @property
-    def replay(self) -> bool:
-        return self.order_by is not None
-
-
-@dataclass(frozen=True)
-class WindowOp:
-    """A window operation on an upstream stream."""
-
-    upstream: DataStream
-    key: KeySpec | None
-    assigner: WindowAssigner
-    trigger: Trigger | None = None
-    evictor: Evictor | None = None
-    allowed_lateness_ms: int = 0
-    late_tag: OutputTag | None = None
-    function: Any = None
-    window_function: Any = None
-    output_schema: Any = None
-
-    def operator_factory(self) -> OperatorFactory:
-        """A picklable ``() -> WindowOperator`` for Spark's workers (no DataFrames in it)."""
-        return OperatorFactory(
-            self.assigner,
-            self.trigger,
-            self.evictor,
-            self.allowed_lateness_ms,
-            self.late_tag,
-            self.function,
-            self.window_function,
-        )
-
-
-@dataclass(frozen=True)
-class OperatorFactory:
-    """Builds the engine's window operator of a window operation, on a Spark worker."""
-
-    assigner: WindowAssigner
-    trigger: Trigger | None
-    evictor: Evictor | None
-    allowed_lateness_ms: int
-    late_tag: OutputTag | None
-    function: Any
-    window_function: Any
-
-    def __call__(self) -> Any:
-        from tidemark._engine.operator import WindowOperator
-
-        return WindowOperator(
-            self.assigner,
-            window_logic(self.function, self.window_function),
-            trigger=self.trigger,
-            evictor=self.evictor,
-            allowed_lateness_ms=self.allowed_lateness_ms,
-            late_data_tag=self.late_tag,
-        )
-
-
-@dataclass(frozen=True)
-class KeySpec:
-    """How elements are keyed: by columns (the key is the value, or a tuple of values)
-    or by a function of the Row."""
-
-    columns: tuple[str, ...] = ()
-    function: Callable[[Any], Any] | None = None
-
-    def describe(self) -> str:
-        return ", ".join(self.columns) if self.columns else repr(self.function)
-
-
 class DataStream:
-    """A stream of elements (pyspark Rows) with timestamps."""
+    """A stream of elements (pyspark Rows) with timestamps.
 
-    def __init__(self, plan: Source | WindowOp, spark: Any):
+    Made by :func:`from_dataframe`, or the results of a window
+    (:class:`WindowResultStream`). Nothing runs until an output is asked for.
+    """
+
+    def __init__(self, plan: PlanNode, spark: Any):
         self._plan = plan
         self._spark = spark
 
     @property
+    def plan(self) -> PlanNode:
+        """The plan node this stream reads (:mod:`tidemark.spark.plan`)."""
+        return self._plan
+
+    @property
     def schema(self) -> Any:
         """The Spark schema of the elements."""
-        if isinstance(self._plan, Source):
-            return self._plan.schema
-        return self._plan.output_schema
+        return self._plan.schema
 
     @property
     def source(self) -> Source:
-        plan: Any = self._plan
-        while isinstance(plan, WindowOp):
-            plan = plan.upstream._plan
-        return plan
+        """The source at the start of the pipeline."""
+        return source_of(self._plan)
 
     def key_by(self, key: str | Sequence[str] | Callable[[Any], Any]) -> KeyedStream:
-        """Partition the stream by ``key``: a column name, several, or a function of Row."""
+        """Partition the stream by key; windows are then evaluated per key.
+
+        Parameters
+        ----------
+        key : str, sequence of str, or callable
+            A column name (the key is its value), several (the tuple of their values),
+            or a function of the Row (its result must pickle, and equal keys must pickle
+            to equal bytes).
+
+        Returns
+        -------
+        KeyedStream
+            Combine with :meth:`KeyedStream.window` or :meth:`KeyedStream.count_window`.
+
+        Raises
+        ------
+        WindowSpecError
+            ``key`` names no column, or a column the stream does not have.
+        """
         return KeyedStream(self, _key_spec(key, self.schema))
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
-        """Window the whole stream as one key (runs in a single partition, as in Flink)."""
-        return WindowedStream(WindowOp(self, None, assigner), self._spark)
+        """Window the whole stream as one key: it runs in a single partition, as in Flink.
+
+        Parameters
+        ----------
+        assigner : WindowAssigner
+            E.g. ``TumblingEventTimeWindows.of(...)``.
+
+        Returns
+        -------
+        WindowedStream
+            Configure it (trigger, evictor, lateness), then finish it with a function.
+        """
+        return WindowedStream(WindowOp(self._plan, None, assigner), self._spark)
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
-        return _count_window(WindowOp(self, None, GlobalWindows.create()), size, slide, self._spark)
+        return _count_window(WindowOp(self._plan, None, GlobalWindows.create()), size, slide,
+                             self._spark)
 
     def to_dataframe(self) -> Any:
-        """The elements as a DataFrame (for a source: the input rows)."""
+        """The elements as a DataFrame (for a source: the input rows, as given)."""
         if isinstance(self._plan, Source):
             return self._plan.df
         raise NotImplementedError  # WindowResultStream overrides
 
 
 class KeyedStream:
-    """A stream partitioned by key; windows are evaluated per key."""
+    """A stream partitioned by key (:meth:`DataStream.key_by`); windows are per key."""
 
     def __init__(self, stream: DataStream, key: KeySpec):
         self._stream = stream
         self._key = key
 
     def window(self, assigner: WindowAssigner) -> WindowedStream:
-        return WindowedStream(WindowOp(self._stream, self._key, assigner), self._stream._spark)
+        """Window each key's elements with ``assigner``.
+
+        Parameters
+        ----------
+        assigner : WindowAssigner
+            Tumbling, sliding, session or global windows, event or processing time.
+
+        Returns
+        -------
+        WindowedStream
+            Configure it (trigger, evictor, lateness), then finish it with a function.
+
+        Raises
+        ------
+        WindowSpecError
+            ``assigner`` is not a WindowAssigner.
+        """
+        return WindowedStream(WindowOp(self._stream.plan, self._key, assigner), self._stream._spark)
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         """Windows of ``size`` elements per key (every ``slide`` elements when given).
 
         As in Flink: ``count_window(n)`` is GlobalWindows with PurgingTrigger(CountTrigger(n));
         ``count_window(n, s)`` is GlobalWindows with CountEvictor(n) and CountTrigger(s).
+
+        Raises
+        ------
+        WindowSpecError
+            ``size`` or ``slide`` is not an int >= 1.
         """
-        op = WindowOp(self._stream, self._key, GlobalWindows.create())
+        op = WindowOp(self._stream.plan, self._key, GlobalWindows.create())
         return _count_window(op, size, slide, self._stream._spark)
 
 
@@ -205,7 +179,23 @@ def _count_window(op: WindowOp, size: int, slide: int | None, spark: Any) -> Win
 
 
 class WindowedStream:
-    """A keyed (or all-) windowed stream, configured by chaining, finished by a function."""
+    """A keyed (or all-) windowed stream, configured by chaining, finished by a function.
+
+    The configuration methods (:meth:`trigger`, :meth:`evictor`,
+    :meth:`allowed_lateness`, :meth:`side_output_late_data`) return a new
+    WindowedStream and may be chained in any order; each call validates the whole
+    window specification at once. One of the finishing methods (:meth:`reduce`,
+    :meth:`aggregate`, :meth:`process`, :meth:`apply` or a shorthand such as
+    :meth:`sum`) then gives a :class:`WindowResultStream`. Nothing runs until one of its
+    outputs is asked for.
+
+    Supported: every combination the engine supports, on bounded DataFrames (BATCH
+    semantics, or a replay with ``order_by``) and streaming DataFrames.
+
+    Not supported: on a streaming DataFrame, windows on a window's results, and
+    processing-time and event-time timers in one pipeline (Spark serves one time domain
+    per query).
+    """
 
     def __init__(self, op: WindowOp, spark: Any):
         validate_window_spec(op.assigner, op.trigger, op.evictor, op.allowed_lateness_ms, op.late_tag)
@@ -216,22 +206,76 @@ class WindowedStream:
         return WindowedStream(replace(self._op, **changes), self._spark)
 
     def trigger(self, trigger: Trigger) -> WindowedStream:
+        """Fire windows with ``trigger`` instead of the assigner's default trigger.
+
+        Raises
+        ------
+        WindowSpecError
+            ``trigger`` is not a Trigger, or cannot serve the assigner (e.g. a trigger
+            that cannot merge on session windows).
+        """
         return self._with(trigger=trigger)
 
     def evictor(self, evictor: Evictor) -> WindowedStream:
+        """Remove elements from a window before or after its function runs.
+
+        Raises
+        ------
+        WindowSpecError
+            ``evictor`` is not an Evictor.
+        """
         return self._with(evictor=evictor)
 
     def allowed_lateness(self, lateness: TimeLike) -> WindowedStream:
+        """Keep windows ``lateness`` after the watermark passed their end: a late element
+        within it fires the window again (a late firing).
+
+        Parameters
+        ----------
+        lateness : Duration, timedelta or int milliseconds
+            ``>= 0``; it matters to event-time windows only.
+
+        Raises
+        ------
+        WindowSpecError
+            ``lateness`` is negative.
+        """
         return self._with(allowed_lateness_ms=to_millis(lateness, "allowed_lateness"))
 
     def side_output_late_data(self, tag: OutputTag) -> WindowedStream:
+        """Send elements too late for every window to the side output ``tag`` (read it
+        with :meth:`WindowResultStream.get_side_output`) instead of dropping them.
+
+        Raises
+        ------
+        WindowSpecError
+            ``tag`` is not an OutputTag.
+        """
         return self._with(late_tag=tag)
 
     def reduce(
         self, reduce_function: Any, window_function: Any = None, output_schema: Any = None
     ) -> WindowResultStream:
-        """Reduce each window's elements; without a window function the result keeps the
-        input schema."""
+        """Reduce each window's elements incrementally, pairwise, in arrival order.
+
+        Parameters
+        ----------
+        reduce_function : ReduceFunction or callable
+            ``(a, b) -> element`` of the input's type.
+        window_function : ProcessWindowFunction or WindowFunction, optional
+            Called with the reduced element when the window fires.
+        output_schema : StructType or str, optional
+            Needed with a window function; without one the result keeps the input schema.
+
+        Returns
+        -------
+        WindowResultStream
+
+        Raises
+        ------
+        WindowSpecError
+            A function of the wrong kind, or no ``output_schema`` where one is needed.
+        """
         if window_function is None and output_schema is None:
             output_schema = self._op.upstream.schema
         window_logic(reduce_function, window_function)  # validates the function as given
@@ -242,16 +286,59 @@ class WindowedStream:
     def aggregate(
         self, aggregate_function: Any, window_function: Any = None, output_schema: Any = None
     ) -> WindowResultStream:
+        """Aggregate each window's elements incrementally with an accumulator.
+
+        Parameters
+        ----------
+        aggregate_function : AggregateFunction
+            ``create_accumulator``, ``add``, ``get_result`` (and ``merge`` for sessions).
+        window_function : ProcessWindowFunction or WindowFunction, optional
+            Called with the aggregate's result when the window fires.
+        output_schema : StructType or str
+            The columns of a result (a DDL string like ``'user string, n long'``).
+
+        Returns
+        -------
+        WindowResultStream
+
+        Raises
+        ------
+        WindowSpecError
+            A function of the wrong kind, or no ``output_schema``.
+        """
         return self._finish(aggregate_function, window_function, output_schema)
 
     def process(self, process_window_function: Any, output_schema: Any = None) -> WindowResultStream:
+        """Call ``process_window_function`` with all of a window's elements when it fires.
+
+        The function may emit any number of results and side outputs
+        (``context.output(tag, value)``) and use per-window and global state.
+
+        Raises
+        ------
+        WindowSpecError
+            Not a ProcessWindowFunction, or no ``output_schema``.
+        """
         return self._finish(process_window_function, None, output_schema)
 
     def apply(self, window_function: Any, output_schema: Any = None) -> WindowResultStream:
+        """Call ``window_function`` (a WindowFunction: key, window, elements) on firing.
+
+        Raises
+        ------
+        WindowSpecError
+            Not a WindowFunction, or no ``output_schema``.
+        """
         return self._finish(window_function, None, output_schema)
 
     def sum(self, field: str) -> WindowResultStream:
-        """Sum ``field``; the other fields come from the window's first element."""
+        """Sum ``field``; the other fields come from the window's first element.
+
+        Raises
+        ------
+        WindowSpecError
+            ``field`` is not a column of the stream.
+        """
         return self._shorthand(aggregations.Sum, field)
 
     def min(self, field: str) -> WindowResultStream:
@@ -259,6 +346,7 @@ class WindowedStream:
         return self._shorthand(aggregations.Min, field)
 
     def max(self, field: str) -> WindowResultStream:
+        """Maximum of ``field``; the other fields come from the first element."""
         return self._shorthand(aggregations.Max, field)
 
     def min_by(self, field: str) -> WindowResultStream:
@@ -266,6 +354,7 @@ class WindowedStream:
         return self._shorthand(aggregations.MinBy, field)
 
     def max_by(self, field: str) -> WindowResultStream:
+        """The element with the largest ``field`` (the first one on ties)."""
         return self._shorthand(aggregations.MaxBy, field)
 
     def _shorthand(self, kind: Any, field: str) -> WindowResultStream:
@@ -287,8 +376,6 @@ class WindowedStream:
                 "`output_schema` is needed: tidemark cannot infer what this window function "
                 "returns; pass a StructType or a DDL string like 'user string, n long'"
             )
-        from tidemark.spark.codec import parse_schema
-
         schema = parse_schema(output_schema, self._spark)
         op = replace(
             self._op, function=function, window_function=window_function, output_schema=schema
@@ -298,73 +385,96 @@ class WindowedStream:
 
 class WindowResultStream(DataStream):
     """The results of a window operation: elements stamped with ``window.max_timestamp()``,
-    so further windows can be chained on them."""
+    so further windows can be chained on them (bounded DataFrames only).
+
+    Every output of one WindowResultStream (:meth:`to_dataframe`, each side output,
+    :meth:`num_late_records_dropped`) comes from ONE run of the operator, which
+    :mod:`tidemark.spark.execution` chooses: BATCH, the SQL fast path, a replay, or a
+    streaming query.
+    """
 
     _plan: WindowOp
 
-    def __init__(self, op: WindowOp, spark: Any):
-        super().__init__(op, spark)
-        self._combined: Any = None
-
     def combined_dataframe(self) -> Any:
-        """Results and side outputs of one run of the operator (internal columns)."""
-        if self._combined is None:
-            from tidemark.spark.runner import run_window
-
-            self._combined = run_window(self._plan, self._spark)
-        return self._combined
+        """Results and side outputs of one run of the operator, with the internal columns
+        of :mod:`tidemark.spark.columns`."""
+        return execution.combined_frame(self._plan, self._spark)
 
     def to_dataframe(self) -> Any:
-        """The window results as a DataFrame with the output schema."""
-        from tidemark.spark.runner import main_output
+        """The window results as a DataFrame with the output schema.
 
-        return main_output(self.combined_dataframe(), self._plan.output_schema)
+        Lazy, as any DataFrame: the pipeline runs when the DataFrame is evaluated (a
+        replay scans its input for watermarks here). On a streaming source the result is
+        a streaming DataFrame; :meth:`write_outputs` writes all outputs from one query.
+        """
+        return columns.main_output(self.combined_dataframe(), self._plan.output_schema)
 
     def num_late_records_dropped(self) -> int:
         """How many late elements were dropped: late for every window they belonged to,
         with no late-data side output to go to (Flink's ``numLateRecordsDropped``).
 
-        Bounded input only (it runs the pipeline); a streaming query reports the count
+        Bounded input only: it runs the pipeline. A streaming query reports the count
         per batch on its ``"__late_records_dropped"`` output (see :meth:`write_outputs`).
+
+        Raises
+        ------
+        WindowSpecError
+            On a streaming DataFrame.
         """
-        if self._plan.upstream.source.df.isStreaming:
+        if self._plan.source.streaming:
             raise WindowSpecError(
                 "num_late_records_dropped() needs a bounded DataFrame; on a stream, give "
                 "write_outputs a sink for '__late_records_dropped'"
             )
-        from tidemark.spark.runner import num_late_records_dropped
-
-        return num_late_records_dropped(self.combined_dataframe())
+        return columns.num_late_records_dropped(self.combined_dataframe())
 
     def write_outputs(
         self, sinks: dict[Any, Any], checkpoint: str, trigger: dict[str, Any] | None = None
     ) -> Any:
         """Streaming: start ONE query sending the results and each side output to a sink.
 
-        ``sinks`` maps ``"main"`` (the results) or an :class:`OutputTag` to
-        ``sink(batch_df, batch_id)``; the operator runs once per micro-batch however many
-        outputs are written. Returns the ``StreamingQuery``.
-        """
-        from tidemark.spark.streaming.query import write_outputs
+        Parameters
+        ----------
+        sinks : dict
+            ``"main"`` (the results), an :class:`OutputTag` or
+            ``"__late_records_dropped"`` -> ``sink(batch_df, batch_id)``; the operator
+            runs once per micro-batch however many outputs are written.
+        checkpoint : str
+            The query's checkpoint location.
+        trigger : dict, optional
+            Keyword arguments of ``DataStreamWriter.trigger``.
 
+        Returns
+        -------
+        StreamingQuery
+
+        Raises
+        ------
+        WindowSpecError
+            No sinks, a sink that is not callable, or a side output without a schema.
+        """
         named = {getattr(k, "tag_id", k): v for k, v in sinks.items()}
         schemas = {}
         for key in sinks:
             if isinstance(key, OutputTag) and key != self._plan.late_tag and key.type_info:
                 schemas[key.tag_id] = self.get_side_output(key).schema
-        return write_outputs(self.combined_dataframe(), named, checkpoint, trigger,
-                             schemas=schemas)
+        return _write_outputs(self.combined_dataframe(), named, checkpoint, trigger,
+                              schemas=schemas)
 
     def get_side_output(self, tag: OutputTag) -> SideOutputStream:
         """The side output ``tag``: late data (input schema) or what a process function
-        emitted with ``context.output(tag, value)`` (schema: ``tag.type_info``)."""
+        emitted with ``context.output(tag, value)`` (schema: ``tag.type_info``).
+
+        Raises
+        ------
+        WindowSpecError
+            ``tag`` is not an OutputTag, or has no schema and is not the late-data tag.
+        """
         if not isinstance(tag, OutputTag):
             raise WindowSpecError(f"`tag` must be an OutputTag; got {tag!r}")
         if tag == self._plan.late_tag:
             schema = self._plan.upstream.schema
         elif tag.type_info is not None:
-            from tidemark.spark.codec import parse_schema
-
             schema = parse_schema(tag.type_info, self._spark)
         else:
             raise WindowSpecError(
@@ -383,9 +493,8 @@ class SideOutputStream:
     schema: Any
 
     def to_dataframe(self) -> Any:
-        from tidemark.spark.runner import side_output
-
-        return side_output(self.parent.combined_dataframe(), self.tag, self.schema)
+        """The side output's rows, decoded into its schema (from the parent's one run)."""
+        return columns.side_output(self.parent.combined_dataframe(), self.tag.tag_id, self.schema)
 
 
 def _key_spec(key: Any, schema: Any) -> KeySpec:

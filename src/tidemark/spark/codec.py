@@ -17,7 +17,6 @@ __all__ = [
     "parse_schema",
     "rows_from_pandas",
     "rows_and_columns",
-    "SideDecoder",
     "arrow_column",
     "arrow_rows_and_columns",
     "arrow_batch",
@@ -81,24 +80,6 @@ def rows_and_columns(
     row_type = row_type_of(tuple(names))
     new = tuple.__new__
     return [new(row_type, values) for values in zip(*columns.values())], columns
-
-
-class SideDecoder:
-    """``mapInPandas`` function: the pickled values of a side output (column
-    ``__tm_side``) as rows of a schema's ``names``."""
-
-    def __init__(self, names: Sequence[str]):
-        self.names = list(names)
-
-    def __call__(self, batches: Any) -> Any:
-        import pickle
-
-        names = self.names
-        for pdf in batches:
-            rows = [result_tuple(pickle.loads(blob), names) for blob in pdf["__tm_side"].tolist()]
-            data = list(zip(*rows)) if rows else [()] * len(names)
-            # object columns: ints near 2**63 and None must not pass through float64
-            yield pd.DataFrame({n: pd.Series(c, dtype=object) for n, c in zip(names, data)})
 
 
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:

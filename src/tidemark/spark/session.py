@@ -6,6 +6,8 @@ import os
 import sys
 from typing import Any
 
+from tidemark.spark._java import ensure_java
+
 __all__ = ["get_spark", "SPARK_CONF"]
 
 SPARK_CONF = {
@@ -47,12 +49,7 @@ def get_spark(
         return active
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    try:
-        from tidemark.spark._java import ensure_java
-    except ImportError:  # pragma: no cover - the module ships with tidemark
-        pass
-    else:
-        ensure_java()
+    ensure_java()
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in SPARK_CONF.items():
         builder = builder.config(key, value)

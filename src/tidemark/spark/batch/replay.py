@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tidemark.spark.columns import ORDER, TS, WM
 from tidemark.time import LONG_MIN
 
 __all__ = ["WatermarkSequence", "stamp_replay_watermarks"]
-
-ORDER, TS, WM = "__tm_order", "__tm_ts", "__tm_wm"
 
 
 @dataclass

@@ -7,7 +7,7 @@ that with its own (partial, native) aggregation, and the result equals the engin
 exactly:
 
 - ``sum/min/max``: the window's first element (by timestamp, then the tie order of
-  :func:`tidemark.spark.runner.tie_order`) with the
+  :func:`tidemark.spark.batch.frames.tie_order`) with the
   field replaced by the aggregate (nulls skipped; sum only on integral and decimal
   fields, where the order of additions cannot change the result);
 - ``min_by/max_by``: the first element holding the smallest/largest non-null field.
@@ -21,17 +21,17 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralType
+from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralType, LongType
 
 from tidemark.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from tidemark.spark import aggregations as agg
-from tidemark.spark.api import WindowOp
+from tidemark.spark.columns import DROPPED, MAIN, OUTPUT, SEQ, SIDE, TS
+from tidemark.spark.plan import WindowOp
 from tidemark.triggers import EventTimeTrigger
 
 __all__ = ["applies", "sql_window", "CONF"]
 
 CONF = "spark.tidemark.sqlFastPath"
-TS, SEQ, OUTPUT, SIDE = "__tm_ts", "__tm_seq", "__tm_output", "__tm_side"
 START, FIRST, AGG = "__tm_start", "__tm_first", "__tm_agg"
 
 
@@ -133,8 +133,9 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
             columns.append(F.col(FIRST)[f.name].alias(f.name))
     size = getattr(op.assigner, "size_ms")  # noqa: B009 (tumbling or sliding)
     return grouped.select(
-        F.lit("main").alias(OUTPUT),
+        F.lit(MAIN).alias(OUTPUT),
         (F.col(START) + F.lit(size - 1)).alias(TS),
         *columns,
         F.lit(None).cast(BinaryType()).alias(SIDE),
+        F.lit(None).cast(LongType()).alias(DROPPED),
     )

@@ -1,5 +1,9 @@
 """What runs in a Spark task: one engine operator over a partition sorted by key.
 
+Two drivers share the reading of a partition (:class:`PartitionDriver`): a
+:class:`BatchDriver` runs Flink's BATCH semantics, a :class:`ReplayDriver` the replay of
+a recorded stream; :mod:`tidemark.spark.execution` chooses one.
+
 The partition arrives as Arrow batches sorted by key, then by time (BATCH) or arrival
 (replay), or unsorted for a BATCH partition the worker sorts itself
 (:mod:`tidemark.spark.batch.sorting`). Rows become ``pyspark.sql.Row`` elements; each key is
@@ -21,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import pickle
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -39,12 +42,25 @@ from tidemark.spark.codec import (
     arrow_rows_and_columns,
     result_tuple,
 )
+from tidemark.spark.columns import (
+    DROPPED,
+    DROPPED_OUTPUT,
+    KEY,
+    MAIN,
+    ORDER,
+    OUTPUT,
+    PT,
+    SIDE,
+    TS,
+    WM,
+    decode_key,
+    encode_side,
+)
 from tidemark.time import LONG_MAX, LONG_MIN
 
-__all__ = ["RunnerConfig", "PartitionRunner", "DROPPED_OUTPUT"]
+__all__ = ["RunnerConfig", "PartitionDriver", "BatchDriver", "ReplayDriver"]
 
 _NO_KEY = object()
-DROPPED_OUTPUT = "__late_records_dropped"  # one row per task: its dropped late records
 _FLUSH_ROWS = 10_000
 
 
@@ -64,7 +80,7 @@ class RunnerConfig:
     timestamp_column: str | None
     has_processing_time: bool
     final_processing_time: int | None = None
-    timestamps_in: str = "__tm_ts"  # the column with long-ms timestamps
+    timestamps_in: str = TS  # the column with long-ms timestamps
     # BATCH: the columns the worker sorts its partition by, when Spark has not sorted it
     sort_columns: list[str] | None = None
     sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
@@ -79,7 +95,8 @@ class RunnerConfig:
 
 
 class _Output:
-    """Collects emitted rows of one partition in the combined output's column order.
+    """Collects emitted rows of one partition in the combined output's column order
+    (:func:`tidemark.spark.columns.combined_schema`).
 
     BATCH results, the bulk of the output, are kept apart as values and timestamps and
     become columns directly (no row tuple per result); everything else is kept as rows.
@@ -97,11 +114,14 @@ class _Output:
     def __len__(self) -> int:
         return len(self.rows) + len(self.result_values)
 
-    def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
+    def _meta(self, order: int, wm_before: int) -> tuple[int, ...]:
+        """A replay's placement columns of the next row (none in BATCH)."""
         self.seq += 1
+        return (order, self.seq, wm_before) if self.config.replay else ()
+
+    def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
         values = result_tuple(value, self.config.output_names)
-        meta = (order, self.seq, wm_before) if self.config.replay else ()
-        self.rows.append(("main", ts, *meta, *values, None))
+        self.rows.append((MAIN, ts, *self._meta(order, wm_before), *values, None, None))
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
@@ -111,10 +131,13 @@ class _Output:
             stamps.append(ts)
 
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
-        self.seq += 1
-        meta = (order, self.seq, wm_before) if self.config.replay else ()
-        blob = pickle.dumps(value, protocol=4)
-        self.rows.append((tag_id, ts, *meta, *self.empty_result, blob))
+        meta = self._meta(order, wm_before)
+        self.rows.append((tag_id, ts, *meta, *self.empty_result, encode_side(value), None))
+
+    def dropped(self, count: int) -> None:
+        """The task's count of dropped late records (one row per task)."""
+        meta = self._meta(LONG_MAX, LONG_MAX)
+        self.rows.append((DROPPED_OUTPUT, None, *meta, *self.empty_result, None, count))
 
     def batches(self, schema: Any) -> list[Any]:
         """What was collected so far as pyarrow RecordBatches of ``schema``."""
@@ -124,8 +147,9 @@ class _Output:
             values, self.result_values = self.result_values, []
             stamps, self.result_stamps = self.result_stamps, []
             n = len(values)
-            columns = dict(zip(self.config.output_names, zip(*values)))
-            columns.update({names[0]: ["main"] * n, names[1]: stamps, names[-1]: [None] * n})
+            columns: dict[str, Any] = dict(zip(self.config.output_names, zip(*values)))
+            blanks = [None] * n
+            columns.update({OUTPUT: [MAIN] * n, TS: stamps, SIDE: blanks, DROPPED: blanks})
             out.append(arrow_batch(columns, schema))
         if self.rows:
             rows, self.rows = self.rows, []
@@ -173,15 +197,17 @@ def _changes(column: Any) -> Any:
     return changed.to_numpy(zero_copy_only=False)
 
 
-class PartitionRunner:
-    """``mapInArrow`` function: runs the operator over one key-sorted partition."""
+
+class PartitionDriver:
+    """``mapInArrow`` function: runs the operator over one key-sorted partition.
+
+    What BATCH and replay share: sorting (when Spark has not), reading Arrow batches into
+    Rows, keys and timestamps, and collecting the combined output. Subclasses say how a
+    batch's elements are fed (:meth:`_feed`) and how a key ends (:meth:`_finish_key`).
+    """
 
     def __init__(self, config: RunnerConfig):
         self.config = config
-        # BATCH reads the wall clock only for pipelines that use processing time.
-        self.wall_clock = not config.operator.assigner.is_event_time() or _uses_processing_time(
-            config.operator.trigger
-        )
 
     def __call__(self, batches: Any) -> Any:
         columns = self.config.sort_columns
@@ -194,34 +220,21 @@ class PartitionRunner:
         config = self.config
         op = config.make_operator()
         out = _Output(config)
-        sequence = config.watermarks.value if config.replay else None
         current: Any = _NO_KEY
         for batch in batches:
             rows, columns = arrow_rows_and_columns(batch, config.value_names)
             keys = self._keys(batch, rows, columns)
             stamps = columns.get(config.timestamps_in) or arrow_column(batch, config.timestamps_in)
-            replay_cols = self._replay_columns(batch) if config.replay else None
-            if replay_cols is None and not self.wall_clock and None not in stamps:
-                current = self._batch_elements(op, out, current, batch, keys, rows, stamps)
-                if len(out) >= _FLUSH_ROWS:
-                    yield from out.batches(config.output_schema)
-                continue
-            for i, row in enumerate(rows):
-                key = keys[i]
-                if current is _NO_KEY or key != current:
-                    if current is not _NO_KEY:
-                        self._finish_key(op, current, out, sequence)
-                    current = key
-                self._element(op, key, row, stamps[i], i, replay_cols, out, sequence)
+            current = self._feed(op, out, current, batch, keys, rows, stamps)
             if len(out) >= _FLUSH_ROWS:
                 yield from out.batches(config.output_schema)
         if current is not _NO_KEY:
-            self._finish_key(op, current, out, sequence)
+            self._finish_key(op, current, out)
         if op.num_late_records_dropped:
-            out.side(DROPPED_OUTPUT, op.num_late_records_dropped, 0, LONG_MAX, LONG_MAX)
+            out.dropped(op.num_late_records_dropped)
         yield from out.batches(config.output_schema)
 
-    def _batch_elements(
+    def _feed(
         self,
         op: WindowOperator,
         out: _Output,
@@ -231,25 +244,28 @@ class PartitionRunner:
         rows: list[Any],
         stamps: list[Any],
     ) -> Any:
-        """BATCH, event time, every timestamp present: :meth:`_element` without the
-        per-element branching; returns the key being processed at the end."""
-        bounds = self._key_bounds(batch, keys)
-        for start, end in zip(bounds, bounds[1:]):
-            key = keys[start]
-            if key != current or current is _NO_KEY:
-                if current is not _NO_KEY:
-                    self._finish_key(op, current, out, None)
-                current = key
-            op.process_elements(key, rows[start:end], stamps[start:end])
-            if op.output or op.side_outputs:
-                self._drain(op, out, order=0, element_fired=True, sequence=None)
+        """Feed one Arrow batch's elements, finishing each key as the next begins;
+        returns the key being processed at the end."""
+        raise NotImplementedError
+
+    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+        """After a key's last element: fire what the end of the input fires, emit it,
+        and drop the key's state."""
+        raise NotImplementedError
+
+    def _next_key(self, op: WindowOperator, out: _Output, current: Any, key: Any) -> Any:
+        """The key now processed: ``key``, after finishing ``current`` if it differs."""
+        if current is _NO_KEY or key != current:
+            if current is not _NO_KEY:
+                self._finish_key(op, current, out)
+            return key
         return current
 
     def _key_bounds(self, batch: Any, keys: list[Any]) -> list[int]:
         """Where the batch's runs of equal keys start, and its length: ``[0, ..., n]``.
         Found by Arrow where the key columns allow it, else by comparing Python keys."""
         n = len(keys)
-        columns = ["__tm_key"] if self.config.function_key else self.config.key_columns
+        columns = [KEY] if self.config.function_key else self.config.key_columns
         if n > 1 and columns:
             try:
                 changed = _changes(batch.column(batch.schema.get_field_index(columns[0])))
@@ -266,7 +282,7 @@ class PartitionRunner:
     def _keys(self, batch: Any, rows: list[Any], by_name: dict[str, list[Any]]) -> list[Any]:
         config = self.config
         if config.function_key:
-            return [pickle.loads(blob) for blob in arrow_column(batch, "__tm_key")]
+            return [decode_key(blob) for blob in arrow_column(batch, KEY)]
         if not config.key_columns:
             return [None] * len(rows)
         columns = [by_name[c] for c in config.key_columns]
@@ -278,86 +294,156 @@ class PartitionRunner:
                 )
         return columns[0] if len(columns) == 1 else list(zip(*columns))
 
-    def _replay_columns(self, batch: Any) -> tuple[list[Any], ...]:
-        orders = arrow_column(batch, "__tm_order")
-        wms = arrow_column(batch, "__tm_wm")
-        pts = arrow_column(batch, "__tm_pt") if self.config.has_processing_time else None
-        return orders, wms, pts  # type: ignore[return-value]
-
-    def _element(
-        self,
-        op: WindowOperator,
-        key: Any,
-        row: Any,
-        ts: int | None,
-        i: int,
-        replay_cols: Any,
-        out: _Output,
-        sequence: Any,
-    ) -> None:
-        config = self.config
-        if ts is None and config.timestamp_column is not None:
-            raw = row[config.timestamp_column]
+    def _check_timestamp(self, row: Any, ts: int | None) -> None:
+        """A missing timestamp is an error where the stream has a timestamp column."""
+        column = self.config.timestamp_column
+        if ts is None and column is not None:
+            raw = row[column]
             problem = "null" if raw is None else f"unparseable ({raw!r})"
-            raise InputDataError(
-                f"{problem} timestamp in column {config.timestamp_column!r}; example row: {row}"
-            )
-        if replay_cols is None:
-            if self.wall_clock:
-                op.current_processing_time = int(time.time() * 1000)
-            op.process_element(key, row, ts)
-            if op.output or op.side_outputs:
-                self._drain(op, out, order=0, element_fired=True, sequence=None)
-            return
-        orders, wms, pts = replay_cols
-        if pts is not None and pts[i] is not None:
-            op.advance_processing_time_stepwise(int(pts[i]))
-        op.advance_watermark_stepwise(int(wms[i]), sequence.first_at_or_after)
-        self._drain(op, out, order=2 * int(orders[i]) - 1, element_fired=False, sequence=sequence)
-        op.process_element(key, row, ts)
-        self._drain(op, out, order=2 * int(orders[i]), element_fired=True, sequence=sequence)
+            raise InputDataError(f"{problem} timestamp in column {column!r}; example row: {row}")
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output, sequence: Any) -> None:
-        if sequence is None:
-            op.process_watermark(LONG_MAX)
-            op.advance_processing_time(LONG_MAX)
-            self._drain(op, out, order=0, element_fired=False, sequence=None)
-        else:
-            if self.config.final_processing_time is not None:
-                # the stream's clock went on to its last arrival, for this key's timers too
-                op.advance_processing_time_stepwise(self.config.final_processing_time)
-            last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
-            op.advance_watermark_stepwise(last, sequence.first_at_or_after)
-            op.process_watermark(LONG_MAX)
-            self._drain(op, out, order=LONG_MAX, element_fired=False, sequence=sequence)
-        op.evict_key(key)
-        op.reset_clocks()
-
-    def _drain(
-        self, op: WindowOperator, out: _Output, *, order: int, element_fired: bool, sequence: Any
-    ) -> None:
-        """Move what the operator emitted into ``out``, with replay placement."""
-        if op.output and sequence is None and not self.config.replay:
-            out.results(op.output)
-            op.output.clear()
-        if op.output:
-            watermarks = op.output_watermarks or [op.current_watermark] * len(op.output)
-            for (value, ts), wm in zip(op.output, watermarks):
-                position, before = self._placement(wm, order, element_fired, sequence)
-                out.result(value, ts, position, before)
-            op.output.clear()
-            if op.output_watermarks is not None:
-                op.output_watermarks.clear()
+    @staticmethod
+    def _side_outputs(op: WindowOperator, out: _Output, order: int) -> None:
         for tag, emitted in op.side_outputs.items():
             for value, ts in emitted:
                 out.side(tag.tag_id, value, ts, order, op.current_watermark)
         op.side_outputs.clear()
 
-    @staticmethod
-    def _placement(wm: int, order: int, element_fired: bool, sequence: Any) -> tuple[int, int]:
-        if sequence is None or element_fired:
-            return order, wm
-        if wm == LONG_MAX:
-            last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
-            return LONG_MAX, last
-        return sequence.place(wm)
+
+class BatchDriver(PartitionDriver):
+    """Flink's BATCH semantics: each key's elements in timestamp order under no
+    watermark, then the watermark jumps to +inf and every timer fires."""
+
+    def __init__(self, config: RunnerConfig):
+        super().__init__(config)
+        # BATCH reads the wall clock only for pipelines that use processing time.
+        self.wall_clock = not config.operator.assigner.is_event_time() or _uses_processing_time(
+            config.operator.trigger
+        )
+
+    def _feed(
+        self,
+        op: WindowOperator,
+        out: _Output,
+        current: Any,
+        batch: Any,
+        keys: list[Any],
+        rows: list[Any],
+        stamps: list[Any],
+    ) -> Any:
+        if not self.wall_clock and None not in stamps:
+            return self._key_runs(op, out, current, batch, keys, rows, stamps)
+        for i, row in enumerate(rows):
+            current = self._next_key(op, out, current, keys[i])
+            self._element(op, keys[i], row, stamps[i], out)
+        return current
+
+    def _key_runs(
+        self,
+        op: WindowOperator,
+        out: _Output,
+        current: Any,
+        batch: Any,
+        keys: list[Any],
+        rows: list[Any],
+        stamps: list[Any],
+    ) -> Any:
+        """Event time, every timestamp present: each run of one key's elements in one
+        call, the same as :meth:`_element` per element but faster."""
+        bounds = self._key_bounds(batch, keys)
+        for start, end in zip(bounds, bounds[1:]):
+            current = self._next_key(op, out, current, keys[start])
+            op.process_elements(keys[start], rows[start:end], stamps[start:end])
+            if op.output or op.side_outputs:
+                self._drain(op, out)
+        return current
+
+    def _element(self, op: WindowOperator, key: Any, row: Any, ts: int | None, out: _Output) -> None:
+        self._check_timestamp(row, ts)
+        if self.wall_clock:
+            op.current_processing_time = int(time.time() * 1000)
+        op.process_element(key, row, ts)
+        if op.output or op.side_outputs:
+            self._drain(op, out)
+
+    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+        op.process_watermark(LONG_MAX)
+        op.advance_processing_time(LONG_MAX)
+        self._drain(op, out)
+        op.evict_key(key)
+        op.reset_clocks()
+
+    def _drain(self, op: WindowOperator, out: _Output) -> None:
+        """Move what the operator emitted into ``out``."""
+        if op.output:
+            out.results(op.output)
+            op.output.clear()
+        self._side_outputs(op, out, 0)
+
+
+class ReplayDriver(PartitionDriver):
+    """The replay of a recorded stream: before each element the watermark advances, step
+    by step, to the watermark in force when it arrived, and processing time to its
+    arrival time; each output is placed where the stream emitted it."""
+
+    def _feed(
+        self,
+        op: WindowOperator,
+        out: _Output,
+        current: Any,
+        batch: Any,
+        keys: list[Any],
+        rows: list[Any],
+        stamps: list[Any],
+    ) -> Any:
+        orders = arrow_column(batch, ORDER)
+        wms = arrow_column(batch, WM)
+        pts = arrow_column(batch, PT) if self.config.has_processing_time else None
+        sequence = self.config.watermarks.value
+        for i, row in enumerate(rows):
+            current = self._next_key(op, out, current, keys[i])
+            self._check_timestamp(row, stamps[i])
+            if pts is not None and pts[i] is not None:
+                op.advance_processing_time_stepwise(int(pts[i]))
+            order = int(orders[i])
+            op.advance_watermark_stepwise(int(wms[i]), sequence.first_at_or_after)
+            self._drain(op, out, 2 * order - 1, False, sequence)
+            op.process_element(keys[i], row, stamps[i])
+            self._drain(op, out, 2 * order, True, sequence)
+        return current
+
+    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+        sequence = self.config.watermarks.value
+        if self.config.final_processing_time is not None:
+            # the stream's clock went on to its last arrival, for this key's timers too
+            op.advance_processing_time_stepwise(self.config.final_processing_time)
+        last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
+        op.advance_watermark_stepwise(last, sequence.first_at_or_after)
+        op.process_watermark(LONG_MAX)
+        self._drain(op, out, LONG_MAX, False, sequence)
+        op.evict_key(key)
+        op.reset_clocks()
+
+    def _drain(
+        self, op: WindowOperator, out: _Output, order: int, element_fired: bool, sequence: Any
+    ) -> None:
+        """Move what the operator emitted into ``out``, each result where it belongs."""
+        if op.output:
+            watermarks = op.output_watermarks or [op.current_watermark] * len(op.output)
+            for (value, ts), wm in zip(op.output, watermarks):
+                position, before = _placement(wm, order, element_fired, sequence)
+                out.result(value, ts, position, before)
+            op.output.clear()
+            if op.output_watermarks is not None:
+                op.output_watermarks.clear()
+        self._side_outputs(op, out, order)
+
+
+def _placement(wm: int, order: int, element_fired: bool, sequence: Any) -> tuple[int, int]:
+    """``(position, watermark before)`` of a replay result fired at watermark ``wm``."""
+    if element_fired:
+        return order, wm
+    if wm == LONG_MAX:
+        last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
+        return LONG_MAX, last
+    return sequence.place(wm)

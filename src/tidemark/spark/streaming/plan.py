@@ -4,15 +4,17 @@
 from __future__ import annotations
 
 import functools
-import pickle
 from typing import Any
 
 from pyspark.sql import functions as F
 
 from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
-from tidemark.spark.api import Source, WindowOp
 from tidemark.spark.codec import result_tuple
+from tidemark.spark.columns import ALL_KEY, KEY, TS, decode_key, with_function_key
+from tidemark.spark.plan import Source, WindowOp
+from tidemark.spark.streaming.query import window_stream
+from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.triggers import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
@@ -23,10 +25,6 @@ from tidemark.triggers import (
 )
 
 __all__ = ["run_streaming_window", "time_mode_of"]
-
-ALL_KEY = "__tm_all"
-TS = "__tm_ts"
-FUNCTION_KEY = "__tm_key"
 
 
 def time_mode_of(op: WindowOp) -> str:
@@ -50,7 +48,7 @@ def _result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]
 
 
 def _unpickle_key(key: tuple[Any, ...]) -> Any:
-    return pickle.loads(key[0])
+    return decode_key(key[0])
 
 
 def _no_key(key: tuple[Any, ...]) -> Any:
@@ -59,32 +57,18 @@ def _no_key(key: tuple[Any, ...]) -> Any:
 
 def run_streaming_window(op: WindowOp) -> Any:
     """The combined streaming output (results and side outputs) of one window operation."""
-    from tidemark.spark.streaming import window_stream
-
-    source = op.upstream._plan
-    if not isinstance(source, Source):
-        raise WindowSpecError(
-            "windows chained on a streaming window's results are not supported yet: write "
-            "the first results to a sink and read them as a new stream"
-        )
-    if source.replay or source.watermark is not None:
-        raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
-                              "DataFrame arrives in its own order; drop them")
+    source = _streaming_source(op)
     df = source.df
     values = list(df.columns)
     timestamp = source.timestamp
     if timestamp is None and source.strategy.timestamp_assigner is not None:
-        from tidemark.spark.runner import with_assigned_timestamps
-
         df, timestamp = with_assigned_timestamps(df, source.strategy.timestamp_assigner), TS
     engine_key = None
     if op.key is None:
         df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
     elif op.key.function is not None:
-        from tidemark.spark.runner import with_function_key
-
         df = with_function_key(df, values, op.key.function)
-        keys, engine_key = [FUNCTION_KEY], _unpickle_key
+        keys, engine_key = [KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
     mode = time_mode_of(op)
@@ -102,3 +86,17 @@ def run_streaming_window(op: WindowOp) -> Any:
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
     )
+
+
+def _streaming_source(op: WindowOp) -> Source:
+    """The source of a window on a stream; what streaming cannot run is an error."""
+    source = op.upstream
+    if not isinstance(source, Source):
+        raise WindowSpecError(
+            "windows chained on a streaming window's results are not supported yet: write "
+            "the first results to a sink and read them as a new stream"
+        )
+    if source.replay or source.watermark is not None:
+        raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
+                              "DataFrame arrives in its own order; drop them")
+    return source

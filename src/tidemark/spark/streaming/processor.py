@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark import cloudpickle
 from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
@@ -40,6 +39,15 @@ from pyspark.sql.streaming.stateful_processor import (
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import column_values
+from tidemark.spark.columns import (
+    DROPPED,
+    DROPPED_OUTPUT,
+    MAIN,
+    OUTPUT,
+    SIDE,
+    TS,
+    encode_side,
+)
 from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     check_timestamp,
@@ -60,9 +68,6 @@ __all__ = [
 ]
 
 EVENT_TIME, PROCESSING_TIME, NONE = "EventTime", "ProcessingTime", "None"
-OUTPUT, TS, SIDE, DROPPED = "__tm_output", "__tm_ts", "__tm_side", "__tm_dropped"
-MAIN = "main"
-DROPPED_OUTPUT = "__late_records_dropped"
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,7 @@ class WindowStatefulProcessor(StatefulProcessor):
             records.append((MAIN, timestamp, *result, None, None))
         for tag, items in operator.side_outputs.items():
             for value, timestamp in items:
-                records.append((tag.tag_id, timestamp, *blanks, cloudpickle.dumps(value), None))
+                records.append((tag.tag_id, timestamp, *blanks, encode_side(value), None))
         if operator.num_late_records_dropped:
             records.append((DROPPED_OUTPUT, None, *blanks, None, operator.num_late_records_dropped))
         return object_frame(config.output_columns(), records) if records else None

@@ -115,13 +115,23 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
-from tidemark.spark.codec import SideDecoder
+from tidemark.spark.columns import (
+    DROPPED,
+    DROPPED_OUTPUT,
+    MAIN,
+    OUTPUT,
+    SIDE,
+    TS,
+    SideDecoder,
+    dropped_counts,
+)
+from tidemark.spark.columns import combined_schema as _combined_schema
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
@@ -129,19 +139,14 @@ from tidemark.spark.streaming.clock import (
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.processor import (
-    DROPPED,
-    DROPPED_OUTPUT,
     EVENT_TIME,
-    MAIN,
     NONE,
-    OUTPUT,
     PROCESSING_TIME,
-    SIDE,
-    TS,
     ProcessorConfig,
     WindowStatefulProcessor,
 )
 from tidemark.spark.streaming.state import STATE_NAME
+from tidemark.spark.timestamps import timestamp_ms
 
 __all__ = [
     "window_stream",
@@ -155,7 +160,6 @@ __all__ = [
 
 _WATERMARK_COLUMN = "__tm_event_time"
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
-_INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
 
 
 def window_stream(
@@ -316,22 +320,6 @@ def _check_time_mode(
 # ---------------------------------------------------------------------- input
 
 
-def _timestamp_ms(df: DataFrame, column: str | None) -> Any:
-    if column is None:
-        return F.lit(None).cast(LongType())
-    data_type = df.schema[column].dataType
-    name = type(data_type).__name__
-    col = F.col(f"`{column}`")
-    if name in _INTEGRAL:
-        return col.cast(LongType())
-    if name == "TimestampType":
-        return F.unix_millis(col)
-    raise WindowSpecError(
-        f"`timestamp_column` {column!r} must be long milliseconds or a timestamp; got type "
-        f"{data_type.simpleString()}"
-    )
-
-
 def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
     """The processor's input columns, before the timestamp: keys, then values, once each."""
     return list(dict.fromkeys([*key_columns, *value_columns]))
@@ -339,7 +327,7 @@ def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
 
 def _input_column(df: DataFrame, name: str, is_key: bool, timestamp_ms: Any) -> Any:
     col = F.col(f"`{name}`")
-    if is_key or type(df.schema[name].dataType).__name__ != "TimestampType":
+    if is_key or type(df.schema[name].dataType).__name__ not in ("TimestampType", "TimestampNTZType"):
         return col
     # An end-of-input marker's timestamp (year 9999) is beyond pandas' nanosecond range,
     # which PySpark converts timestamps to; the marker's values are never used.
@@ -356,7 +344,7 @@ def _prepare_input(
     out_of_orderness_ms: int | None,
 ) -> DataFrame:
     names = _input_names(key_columns, value_columns)
-    timestamp = _timestamp_ms(df, timestamp_column)
+    timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
     columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
     prepared = df.select(*columns, timestamp.alias(TS))
     if time_mode != EVENT_TIME:
@@ -377,13 +365,6 @@ def _prepare_input(
 
 
 # ---------------------------------------------------------------------- output
-
-
-def _combined_schema(result_schema: StructType) -> StructType:
-    fields = [StructField(OUTPUT, StringType(), False), StructField(TS, LongType(), True)]
-    fields += [StructField(f.name, f.dataType, True) for f in result_schema.fields]
-    fields += [StructField(SIDE, BinaryType(), True), StructField(DROPPED, LongType(), True)]
-    return StructType(fields)
 
 
 def _with_side_schemas(combined: DataFrame, schemas: dict[str, str]) -> DataFrame:
@@ -422,7 +403,7 @@ def select_output(combined: DataFrame, name: str, schema: StructType | None = No
         internal = (OUTPUT, TS, SIDE, DROPPED)
         return rows.select(*[F.col(f"`{c}`") for c in combined.columns if c not in internal])
     if name == DROPPED_OUTPUT:
-        return rows.select(F.col(DROPPED).alias("num_late_records_dropped"))
+        return dropped_counts(combined)
     schema = schema if schema is not None else _known_schemas(combined).get(name)
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))

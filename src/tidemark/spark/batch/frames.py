@@ -1,0 +1,127 @@
+"""A bounded stream's elements as a DataFrame with tidemark's internal columns.
+
+The element frame of a source holds its columns plus ``__tm_ts`` (see
+:mod:`tidemark.spark.timestamps`) and, for BATCH, ``__tm_seq`` when the tie order needs
+the input position; for a replay ``__tm_order``, ``__tm_seq``, ``__tm_wm`` (the watermark
+in force at arrival, :mod:`.replay`) and ``__tm_pt``. The element frame of a window's
+results is read from that window's combined frame (:mod:`tidemark.spark.columns`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructType
+
+from tidemark.spark.batch.replay import stamp_replay_watermarks
+from tidemark.spark.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
+from tidemark.spark.plan import Source
+from tidemark.spark.timestamps import timestamp_ms, with_assigned_timestamps
+
+__all__ = ["ElementFrame", "source_frame", "result_frame", "tie_order", "long_timestamp_column"]
+
+
+@dataclass
+class ElementFrame:
+    """A stream's elements as a DataFrame with tidemark's internal columns."""
+
+    df: Any
+    value_schema: StructType
+    replay: bool
+    watermarks: Any = None  # a broadcast WatermarkSequence, for replays
+    timestamp_column: str | None = None
+    has_processing_time: bool = False
+    final_processing_time: int | None = None  # a replay's last arrival time
+    # BATCH: the columns that order elements of one key with equal timestamps
+    tie_order: list[str] = field(default_factory=list)
+
+
+def source_frame(source: Source, spark: Any) -> ElementFrame:
+    """The element frame of a source (a replay's watermark scan runs here)."""
+    df = source.df
+    if source.timestamp is None and source.strategy.timestamp_assigner is not None:
+        df = with_assigned_timestamps(df, source.strategy.timestamp_assigner)
+        columns = [F.col(f"`{c}`") for c in source.df.columns] + [F.col(TS)]
+    else:
+        stamp = timestamp_ms(df.schema, source.timestamp)
+        columns = [F.col(f"`{c}`") for c in df.columns] + [stamp.alias(TS)]
+    if not source.replay:
+        ties = tie_order(df.schema)
+        if ties == [SEQ]:
+            columns.append(F.monotonically_increasing_id().alias(SEQ))
+        return ElementFrame(
+            df.select(*columns), df.schema, False, None, source.timestamp, tie_order=ties
+        )
+    return _replay_frame(source, df, columns, spark)
+
+
+def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> ElementFrame:
+    assert source.order_by is not None
+    columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
+    columns.append(F.lit(0).cast(LongType()).alias(SEQ))
+    if source.processing_time is not None:
+        columns.append(timestamp_ms(df.schema, source.processing_time, "processing_time").alias(PT))
+    if source.watermark is not None:
+        columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
+    stamped, sequence = stamp_replay_watermarks(
+        df.select(*columns), source.strategy.out_of_orderness_ms, spark
+    )
+    broadcast = spark.sparkContext.broadcast(sequence)
+    final_pt = None
+    if source.processing_time is not None:
+        final_pt = stamped.agg(F.max(PT)).first()[0]
+    return ElementFrame(
+        stamped,
+        df.schema,
+        True,
+        broadcast,
+        source.timestamp,
+        source.processing_time is not None,
+        final_pt,
+    )
+
+
+def result_frame(schema: StructType, parent: ElementFrame, combined: Any) -> ElementFrame:
+    """The element frame of a window's results: the ``main`` rows of its ``combined``
+    frame, whose elements came from the frame ``parent``."""
+    columns = [F.col(f"`{name}`") for name in schema.fieldNames()] + [F.col(TS)]
+    ties = [] if parent.replay else tie_order(schema)
+    if parent.replay:
+        columns += [F.col(ORDER), F.col(SEQ), F.col(WM)]
+    elif ties == [SEQ]:
+        columns.append(F.monotonically_increasing_id().alias(SEQ))
+    df = combined.where(F.col(OUTPUT) == MAIN).select(*columns)
+    return ElementFrame(df, schema, parent.replay, parent.watermarks, None, False, tie_order=ties)
+
+
+def tie_order(schema: StructType) -> list[str]:
+    """How BATCH orders one key's elements with equal timestamps: by their values (all
+    columns, Spark's ordering), which makes a run deterministic whatever the input's
+    partitioning, at no cost in the shuffle; by position in the input
+    (``monotonically_increasing_id``) when a column cannot be ordered (maps, variants).
+    Rows equal in every column are interchangeable. (Doubles 0.0 and -0.0 compare equal
+    in Spark: two rows differing only there keep no fixed order.)"""
+    if all(_orderable(f.dataType) for f in schema.fields):
+        return schema.fieldNames()
+    return [SEQ]
+
+
+def _orderable(kind: Any) -> bool:
+    name = type(kind).__name__
+    if name == "ArrayType":
+        return _orderable(kind.elementType)
+    if name == "StructType":
+        return all(_orderable(f.dataType) for f in kind.fields)
+    unorderable = ("MapType", "VariantType", "CalendarIntervalType")
+    return name not in unorderable and not hasattr(kind, "sqlType")  # nor user types
+
+
+def long_timestamp_column(frame: ElementFrame) -> str | None:
+    """The value column that already is ``__tm_ts`` (long ms), which then need not be
+    shipped to the worker twice."""
+    name = frame.timestamp_column
+    if name is None or name not in frame.value_schema.fieldNames():
+        return None
+    return name if isinstance(frame.value_schema[name].dataType, LongType) else None

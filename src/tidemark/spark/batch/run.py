@@ -1,0 +1,115 @@
+"""Running a window operation on a bounded DataFrame through the engine: BATCH and replay.
+
+The element frame (:mod:`.frames`) is hash-partitioned by key and sorted within
+partitions by key then time (BATCH: in the Python worker where Arrow orders the columns
+as Spark does, see :mod:`.sorting`) or arrival (replay), and each partition streams
+through one engine operator, key after key (:mod:`.worker`); a key's state is dropped
+once its last element is processed and its timers flushed, so a task holds the state of
+one key at a time. ``window_all`` runs in one partition, as in Flink.
+
+One run produces results and side outputs together, as the combined frame of
+:mod:`tidemark.spark.columns`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from tidemark.spark.batch import sorting
+from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
+from tidemark.spark.batch.worker import PartitionDriver, RunnerConfig
+from tidemark.spark.columns import (
+    KEY,
+    ORDER,
+    PT,
+    SEQ,
+    TS,
+    WM,
+    combined_schema,
+    with_function_key,
+)
+from tidemark.spark.plan import KeySpec, WindowOp
+
+__all__ = ["run_partitioned"]
+
+
+def run_partitioned(
+    op: WindowOp, frame: ElementFrame, spark: Any, driver: type[PartitionDriver]
+) -> Any:
+    """The combined frame of ``op`` over ``frame``, run by the engine in Spark tasks,
+    each partition by a ``driver`` (BATCH or replay)."""
+    sort_budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
+    partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
+    config = RunnerConfig(
+        operator=op.operator_factory(),
+        value_names=frame.value_schema.fieldNames(),
+        value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
+        key_columns=key_columns,
+        function_key=op.key is not None and op.key.function is not None,
+        output_names=op.output_schema.fieldNames(),
+        output_schema=combined_schema(op.output_schema, frame.replay),
+        replay=frame.replay,
+        watermarks=frame.watermarks,
+        timestamp_column=frame.timestamp_column,
+        has_processing_time=frame.has_processing_time,
+        final_processing_time=frame.final_processing_time,
+        timestamps_in=long_timestamp_column(frame) or TS,
+        sort_columns=sort_columns,
+        sort_budget=sort_budget,
+    )
+    needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]
+    columns = [F.col(f"`{c}`") for c in dict.fromkeys(needed)]
+    return partitioned.select(*columns).mapInArrow(driver(config), config.output_schema)
+
+
+def _key_columns(df: Any, frame: ElementFrame, key: KeySpec | None) -> tuple[Any, list[str]]:
+    """``df`` with a key function's ``__tm_key`` where needed, and the key columns."""
+    if key is None:
+        return df, []
+    if key.function is not None:
+        return with_function_key(df, frame.value_schema.fieldNames(), key.function), [KEY]
+    return df, list(key.columns)
+
+
+def _partitioned(
+    frame: ElementFrame, key: KeySpec | None, spark: Any, sort_budget: int
+) -> tuple[Any, list[str], list[str] | None]:
+    """The frame partitioned by key and sorted within partitions by key, then time
+    (BATCH) or arrival (replay); its key columns; and, where the worker sorts instead of
+    Spark (see :mod:`.sorting`), the columns it sorts by."""
+    df = frame.df
+    long_ts = long_timestamp_column(frame)
+    if long_ts is not None:  # the timestamp column itself, not a copy, goes to the shuffle
+        df = df.drop(TS)
+    time = long_ts or TS
+    df, key_columns = _key_columns(df, frame, key)
+    if frame.replay:
+        order = [ORDER, SEQ]
+    else:  # ties in time: by the columns not already compared
+        order = [time, *[c for c in frame.tie_order if c not in (time, *key_columns)]]
+    if key is None:
+        shuffled = df.repartition(1)
+    else:
+        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        shuffled = df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
+    sort_columns = [*key_columns, *order]
+    if not frame.replay and sort_budget > 0 and _worker_sorts(df.schema, sort_columns):
+        return shuffled, key_columns, sort_columns
+    return shuffled.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_columns]), key_columns, None
+
+
+def _worker_sorts(schema: StructType, columns: list[str]) -> bool:
+    """Whether Arrow orders ``columns`` as Spark does (an input sequence it cannot)."""
+    return SEQ not in columns and all(sorting.sortable(schema[c].dataType) for c in columns)
+
+
+def _internal_columns(frame: ElementFrame, key_columns: list[str]) -> list[str]:
+    names = [] if long_timestamp_column(frame) else [TS]
+    if frame.replay:
+        names += [ORDER, WM] + ([PT] if frame.has_processing_time else [])
+    if KEY in key_columns:
+        names.append(KEY)
+    return names

@@ -1,0 +1,181 @@
+"""The internal column protocol: how tidemark's frames carry more than the user's columns.
+
+Every Spark path (BATCH, replay, the SQL fast path, streaming) produces ONE *combined*
+frame per window operation, holding its results and every side output, so the operator
+runs once however many outputs are read. This module is the only place that names the
+internal columns and encodes or decodes what they hold.
+
+The combined schema, in column order::
+
+    __tm_output   string  "main", a side output's tag id, or "__late_records_dropped"
+    __tm_ts       long    the result's timestamp (window.max_timestamp()), ms
+    __tm_order    long    replay only: where the row goes in the stream's arrival order
+    __tm_seq      long    replay only: the order of rows emitted at one arrival position
+    __tm_wm       long    replay only: the watermark in force before the row
+    <results>             the output schema's columns, all nullable (null on other rows)
+    __tm_side     binary  a side-output row: the value, cloudpickled
+    __tm_dropped  long    a "__late_records_dropped" row: late records dropped (a count
+                          per task in a bounded run, per key and batch in streaming)
+
+Values are encoded with ``cloudpickle`` (so instances of classes defined in a driver
+script survive the trip to a worker and back) and decoded with ``pickle.loads``. A key
+function's keys travel in ``__tm_key`` as plain pickles (protocol 4): Spark partitions,
+groups and keeps streaming state by those bytes, so equal keys must give equal bytes.
+
+Element frames (the input of a window operation) carry ``__tm_ts`` (event time, long
+ms, see :mod:`tidemark.spark.timestamps`) and, by mode, ``__tm_key``, ``__tm_seq`` (the
+BATCH tie order or a replay's), ``__tm_order``, ``__tm_wm`` and ``__tm_pt`` (a replay's
+arrival order, recorded watermark and arrival time).
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from pyspark import cloudpickle
+from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
+
+from tidemark.spark.codec import result_tuple, rows_from_pandas
+
+__all__ = [
+    "OUTPUT",
+    "TS",
+    "ORDER",
+    "SEQ",
+    "WM",
+    "PT",
+    "KEY",
+    "ALL_KEY",
+    "SIDE",
+    "DROPPED",
+    "MAIN",
+    "DROPPED_OUTPUT",
+    "REPLAY_COLUMNS",
+    "combined_schema",
+    "encode_side",
+    "decode_side",
+    "encode_key",
+    "decode_key",
+    "with_function_key",
+    "main_output",
+    "side_output",
+    "dropped_counts",
+    "num_late_records_dropped",
+    "SideDecoder",
+]
+
+OUTPUT = "__tm_output"
+TS = "__tm_ts"
+ORDER = "__tm_order"
+SEQ = "__tm_seq"
+WM = "__tm_wm"
+PT = "__tm_pt"
+KEY = "__tm_key"
+ALL_KEY = "__tm_all"
+SIDE = "__tm_side"
+DROPPED = "__tm_dropped"
+
+MAIN = "main"
+"""The ``__tm_output`` of a result row."""
+DROPPED_OUTPUT = "__late_records_dropped"
+"""The ``__tm_output`` of a row counting dropped late records (in ``__tm_dropped``)."""
+
+REPLAY_COLUMNS = (ORDER, SEQ, WM)
+"""A replay's placement columns, between ``__tm_ts`` and the results."""
+
+
+def combined_schema(output_schema: StructType, replay: bool = False) -> StructType:
+    """The combined frame of a window operation with results of ``output_schema``.
+
+    >>> from pyspark.sql.types import StructType, StructField, LongType
+    >>> combined_schema(StructType([StructField("n", LongType(), False)])).fieldNames()
+    ['__tm_output', '__tm_ts', 'n', '__tm_side', '__tm_dropped']
+    """
+    fields = [StructField(OUTPUT, StringType(), False), StructField(TS, LongType(), True)]
+    if replay:
+        fields += [StructField(n, LongType(), True) for n in REPLAY_COLUMNS]
+    fields += [StructField(f.name, f.dataType, True) for f in output_schema.fields]
+    fields += [StructField(SIDE, BinaryType(), True), StructField(DROPPED, LongType(), True)]
+    return StructType(fields)
+
+
+def encode_side(value: Any) -> bytes:
+    """A side-output value as ``__tm_side`` holds it.
+
+    >>> decode_side(encode_side({"a": 1}))
+    {'a': 1}
+    """
+    return cloudpickle.dumps(value)
+
+
+def decode_side(blob: bytes) -> Any:
+    """The value of a ``__tm_side`` cell."""
+    return pickle.loads(blob)
+
+
+def encode_key(key: Any) -> bytes:
+    """A key function's key as ``__tm_key`` holds it (equal keys, equal bytes)."""
+    return pickle.dumps(key, protocol=4)
+
+
+def decode_key(blob: bytes) -> Any:
+    """The key of a ``__tm_key`` cell."""
+    return pickle.loads(blob)
+
+
+def with_function_key(df: Any, names: list[str], function: Any) -> Any:
+    """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
+    encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming)."""
+    types = [type(df.schema[n].dataType).__name__ for n in names]
+
+    def add_key(batches: Any) -> Any:
+        for pdf in batches:
+            rows = rows_from_pandas(pdf, names, types)
+            yield pdf.assign(**{KEY: [encode_key(function(row)) for row in rows]})
+
+    schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), False)])
+    return df.mapInPandas(add_key, schema)
+
+
+def main_output(combined: Any, output_schema: StructType) -> Any:
+    """The results of a combined frame, with the output schema."""
+    names = [F.col(f"`{n}`") for n in output_schema.fieldNames()]
+    return combined.where(F.col(OUTPUT) == MAIN).select(*names)
+
+
+def side_output(combined: Any, tag_id: str, schema: StructType) -> Any:
+    """The side output ``tag_id`` of a combined frame, decoded into ``schema``."""
+    selected = combined.where(F.col(OUTPUT) == F.lit(tag_id)).select(SIDE)
+    return selected.mapInPandas(SideDecoder(schema.fieldNames()), schema)
+
+
+def dropped_counts(combined: Any) -> Any:
+    """The ``num_late_records_dropped`` column of the combined frame's count rows."""
+    rows = combined.where(F.col(OUTPUT) == F.lit(DROPPED_OUTPUT))
+    return rows.select(F.col(DROPPED).alias("num_late_records_dropped"))
+
+
+def num_late_records_dropped(combined: Any) -> int:
+    """Late elements that went to no window and no side output (Flink's
+    ``numLateRecordsDropped``), summed over all tasks of a bounded run."""
+    return sum(row[0] for row in dropped_counts(combined).collect())
+
+
+class SideDecoder:
+    """``mapInPandas`` function: the encoded values of a side output (column
+    ``__tm_side``) as rows of a schema's ``names``."""
+
+    def __init__(self, names: Sequence[str]):
+        self.names = list(names)
+
+    def __call__(self, batches: Any) -> Any:
+        names = self.names
+        for pdf in batches:
+            rows = [result_tuple(decode_side(blob), names) for blob in pdf[SIDE].tolist()]
+            data = list(zip(*rows)) if rows else [()] * len(names)
+            # object columns: ints near 2**63 and None must not pass through float64
+            yield pd.DataFrame({n: pd.Series(c, dtype=object) for n, c in zip(names, data)})

@@ -1,0 +1,134 @@
+"""The plan layer: immutable descriptions of a pipeline, apart from the API that builds them.
+
+A pipeline is a chain of plan nodes: a :class:`Source` (a DataFrame read as a stream),
+then :class:`WindowOp` nodes, each naming the node it reads (``upstream``). The user's
+objects (:mod:`tidemark.spark.api`) hold a node; :mod:`tidemark.spark.execution` decides
+how a node runs. Nodes compare and hash by identity: a node is one operation of one
+pipeline, and the execution layer remembers what it computed for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from tidemark._engine.functions import window_logic
+from tidemark._engine.operator import WindowOperator
+from tidemark.assigners import WindowAssigner
+from tidemark.evictors import Evictor
+from tidemark.outputs import OutputTag
+from tidemark.triggers import Trigger
+from tidemark.watermarks import WatermarkStrategy
+
+__all__ = ["Source", "WindowOp", "KeySpec", "OperatorFactory", "PlanNode", "source_of"]
+
+
+@dataclass(frozen=True, eq=False)
+class Source:
+    """A DataFrame read as a stream of its rows."""
+
+    df: Any
+    timestamp: str | None
+    order_by: str | None
+    strategy: WatermarkStrategy
+    processing_time: str | None
+    watermark: str | None = None
+
+    @property
+    def schema(self) -> Any:
+        """The Spark schema of the elements."""
+        return self.df.schema
+
+    @property
+    def replay(self) -> bool:
+        """Whether the source is a recorded stream replayed in its arrival order."""
+        return self.order_by is not None
+
+    @property
+    def streaming(self) -> bool:
+        return bool(self.df.isStreaming)
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """How elements are keyed: by columns (the key is the value, or a tuple of values)
+    or by a function of the Row."""
+
+    columns: tuple[str, ...] = ()
+    function: Callable[[Any], Any] | None = None
+
+    def describe(self) -> str:
+        return ", ".join(self.columns) if self.columns else repr(self.function)
+
+
+@dataclass(frozen=True, eq=False)
+class WindowOp:
+    """A window operation on an upstream node. ``function`` and ``output_schema`` are
+    None until the windowed stream is finished with a window function."""
+
+    upstream: PlanNode
+    key: KeySpec | None
+    assigner: WindowAssigner
+    trigger: Trigger | None = None
+    evictor: Evictor | None = None
+    allowed_lateness_ms: int = 0
+    late_tag: OutputTag | None = None
+    function: Any = None
+    window_function: Any = None
+    output_schema: Any = None
+
+    @property
+    def schema(self) -> Any:
+        """The Spark schema of the results."""
+        return self.output_schema
+
+    @property
+    def source(self) -> Source:
+        """The source at the start of the chain."""
+        return source_of(self)
+
+    def operator_factory(self) -> OperatorFactory:
+        """A picklable ``() -> WindowOperator`` for Spark's workers (no DataFrames in it)."""
+        return OperatorFactory(
+            self.assigner,
+            self.trigger,
+            self.evictor,
+            self.allowed_lateness_ms,
+            self.late_tag,
+            self.function,
+            self.window_function,
+        )
+
+
+PlanNode = Source | WindowOp
+
+
+def source_of(node: PlanNode) -> Source:
+    """The source a node reads, through any chain of window operations."""
+    while isinstance(node, WindowOp):
+        node = node.upstream
+    return node
+
+
+@dataclass(frozen=True)
+class OperatorFactory:
+    """Builds the engine's window operator of a window operation, on a Spark worker."""
+
+    assigner: WindowAssigner
+    trigger: Trigger | None
+    evictor: Evictor | None
+    allowed_lateness_ms: int
+    late_tag: OutputTag | None
+    function: Any
+    window_function: Any
+
+    def __call__(self) -> WindowOperator:
+        return WindowOperator(
+            self.assigner,
+            window_logic(self.function, self.window_function),
+            trigger=self.trigger,
+            evictor=self.evictor,
+            allowed_lateness_ms=self.allowed_lateness_ms,
+            late_data_tag=self.late_tag,
+        )
