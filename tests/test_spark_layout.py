@@ -1,0 +1,162 @@
+"""The layout of ``tidemark.spark``: its modules import each other without a cycle, and
+no function imports a tidemark module to dodge one (issue 10).
+
+Read from the source with :mod:`ast`, so nothing is imported and no Spark is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SPARK = Path(__file__).resolve().parents[1] / "src" / "tidemark" / "spark"
+
+# Function-level imports of tidemark modules that are allowed, each with its reason.
+ALLOWED_LOCAL_IMPORTS = {
+    # The trigger-type list of BATCH's wall-clock decision; it goes when triggers
+    # declare their time domains (issue 10, the engine half). No cycle: triggers
+    # never import spark/.
+    ("tidemark.spark.batch.worker", "tidemark.triggers"),
+}
+
+MAX_MODULE_LINES = 600
+# Rewritten separately (the key-group streaming runtime); held to the limit there.
+SIZE_EXEMPT = {"tidemark.spark.streaming.processor", "tidemark.spark.streaming.state"}
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SPARK.parents[1]).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _modules() -> dict[str, ast.Module]:
+    return {_module_name(p): ast.parse(p.read_text(), str(p)) for p in SPARK.rglob("*.py")}
+
+
+def _absolute(module: str, node: ast.ImportFrom, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base if is_package else base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imported(module: str, node: ast.AST, modules: set[str], is_package: bool) -> list[str]:
+    """The tidemark modules an import statement loads."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names if a.name.startswith("tidemark")]
+    if not isinstance(node, ast.ImportFrom):
+        return []
+    target = _absolute(module, node, is_package)
+    if not target.startswith("tidemark"):
+        return []
+    submodules = [f"{target}.{a.name}" for a in node.names if f"{target}.{a.name}" in modules]
+    return submodules or [target]
+
+
+def _top_level_statements(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements run when the module is imported (module-level ``if`` and ``try`` too)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, (ast.If, ast.Try)):
+            for block in ("body", "orelse", "finalbody", "handlers"):
+                for inner in getattr(stmt, block, []):
+                    out.extend(_top_level_statements(getattr(inner, "body", [inner])))
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the tidemark.spark modules it imports at module level."""
+    trees = _modules()
+    names = set(trees)
+    graph: dict[str, set[str]] = {}
+    for module, tree in trees.items():
+        is_package = (SPARK.parents[1] / module.replace(".", "/") / "__init__.py").exists()
+        edges: set[str] = set()
+        for stmt in _top_level_statements(tree.body):
+            edges.update(i for i in _imported(module, stmt, names, is_package) if i in names)
+        graph[module] = edges - {module}
+    return graph
+
+
+def local_imports() -> set[tuple[str, str]]:
+    """``(module, imported)`` for every tidemark import inside a function or class."""
+    found = set()
+    for module, tree in _modules().items():
+        top = {id(s) for s in _top_level_statements(tree.body)}
+        is_package = (SPARK.parents[1] / module.replace(".", "/") / "__init__.py").exists()
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) not in top:
+                found.update((module, i) for i in _imported(module, node, set(), is_package))
+    return found
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A cycle of ``graph`` as a path that returns to its start, or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return None
+
+
+@pytest.mark.parametrize(
+    "graph, cyclic",
+    [
+        pytest.param({"a": {"b"}, "b": {"c"}, "c": set()}, False, id="chain"),
+        pytest.param({"a": {"b"}, "b": {"c"}, "c": {"a"}}, True, id="circle"),
+        pytest.param({"a": {"a"}}, True, id="self"),
+    ],
+)
+def test_the_cycle_finder_can_fail(graph, cyclic):
+    assert (find_cycle(graph) is not None) == cyclic
+
+
+def test_the_graph_sees_the_layers():
+    graph = import_graph()
+    assert "tidemark.spark.plan" in graph["tidemark.spark.api"]
+    assert "tidemark.spark.execution" in graph["tidemark.spark.api"]
+    assert "tidemark.spark.columns" in graph["tidemark.spark.batch.worker"]
+
+
+def test_spark_modules_import_without_a_cycle():
+    assert find_cycle(import_graph()) is None
+
+
+def test_the_plan_and_the_column_protocol_sit_below_the_runners():
+    graph = import_graph()
+    assert graph["tidemark.spark.plan"] == set()
+    assert graph["tidemark.spark.columns"] <= {"tidemark.spark.codec"}
+    for module in ("tidemark.spark._java", "tidemark.spark.session"):
+        assert graph[module] <= {"tidemark.spark._java"}, module
+
+
+def test_no_function_level_tidemark_imports_beyond_the_allow_list():
+    assert local_imports() - ALLOWED_LOCAL_IMPORTS == set()
+
+
+def test_spark_modules_stay_under_the_size_limit():
+    long = {
+        module: len(path.read_text().splitlines())
+        for path in SPARK.rglob("*.py")
+        if (module := _module_name(path)) not in SIZE_EXEMPT
+    }
+    assert {m: n for m, n in long.items() if n > MAX_MODULE_LINES} == {}
