@@ -35,6 +35,7 @@ from tidemark.spark.codec import RowResultReduce, parse_schema
 from tidemark.spark.plan import KeySpec, PlanNode, Source, WindowOp, source_of
 from tidemark.spark.session import get_spark
 from tidemark.spark.streaming.query import write_outputs as _write_outputs
+from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
 from tidemark.watermarks import WatermarkStrategy
@@ -530,7 +531,8 @@ def from_dataframe(
     df : pyspark.sql.DataFrame
         Bounded (batch) or streaming.
     timestamp : str, optional
-        The event-time column: long milliseconds, or a Spark timestamp. Optional when
+        The event-time column: long milliseconds, a Spark timestamp (with or without
+        time zone) or a timestamp string, in every mode. Optional when
         ``watermark_strategy`` has a timestamp assigner, or for processing-time windows.
     order_by : str, optional
         Arrival order of a recorded stream: run as a faithful replay (watermark after
@@ -542,6 +544,17 @@ def from_dataframe(
     watermark : str, optional
         Replay only: the watermark in force when each element arrived (long ms), as
         recorded with the stream; replaces the watermarks of ``watermark_strategy``.
+
+    Returns
+    -------
+    DataStream
+        Nothing runs yet: the pipeline runs when an output of a window is evaluated.
+
+    Raises
+    ------
+    WindowSpecError
+        A column that does not exist, a timestamp column of another type, replay options
+        without ``order_by``, or a ``watermark_strategy`` that is not one.
     """
     spark = get_spark(spark if spark is not None else df.sparkSession)
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
@@ -561,6 +574,8 @@ def from_dataframe(
             raise WindowSpecError(
                 f"`{param}` belongs to a replay: give `order_by` (the arrival order) too"
             )
+    timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
+    timestamp_ms(df.schema, processing_time, "processing_time")
     return DataStream(
         Source(df, timestamp, order_by, strategy, processing_time, watermark), spark
     )
