@@ -360,6 +360,17 @@ def ensure_java() -> str:
         be wrapped (e.g. on Windows). The message says what was checked and what to
         install.
     """
+    java_home = _usable_home(_choose_runtime())
+    os.environ["JAVA_HOME"] = str(java_home)
+    bin_dir = str(java_home / "bin")
+    path = os.environ.get("PATH", "")
+    if path.split(os.pathsep)[0] != bin_dir:
+        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
+    return str(java_home)
+
+
+def _choose_runtime() -> JavaRuntime:
+    """The first supported Java 17+ runtime, else (with a warning) the first too new."""
     pyspark_version = _pyspark_version()
     newest = max_supported_java(pyspark_version)
     checked: list[str] = []
@@ -367,35 +378,31 @@ def ensure_java() -> str:
     supported = [rt for rt in found if rt.major <= newest]
     spark = f"PySpark {pyspark_version}" if pyspark_version else "PySpark"
     if supported:
-        chosen = supported[0]
-    elif found:
+        return supported[0]
+    if found:
         chosen = found[0]
         warnings.warn(
             f"Using Java {chosen.major} from {chosen.source} ({chosen.home}), but {spark} is "
             f"only known to work on Java {MIN_JAVA} to {newest}; Arrow/pandas UDFs may "
             f"fail.\n{INSTALL_HINT}",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,  # ensure_java's caller
         )
-    else:
-        lines = "\n".join(f"  - {line}" for line in checked)
+        return chosen
+    lines = "\n".join(f"  - {line}" for line in checked)
+    raise JavaNotFoundError(
+        f"No Java {MIN_JAVA}+ runtime found for {spark}. Checked:\n{lines}\n{INSTALL_HINT}"
+    )
+
+
+def _usable_home(chosen: JavaRuntime) -> Path:
+    """``chosen``'s home, or a wrapper home when it lacks the vector module Spark needs."""
+    if _has_module(chosen.home, VECTOR_MODULE):
+        return chosen.home
+    if os.name == "nt":
         raise JavaNotFoundError(
-            f"No Java {MIN_JAVA}+ runtime found for {spark}. Checked:\n{lines}\n{INSTALL_HINT}"
+            f"Java at {chosen.home} lacks the {VECTOR_MODULE} module that Spark 4 needs, "
+            "and no wrapper can be made on Windows. Install a full JDK 17 or 21 and set "
+            "JAVA_HOME to it."
         )
-
-    java_home = chosen.home
-    if not _has_module(chosen.home, VECTOR_MODULE):
-        if os.name == "nt":
-            raise JavaNotFoundError(
-                f"Java at {chosen.home} lacks the {VECTOR_MODULE} module that Spark 4 needs, "
-                "and no wrapper can be made on Windows. Install a full JDK 17 or 21 and set "
-                "JAVA_HOME to it."
-            )
-        java_home = _write_shim(chosen.home)
-
-    os.environ["JAVA_HOME"] = str(java_home)
-    bin_dir = str(java_home / "bin")
-    path = os.environ.get("PATH", "")
-    if path.split(os.pathsep)[0] != bin_dir:
-        os.environ["PATH"] = os.pathsep.join([bin_dir, path]) if path else bin_dir
-    return str(java_home)
+    return _write_shim(chosen.home)
