@@ -25,7 +25,10 @@ groups and keeps streaming state by those bytes, so equal keys must give equal b
 Element frames (the input of a window operation) carry ``__tm_ts`` (event time, long
 ms, see :mod:`tidemark.spark.timestamps`) and, by mode, ``__tm_key``, ``__tm_seq`` (the
 BATCH tie order or a replay's), ``__tm_order``, ``__tm_wm`` and ``__tm_pt`` (a replay's
-arrival order, recorded watermark and arrival time).
+arrival order, recorded watermark and arrival time). Two paths add columns of their own
+while they run, named here too: streaming's ``__tm_event_time`` (the column Spark's
+watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first`` and
+``__tm_agg``.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ __all__ = [
     "MAIN",
     "DROPPED_OUTPUT",
     "REPLAY_COLUMNS",
+    "WATERMARK_TIME",
+    "WINDOW_START",
+    "FIRST_ROW",
+    "AGGREGATE",
     "combined_schema",
     "encode_side",
     "decode_side",
@@ -78,6 +85,8 @@ KEY = "__tm_key"
 ALL_KEY = "__tm_all"
 SIDE = "__tm_side"
 DROPPED = "__tm_dropped"
+WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given
+WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 
 MAIN = "main"
 """The ``__tm_output`` of a result row."""

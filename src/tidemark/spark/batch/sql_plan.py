@@ -25,14 +25,23 @@ from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralT
 
 from tidemark.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from tidemark.spark import aggregations as agg
-from tidemark.spark.columns import DROPPED, MAIN, OUTPUT, SEQ, SIDE, TS
+from tidemark.spark.columns import (
+    AGGREGATE,
+    DROPPED,
+    FIRST_ROW,
+    MAIN,
+    OUTPUT,
+    SEQ,
+    SIDE,
+    TS,
+    WINDOW_START,
+)
 from tidemark.spark.plan import WindowOp
 from tidemark.triggers import EventTimeTrigger
 
 __all__ = ["applies", "sql_window", "CONF"]
 
 CONF = "spark.tidemark.sqlFastPath"
-START, FIRST, AGG = "__tm_start", "__tm_first", "__tm_agg"
 
 
 def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
@@ -120,21 +129,24 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
     values = frame.value_schema.fieldNames()
     keys = list(op.key.columns) if op.key is not None else []
     checked = _checked_input(frame.df, keys, values, frame.timestamp_column)
-    exploded = checked.withColumn(START, F.explode(_window_starts(op)))
+    exploded = checked.withColumn(WINDOW_START, F.explode(_window_starts(op)))
     chosen, aggregate = _aggregate(op, frame)
-    aggregations = [chosen.alias(FIRST)] + ([aggregate.alias(AGG)] if aggregate is not None else [])
-    grouped = exploded.groupBy(*[F.col(f"`{k}`") for k in keys], F.col(START)).agg(*aggregations)
+    aggregations = [chosen.alias(FIRST_ROW)]
+    if aggregate is not None:
+        aggregations.append(aggregate.alias(AGGREGATE))
+    groups = [*[F.col(f"`{k}`") for k in keys], F.col(WINDOW_START)]
+    grouped = exploded.groupBy(*groups).agg(*aggregations)
     field = op.function.field
     columns = []
     for f in frame.value_schema.fields:
         if aggregate is not None and f.name == field:
-            columns.append(F.col(AGG).cast(f.dataType).alias(f.name))
+            columns.append(F.col(AGGREGATE).cast(f.dataType).alias(f.name))
         else:
-            columns.append(F.col(FIRST)[f.name].alias(f.name))
+            columns.append(F.col(FIRST_ROW)[f.name].alias(f.name))
     size = getattr(op.assigner, "size_ms")  # noqa: B009 (tumbling or sliding)
     return grouped.select(
         F.lit(MAIN).alias(OUTPUT),
-        (F.col(START) + F.lit(size - 1)).alias(TS),
+        (F.col(WINDOW_START) + F.lit(size - 1)).alias(TS),
         *columns,
         F.lit(None).cast(BinaryType()).alias(SIDE),
         F.lit(None).cast(LongType()).alias(DROPPED),

@@ -358,7 +358,9 @@ class BatchDriver(PartitionDriver):
                 self._drain(op, out)
         return current
 
-    def _element(self, op: WindowOperator, key: Any, row: Any, ts: int | None, out: _Output) -> None:
+    def _element(
+        self, op: WindowOperator, key: Any, row: Any, ts: int | None, out: _Output
+    ) -> None:
         self._check_timestamp(row, ts)
         if self.wall_clock:
             op.current_processing_time = int(time.time() * 1000)

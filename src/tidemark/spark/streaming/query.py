@@ -128,6 +128,7 @@ from tidemark.spark.columns import (
     OUTPUT,
     SIDE,
     TS,
+    WATERMARK_TIME,
     SideDecoder,
     dropped_counts,
 )
@@ -158,7 +159,6 @@ __all__ = [
     "STATE_NAME",
 ]
 
-_WATERMARK_COLUMN = "__tm_event_time"
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
 
 
@@ -327,7 +327,8 @@ def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
 
 def _input_column(df: DataFrame, name: str, is_key: bool, timestamp_ms: Any) -> Any:
     col = F.col(f"`{name}`")
-    if is_key or type(df.schema[name].dataType).__name__ not in ("TimestampType", "TimestampNTZType"):
+    kind = type(df.schema[name].dataType).__name__
+    if is_key or kind not in ("TimestampType", "TimestampNTZType"):
         return col
     # An end-of-input marker's timestamp (year 9999) is beyond pandas' nanosecond range,
     # which PySpark converts timestamps to; the marker's values are never used.
@@ -358,9 +359,9 @@ def _prepare_input(
     # The watermark column is dropped right away: Spark still tracks the watermark, and
     # with nothing to filter on it drops no late row before the processor.
     return (
-        prepared.withColumn(_WATERMARK_COLUMN, event_time)
-        .withWatermark(_WATERMARK_COLUMN, delay)
-        .drop(_WATERMARK_COLUMN)
+        prepared.withColumn(WATERMARK_TIME, event_time)
+        .withWatermark(WATERMARK_TIME, delay)
+        .drop(WATERMARK_TIME)
     )
 
 
