@@ -13,14 +13,18 @@ from __future__ import annotations
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tidemark.errors import WindowSpecError
-from tidemark.state import ReducingStateDescriptor, State, ValueStateDescriptor
-from tidemark.time import LONG_MAX, TimeLike, java_mod, to_millis
+from tidemark.state import ReducingStateDescriptor, State, StateDescriptor, ValueStateDescriptor
+from tidemark.time import LONG_MAX, TimeDomain, TimeLike, java_mod, to_millis
 from tidemark.windows import Window
 
+W = TypeVar("W", bound=Window)
+S = TypeVar("S", bound=State)
+
 __all__ = [
+    "TimeDomain",
     "TriggerResult",
     "TriggerContext",
     "OnMergeContext",
@@ -57,148 +61,294 @@ class TriggerResult(enum.Enum):
 
 
 class TriggerContext(ABC):
-    """What a trigger may do for the current key and window; implemented by the engine."""
+    """What a trigger may do for the key and window it is called for.
+
+    The engine makes one context per trigger call; it is bound to the call's key and
+    window and must not be kept beyond the call.
+
+    Supported
+    ---------
+    - reading both clocks;
+    - registering and deleting event-time and processing-time timers for the window
+      (a timer registered twice is one timer; deleting an absent timer does nothing);
+    - partitioned state (:meth:`get_partitioned_state`) of the key and window.
+
+    Not supported
+    -------------
+    - timers or state of other keys or windows;
+    - registering a timer in a time domain the trigger did not declare in
+      :meth:`Trigger.timer_domains` (Spark's streaming mode runs one time domain).
+    """
 
     @abstractmethod
-    def get_current_processing_time(self) -> int: ...
+    def get_current_processing_time(self) -> int:
+        """The processing-time clock, in ms (set by the caller; never read from a wall
+        clock by the engine itself)."""
 
     @abstractmethod
-    def get_current_watermark(self) -> int: ...
+    def get_current_watermark(self) -> int:
+        """The current watermark, in ms (``LONG_MIN`` before the first one)."""
 
     @abstractmethod
-    def register_processing_time_timer(self, time: int) -> None: ...
+    def register_processing_time_timer(self, time: int) -> None:
+        """Call :meth:`Trigger.on_processing_time` when the clock reaches ``time``."""
 
     @abstractmethod
-    def register_event_time_timer(self, time: int) -> None: ...
+    def register_event_time_timer(self, time: int) -> None:
+        """Call :meth:`Trigger.on_event_time` when the watermark reaches ``time``."""
 
     @abstractmethod
-    def delete_processing_time_timer(self, time: int) -> None: ...
+    def delete_processing_time_timer(self, time: int) -> None:
+        """Forget the processing-time timer at ``time`` of this key and window."""
 
     @abstractmethod
-    def delete_event_time_timer(self, time: int) -> None: ...
+    def delete_event_time_timer(self, time: int) -> None:
+        """Forget the event-time timer at ``time`` of this key and window."""
 
     @abstractmethod
-    def get_partitioned_state(self, state_descriptor: Any) -> State:
-        """State for the current key and window, created on first use."""
+    def get_partitioned_state(self, state_descriptor: StateDescriptor[S]) -> S:
+        """State of ``state_descriptor`` for the current key and window, created on first
+        use (its value starts as ``None``)."""
 
 
 class OnMergeContext(TriggerContext):
-    """The context of :meth:`Trigger.on_merge`: it can also merge the merged windows' state."""
+    """The context of :meth:`Trigger.on_merge`: bound to the merge result window, it can
+    also fold the merged windows' state into it."""
 
     @abstractmethod
-    def merge_partitioned_state(self, state_descriptor: Any) -> None:
-        """Fold the merged windows' state of ``state_descriptor`` into the result window."""
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor[Any]) -> None:
+        """Fold the merged windows' state of ``state_descriptor`` into the result window
+        (with the descriptor's merge function) and remove it from the merged windows."""
 
 
-class Trigger(ABC):
-    """Decides when a window fires; subclass it for a custom trigger.
+_BOTH_DOMAINS = frozenset((TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME))
+_EVENT_TIME = frozenset((TimeDomain.EVENT_TIME,))
+_PROCESSING_TIME = frozenset((TimeDomain.PROCESSING_TIME,))
+_NO_DOMAIN: frozenset[TimeDomain] = frozenset()
 
-    ``on_element`` is called once per element and window the element was added to, after
-    it was added. Timer callbacks are called for timers this trigger registered through
-    its context (and for the window's cleanup timer). ``clear`` is called when the window
-    is removed, and must delete the timers and state the trigger holds for it.
+
+class Trigger(ABC, Generic[W]):
+    """Decides when a window fires and when its contents are purged.
+
+    Subclass it for a custom trigger, typed by the windows it serves
+    (``Trigger[TimeWindow]``, ``Trigger[GlobalWindow]``, or ``Trigger[Window]`` for
+    any). One trigger object serves every key and window: keep per-window facts in
+    partitioned state (``ctx.get_partitioned_state``), never on ``self``.
+
+    Call order, per key and window: :meth:`on_element` after each element was added;
+    :meth:`on_event_time` / :meth:`on_processing_time` when a timer it registered (or the
+    window's cleanup timer) is reached; :meth:`on_merge` when windows merged (merging
+    assigners only); :meth:`clear` once, when the window's state is removed. A callback's
+    :class:`TriggerResult` is applied at once: FIRE evaluates the window function on the
+    contents, PURGE removes the contents.
+
+    Declarations (:meth:`timer_domains`, :meth:`fires_only_at_window_end`,
+    :meth:`can_merge`) tell the engine and the Spark modes what the trigger needs; they
+    are asked once, when a pipeline is built.
+
+    Supported
+    ---------
+    - timers in the declared time domains, and partitioned state, through the context;
+    - results of any kind from any callback.
+
+    Not supported
+    -------------
+    - state on the trigger object, shared between keys and windows;
+    - reading state of other windows than the one the call is for.
     """
 
     @abstractmethod
     def on_element(
-        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
-    ) -> TriggerResult: ...
+        self, element: Any, timestamp: int | None, window: W, ctx: TriggerContext
+    ) -> TriggerResult:
+        """Called for every element added to ``window``, after it was added.
+
+        Parameters
+        ----------
+        element : Any
+            The element (a ``pyspark.sql.Row`` on Spark).
+        timestamp : int or None
+            Its event timestamp in ms; ``None`` for elements without one (processing
+            time).
+        window : Window
+            The window the element went into (for merging assigners, the merged window).
+        ctx : TriggerContext
+            Timers and state of this key and window.
+        """
 
     @abstractmethod
-    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult: ...
+    def on_processing_time(self, time: int, window: W, ctx: TriggerContext) -> TriggerResult:
+        """Called when the processing-time clock reaches ``time``, a timer registered
+        for ``window`` (by this trigger, or the window's cleanup timer of a
+        processing-time assigner)."""
 
     @abstractmethod
-    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult: ...
+    def on_event_time(self, time: int, window: W, ctx: TriggerContext) -> TriggerResult:
+        """Called when the watermark reaches ``time``, a timer registered for ``window``
+        (by this trigger, or the window's cleanup timer of an event-time assigner).
+        Timers fire in time order; ``ctx.get_current_watermark()`` is the watermark that
+        reached them."""
 
     def can_merge(self) -> bool:
         """Whether :meth:`on_merge` is implemented; merging assigners require it."""
         return False
 
-    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
-        """Called when windows merged into ``window``; re-register timers for it here."""
+    def on_merge(self, window: W, ctx: OnMergeContext) -> None:
+        """Called when windows merged into ``window`` (merging assigners only).
+
+        The merged windows' timers are gone (their :meth:`clear` was called): register
+        the timers ``window`` needs here, and fold partitioned state with
+        ``ctx.merge_partitioned_state``.
+        """
         raise NotImplementedError(f"{type(self).__name__} does not support merging")
 
     @abstractmethod
-    def clear(self, window: Window, ctx: TriggerContext) -> None: ...
+    def clear(self, window: W, ctx: TriggerContext) -> None:
+        """Called once when ``window`` is removed: delete the timers and partitioned
+        state this trigger holds for it (the window's cleanup timer is the engine's)."""
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        """The time domains this trigger registers timers in.
+
+        Spark's streaming mode picks its time mode from it for assigners without a time
+        of their own (:class:`~tidemark.assigners.GlobalWindows`); a BATCH run reads the
+        wall clock only when processing time is among them.
+
+        The default, both domains, is the safe answer for a trigger that does not say:
+        BATCH runs read the wall clock for it, and a streaming query on
+        ``GlobalWindows`` refuses it with a message asking to declare the domain (one
+        query runs one time domain). Override it to return exactly the domains used:
+        ``frozenset()`` for a trigger without timers, ``frozenset({TimeDomain.EVENT_TIME})``
+        for one on the watermark.
+        """
+        return _BOTH_DOMAINS
+
+    def fires_only_at_window_end(self) -> bool:
+        """Whether this trigger behaves exactly as :class:`EventTimeTrigger`.
+
+        That is: FIRE (without purging) when the watermark reaches
+        ``window.max_timestamp()``, FIRE at once for an element added after that, no
+        other timer, no state. The engine's aligned fast path and the SQL fast path serve
+        such a trigger without calling it. The default is False.
+        """
+        return False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
 
 # PyFlink nests the contexts in Trigger; keep those spellings working.
-Trigger.TriggerContext = TriggerContext  # type: ignore[attr-defined]
-Trigger.OnMergeContext = OnMergeContext  # type: ignore[attr-defined]
+Trigger.TriggerContext = TriggerContext
+Trigger.OnMergeContext = OnMergeContext
 
 
-class EventTimeTrigger(Trigger):
+def _overrides_any(obj: object, base: type, names: tuple[str, ...]) -> bool:
+    """Whether ``type(obj)`` replaces any of ``base``'s methods ``names``."""
+    return any(getattr(type(obj), name) is not getattr(base, name) for name in names)
+
+
+_CALLBACKS = (
+    "on_element",
+    "on_event_time",
+    "on_processing_time",
+    "on_merge",
+    "clear",
+    "timer_domains",
+)
+
+
+class EventTimeTrigger(Trigger[Window]):
     """Fires once the watermark passes the window's end (``max_timestamp``).
 
     An element for a window whose end the watermark already passed (a late element within
     the allowed lateness) fires the window at once.
+
+    A subclass keeps the fast paths (which never call the trigger) as long as it
+    overrides none of the callbacks; one that overrides a callback is called as any
+    trigger is (:meth:`fires_only_at_window_end` is then False).
     """
 
     @classmethod
     def create(cls) -> EventTimeTrigger:
         return cls()
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
-        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        return fires_at_end(time, window)
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         # Only while the watermark is before the end: otherwise on_element fires at once,
         # and a timer as well would fire the window twice.
         if window.max_timestamp() > ctx.get_current_watermark():
             ctx.register_event_time_timer(window.max_timestamp())
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.delete_event_time_timer(window.max_timestamp())
 
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _EVENT_TIME
 
-class ProcessingTimeTrigger(Trigger):
+    def fires_only_at_window_end(self) -> bool:
+        return not _overrides_any(self, EventTimeTrigger, _CALLBACKS)
+
+
+def fires_at_end(time: int, window: Window) -> TriggerResult:
+    """:meth:`EventTimeTrigger.on_event_time`: FIRE when ``time`` is ``window``'s end.
+    The one home of event-time firing, shared by the engine's aligned fast path."""
+    return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+
+class ProcessingTimeTrigger(Trigger[Window]):
     """Fires when processing time reaches the window's ``max_timestamp``."""
 
     @classmethod
     def create(cls) -> ProcessingTimeTrigger:
         return cls()
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         ctx.register_processing_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         if window.max_timestamp() > ctx.get_current_processing_time():
             ctx.register_processing_time_timer(window.max_timestamp())
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.delete_processing_time_timer(window.max_timestamp())
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _PROCESSING_TIME
 
 
 def _sum(a: int, b: int) -> int:
     return a + b
 
 
-class CountTrigger(Trigger):
+class CountTrigger(Trigger[Window]):
     """Fires when a window has received ``count`` elements since it last fired.
 
     >>> CountTrigger.of(0)
@@ -217,7 +367,9 @@ class CountTrigger(Trigger):
     def of(cls, count: int) -> CountTrigger:
         return cls(count)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         count = ctx.get_partitioned_state(self._state)
         count.add(1)
         if count.get() >= self.count:
@@ -225,20 +377,23 @@ class CountTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         ctx.merge_partitioned_state(self._state)
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.get_partitioned_state(self._state).clear()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _NO_DOMAIN
 
     def __repr__(self) -> str:
         return f"CountTrigger({self.count})"
@@ -248,35 +403,45 @@ def _purging(result: TriggerResult) -> TriggerResult:
     return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
 
 
-class PurgingTrigger(Trigger):
+class PurgingTrigger(Trigger[Window]):
     """Wraps a trigger and turns each of its FIRE into FIRE_AND_PURGE."""
 
-    def __init__(self, nested: Trigger):
+    def __init__(self, nested: Trigger[Any]):
         if not isinstance(nested, Trigger):
             raise WindowSpecError(f"`nested` must be a Trigger; got {nested!r}")
         self.nested = nested
 
     @classmethod
-    def of(cls, nested: Trigger) -> PurgingTrigger:
+    def of(cls, nested: Trigger[Any]) -> PurgingTrigger:
         return cls(nested)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         return _purging(self.nested.on_element(element, timestamp, window, ctx))
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return _purging(self.nested.on_event_time(time, window, ctx))
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return _purging(self.nested.on_processing_time(time, window, ctx))
 
     def can_merge(self) -> bool:
         return self.nested.can_merge()
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         self.nested.on_merge(window, ctx)
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         self.nested.clear(window, ctx)
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return self.nested.timer_domains()
+
+    def fires_only_at_window_end(self) -> bool:
+        # Not delegated: its firings purge, which the fast paths (whose firings keep the
+        # contents for late firings) do not do.
+        return False
 
     def __repr__(self) -> str:
         return f"PurgingTrigger({self.nested!r})"
@@ -298,7 +463,7 @@ def _positive_interval(interval: TimeLike) -> int:
     return interval_ms
 
 
-class _Continuous(Trigger):
+class _Continuous(Trigger[Window]):
     """What the continuous triggers share: a ``fire-time`` state (the next periodic
     firing, min-merged), timers in one time domain, and Flink's clamp to the window end.
 
@@ -333,13 +498,13 @@ class _Continuous(Trigger):
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         ctx.merge_partitioned_state(self._state)
         next_fire = ctx.get_partitioned_state(self._state).get()
         if next_fire is not None:
             self._register(ctx, next_fire)
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         fire_time = ctx.get_partitioned_state(self._state)
         if fire_time.get() is not None:
             self._delete(ctx, fire_time.get())
@@ -358,14 +523,21 @@ class ContinuousEventTimeTrigger(_Continuous):
     def _delete(self, ctx: TriggerContext, time: int) -> None:
         ctx.delete_event_time_timer(time)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _EVENT_TIME
+
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
+        if timestamp is None:
+            raise TypeError(f"{self!r} needs element timestamps; got an element without one")
         self._first(timestamp, window, ctx)
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         if time == window.max_timestamp():
             return TriggerResult.FIRE
         fire_time = ctx.get_partitioned_state(self._state)
@@ -380,7 +552,7 @@ class ContinuousEventTimeTrigger(_Continuous):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
 
@@ -393,14 +565,19 @@ class ContinuousProcessingTimeTrigger(_Continuous):
     def _delete(self, ctx: TriggerContext, time: int) -> None:
         ctx.delete_processing_time_timer(time)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _PROCESSING_TIME
+
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         self._first(ctx.get_current_processing_time(), window, ctx)
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         fire_time = ctx.get_partitioned_state(self._state)
         if fire_time.get() == time:
             fire_time.clear()
@@ -412,7 +589,7 @@ class ContinuousProcessingTimeTrigger(_Continuous):
         return TriggerResult.CONTINUE
 
 
-class DeltaTrigger(Trigger):
+class DeltaTrigger(Trigger[Window]):
     """Fires when ``delta(last_fired_element, element) > threshold``.
 
     The first element of a window is remembered and does not fire; afterwards the
@@ -437,7 +614,9 @@ class DeltaTrigger(Trigger):
     def of(cls, threshold: float, delta_function: Any) -> DeltaTrigger:
         return cls(threshold, delta_function)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         last = ctx.get_partitioned_state(self._state)
         if last.value() is None:
             last.update(element)
@@ -447,53 +626,66 @@ class DeltaTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.get_partitioned_state(self._state).clear()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _NO_DOMAIN
 
     def __repr__(self) -> str:
         return f"DeltaTrigger({self.threshold})"
 
 
-class NeverTrigger(Trigger):
+class NeverTrigger(Trigger[Window]):
     """The default trigger of :class:`~tidemark.assigners.GlobalWindows`: never fires."""
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         pass
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         pass
 
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _NO_DOMAIN
 
-class EndOfStreamTrigger(Trigger):
+
+class EndOfStreamTrigger(Trigger[Window]):
     """Fires a global window once, when the input ends (the final watermark arrives)."""
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         ctx.register_event_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         pass
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _EVENT_TIME
