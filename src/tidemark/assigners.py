@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.time import TimeLike, to_millis
+from tidemark.time import TimeDomain, TimeLike, to_millis
 from tidemark.triggers import (
     EndOfStreamTrigger,
     EventTimeTrigger,
@@ -21,7 +21,13 @@ from tidemark.triggers import (
     ProcessingTimeTrigger,
     Trigger,
 )
-from tidemark.windows import GlobalWindow, TimeWindow, Window, get_window_start_with_offset
+from tidemark.windows import (
+    AlignedLayout,
+    GlobalWindow,
+    TimeWindow,
+    Window,
+    get_window_start_with_offset,
+)
 
 __all__ = [
     "WindowAssignerContext",
@@ -67,8 +73,28 @@ class WindowAssigner(ABC):
         """True when windows are event-time windows (they can be late and get cleaned up
         by the watermark)."""
 
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        """The time domain of the windows' cleanup timers (event time for event-time
+        windows, else processing time); empty for windows that never end."""
+        domain = TimeDomain.EVENT_TIME if self.is_event_time() else TimeDomain.PROCESSING_TIME
+        return frozenset((domain,))
+
+    def aligned_layout(self) -> AlignedLayout | None:
+        """The fixed layout of this assigner's windows, when an element at ``ts`` is in
+        every window ``[s, s + size)`` with ``s = layout.last_start(ts) - k * slide > ts
+        - size`` (tumbling and sliding windows); None (the default) otherwise. The
+        engine's aligned fast path computes windows from it instead of calling
+        :meth:`assign_windows`."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def _keeps_assign_windows(assigner: WindowAssigner, base: type) -> bool:
+    """Whether ``assigner`` assigns windows as ``base`` does (a subclass that overrides
+    :meth:`WindowAssigner.assign_windows` loses its base's layout)."""
+    return type(assigner).assign_windows is getattr(base, "assign_windows")
 
 
 class MergingWindowAssigner(WindowAssigner):
@@ -122,6 +148,11 @@ class _Tumbling(WindowAssigner):
     def _window(self, timestamp: int) -> list[Window]:
         start = get_window_start_with_offset(timestamp, self.offset_ms, self.size_ms)
         return [TimeWindow(start, start + self.size_ms)]
+
+    def aligned_layout(self) -> AlignedLayout | None:
+        if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][0]):
+            return None
+        return AlignedLayout(self.size_ms, self.size_ms, self.offset_ms)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}.of({self.size_ms}ms, offset={self.offset_ms}ms)"
@@ -180,6 +211,11 @@ class _Sliding(WindowAssigner):
         """Windows of ``size`` starting every ``slide``, aligned to ``offset``."""
         return cls(size, slide, offset)
 
+    def aligned_layout(self) -> AlignedLayout | None:
+        if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][1]):
+            return None
+        return AlignedLayout(self.size_ms, self.slide_ms, self.offset_ms)
+
     def _windows(self, timestamp: int) -> list[Window]:
         size, slide = self.size_ms, self.slide_ms
         start = get_window_start_with_offset(timestamp, self.offset_ms, slide)
@@ -228,6 +264,13 @@ class SlidingProcessingTimeWindows(_Sliding):
 
     def is_event_time(self) -> bool:
         return False
+
+
+# The aligned assigners by event time (True) or processing time: (tumbling, sliding).
+_ALIGNED: dict[bool, tuple[type[WindowAssigner], type[WindowAssigner]]] = {
+    True: (TumblingEventTimeWindows, SlidingEventTimeWindows),
+    False: (TumblingProcessingTimeWindows, SlidingProcessingTimeWindows),
+}
 
 
 class _Session(MergingWindowAssigner):
@@ -367,6 +410,9 @@ class GlobalWindows(WindowAssigner):
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return EndOfStreamTrigger() if self._end_of_stream else NeverTrigger()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return frozenset()  # its window never ends: no cleanup timer
 
     def is_event_time(self) -> bool:
         return False

@@ -238,8 +238,8 @@ class Trigger(ABC, Generic[W]):
 
 
 # PyFlink nests the contexts in Trigger; keep those spellings working.
-Trigger.TriggerContext = TriggerContext
-Trigger.OnMergeContext = OnMergeContext
+for _context in (TriggerContext, OnMergeContext):
+    setattr(Trigger, _context.__name__, _context)
 
 
 def _overrides_any(obj: object, base: type, names: tuple[str, ...]) -> bool:
