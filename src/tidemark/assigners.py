@@ -91,10 +91,10 @@ class WindowAssigner(ABC):
         return f"{type(self).__name__}()"
 
 
-def _keeps_assign_windows(assigner: WindowAssigner, base: type) -> bool:
+def _keeps_assign_windows(assigner: WindowAssigner, base: type[WindowAssigner]) -> bool:
     """Whether ``assigner`` assigns windows as ``base`` does (a subclass that overrides
     :meth:`WindowAssigner.assign_windows` loses its base's layout)."""
-    return type(assigner).assign_windows is getattr(base, "assign_windows")
+    return type(assigner).assign_windows is base.assign_windows
 
 
 class MergingWindowAssigner(WindowAssigner):

@@ -102,14 +102,16 @@ class TriggerCallContext(OnMergeContext):
 
 
 class ProcessCallContext(ProcessWindowContext):
-    """What a process window function sees during one evaluation (or ``clear``)."""
+    """What a process window function sees during one evaluation (or ``clear``), under
+    the watermark of that firing."""
 
-    __slots__ = ("_op", "_ks", "_window")
+    __slots__ = ("_op", "_ks", "_window", "_watermark")
 
-    def __init__(self, op: WindowOperator, ks: KeyState, window: Window):
+    def __init__(self, op: WindowOperator, ks: KeyState, window: Window, watermark: int):
         self._op = op
         self._ks = ks
         self._window = window
+        self._watermark = watermark
 
     def window(self) -> Window:
         return self._window
@@ -118,7 +120,7 @@ class ProcessCallContext(ProcessWindowContext):
         return self._op.current_processing_time
 
     def current_watermark(self) -> int:
-        return self._op.current_watermark
+        return self._watermark
 
     def window_state(self) -> KeyedStateStore:
         if self._op.is_merging:

@@ -23,8 +23,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import validate_window_spec
+from tidemark._engine.spec import OperatorSpec, validate_window_spec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
@@ -92,6 +93,7 @@ class WindowOp:
             self.late_tag,
             self.function,
             self.window_function,
+            fast_paths_enabled(self.upstream._spark),
         )
 
 
@@ -106,18 +108,31 @@ class OperatorFactory:
     late_tag: OutputTag | None
     function: Any
     window_function: Any
+    fast_paths: bool = True
 
-    def __call__(self) -> Any:
-        from tidemark._engine.operator import WindowOperator
-
-        return WindowOperator(
+    def __call__(self, *, batch_mode: bool = False, record_output_watermarks: bool = False) -> Any:
+        spec = OperatorSpec(
             self.assigner,
             window_logic(self.function, self.window_function),
-            trigger=self.trigger,
-            evictor=self.evictor,
-            allowed_lateness_ms=self.allowed_lateness_ms,
-            late_data_tag=self.late_tag,
+            self.trigger,
+            self.evictor,
+            self.allowed_lateness_ms,
+            self.late_tag,
+            batch_mode=batch_mode,
+            record_output_watermarks=record_output_watermarks,
+            fast_paths=self.fast_paths,
         )
+        return create_window_operator(spec)
+
+
+FAST_PATHS_CONF = "spark.tidemark.fastPaths"
+
+
+def fast_paths_enabled(spark: Any) -> bool:
+    """False when the Spark conf ``spark.tidemark.fastPaths`` is ``false``: every
+    pipeline then runs on the general engine operator, and no BATCH pipeline on the SQL
+    fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off)."""
+    return str(spark.conf.get(FAST_PATHS_CONF, "true")).lower() != "false"
 
 
 @dataclass(frozen=True)
