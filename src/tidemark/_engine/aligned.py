@@ -68,7 +68,10 @@ class AlignedWindowOperator(WindowOperator):
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = KeyState()
-        return self._aligned_run(key, ks, (value,), (timestamp,))
+        status = self._aligned_run(key, ks, (value,), (timestamp,))
+        if not ks.contents and ks.is_empty():  # nothing kept: as the general operator
+            del self.keys[key]
+        return status
 
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
         """:meth:`WindowOperator.process_elements`, with the per-element overhead paid
@@ -89,6 +92,8 @@ class AlignedWindowOperator(WindowOperator):
             self._tumbling_sorted_run(key, ks, values, timestamps)
         else:
             self._aligned_run(key, ks, values, timestamps)
+        if not ks.contents and ks.is_empty():
+            del self.keys[key]
 
     def _window(self, start: int) -> tuple[TimeWindow, int]:
         """The window starting at ``start`` and its cleanup time, cached."""
