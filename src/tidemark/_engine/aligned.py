@@ -24,7 +24,7 @@ from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.time import LONG_MAX, LONG_MIN
-from tidemark.triggers import fires_at_end
+from tidemark.triggers.builtin import fires_at_end
 from tidemark.windows import AlignedLayout, TimeWindow, Window
 
 __all__ = ["AlignedWindowOperator"]
