@@ -112,8 +112,7 @@ class AlignedWindowOperator(WindowOperator):
         the last element's status."""
         size, slide = self._layout.size_ms, self._layout.slide_ms
         last_start = self._layout.last_start
-        contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
-        add, push = self.logic.add, self._event_queue.push
+        contents, cache, add = ks.contents, self._window_cache, self.logic.add
         aggregate = self.logic.aggregate
         # AggregateFunction.add is called directly below: the hottest call of all
         agg_add: Any = aggregate.add if aggregate is not None else None
@@ -138,18 +137,17 @@ class AlignedWindowOperator(WindowOperator):
                 except Exception as exc:
                     raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
                 max_ts = window[1] - 1
-                if max_ts <= watermark:  # on_element: FIRE at once
+                if max_ts <= watermark:  # on_element: FIRE at once, register no timer
                     status = ADDED_LATE
                     self._fire(key, ks, window, window, watermark)
+                    if current is None:
+                        self._register_timers(key, ks, window, None, cleanup)
                 else:
                     status = ADDED if status == SKIPPED else status
                     # A window holding contents has both timers pending (neither can have
                     # fired while max_ts > watermark): only a new window registers them.
-                    if current is None and (max_ts, window) not in timers:
-                        timers[(max_ts, window)] = push(max_ts, key, window)
-                if current is None and cleanup != max_ts and cleanup < LONG_MAX:
-                    if (cleanup, window) not in timers:
-                        timers[(cleanup, window)] = push(cleanup, key, window)
+                    if current is None:
+                        self._register_timers(key, ks, window, max_ts, cleanup)
             if status == SKIPPED and self.is_element_late(timestamp):
                 status = self._late_element(value, timestamp)
         return status
@@ -216,12 +214,14 @@ class AlignedWindowOperator(WindowOperator):
             raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
 
     def _register_timers(
-        self, key: Any, ks: KeyState, window: Window, max_ts: int, cleanup: int
+        self, key: Any, ks: KeyState, window: Window, end: int | None, cleanup: int
     ) -> None:
-        """A new window's end-of-window timer (the trigger's) and cleanup timer."""
+        """A new window's end-of-window timer at ``end`` (the trigger's; None: none) and
+        cleanup timer, unless that is the end timer or never due."""
         timers, push = ks.event_timers, self._event_queue.push
-        if (max_ts, window) not in timers:
-            timers[(max_ts, window)] = push(max_ts, key, window)
+        max_ts = window.max_timestamp()
+        if end is not None and (end, window) not in timers:
+            timers[(end, window)] = push(end, key, window)
         if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
             timers[(cleanup, window)] = push(cleanup, key, window)
 

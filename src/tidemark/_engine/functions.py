@@ -135,8 +135,8 @@ class ElementsLogic(WindowLogic):
     def fold(self, values: list[Any]) -> list[Any]:
         return values
 
-    def inputs(self, contents: Any) -> list[Any]:
-        return contents  # type: ignore[no-any-return]
+    def inputs(self, contents: list[Any]) -> list[Any]:
+        return contents
 
 
 class ReduceLogic(WindowLogic):
