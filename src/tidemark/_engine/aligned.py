@@ -24,7 +24,6 @@ from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.time import LONG_MAX, LONG_MIN
-from tidemark.triggers.builtin import fires_at_end
 from tidemark.windows import AlignedLayout, TimeWindow, Window
 
 __all__ = ["AlignedWindowOperator"]
@@ -58,6 +57,14 @@ class AlignedWindowOperator(WindowOperator):
             and tracer is None
             and self.output_watermarks is None
             and not self.logic.keeps_elements
+        )
+        # The logic's add, and AggregateFunction's own add and create_accumulator (called
+        # directly: the hottest calls of all), bound once.
+        aggregate = self.logic.aggregate
+        self._adders: tuple[Any, Any, Any] = (
+            self.logic.add,
+            aggregate.add if aggregate is not None else None,
+            aggregate.create_accumulator if aggregate is not None else None,
         )
 
     # ------------------------------------------------------------------ elements
@@ -110,18 +117,16 @@ class AlignedWindowOperator(WindowOperator):
         """The general per-element path (skip late windows, add, the trigger's
         on_element, cleanup timer, late element) without per-call indirection. Returns
         the last element's status."""
-        size, slide = self._layout.size_ms, self._layout.slide_ms
-        last_start = self._layout.last_start
-        contents, cache, add = ks.contents, self._window_cache, self.logic.add
-        aggregate = self.logic.aggregate
-        # AggregateFunction.add is called directly below: the hottest call of all
-        agg_add: Any = aggregate.add if aggregate is not None else None
-        create: Any = aggregate.create_accumulator if aggregate is not None else None
+        size, slide, offset = self._layout
+        contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
+        add, agg_add, create = self._adders
+        push = self._event_queue.push
         status = SKIPPED
         for value, timestamp in zip(values, timestamps):
             watermark = self.current_watermark
             status = SKIPPED
-            start = last_start(timestamp)
+            # The layout's last_start(timestamp), inlined: the hottest line of all.
+            start = timestamp - (timestamp - offset) % slide
             while start > timestamp - size:
                 entry = cache.get(start)
                 window, cleanup = entry if entry is not None else self._window(start)
@@ -137,17 +142,18 @@ class AlignedWindowOperator(WindowOperator):
                 except Exception as exc:
                     raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
                 max_ts = window[1] - 1
-                if max_ts <= watermark:  # on_element: FIRE at once, register no timer
+                if max_ts <= watermark:  # on_element: FIRE at once
                     status = ADDED_LATE
                     self._fire(key, ks, window, window, watermark)
-                    if current is None:
-                        self._register_timers(key, ks, window, None, cleanup)
                 else:
                     status = ADDED if status == SKIPPED else status
                     # A window holding contents has both timers pending (neither can have
                     # fired while max_ts > watermark): only a new window registers them.
-                    if current is None:
-                        self._register_timers(key, ks, window, max_ts, cleanup)
+                    if current is None and (max_ts, window) not in timers:
+                        timers[(max_ts, window)] = push(max_ts, key, window)
+                if current is None and cleanup != max_ts and cleanup < LONG_MAX:
+                    if (cleanup, window) not in timers:
+                        timers[(cleanup, window)] = push(cleanup, key, window)
             if status == SKIPPED and self.is_element_late(timestamp):
                 status = self._late_element(value, timestamp)
         return status
@@ -182,7 +188,7 @@ class AlignedWindowOperator(WindowOperator):
             if complete_fires and j < n:
                 # BATCH: this key's later elements are at or after the window's end.
                 if self._plain and current is None:  # no state or timers to clear
-                    self._emit_incremental(key, window, folded)
+                    self._emit_incremental(key, window, folded, max_ts)
                 else:
                     contents[window] = folded
                     self._fire_complete(key, ks, window)
@@ -214,14 +220,13 @@ class AlignedWindowOperator(WindowOperator):
             raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
 
     def _register_timers(
-        self, key: Any, ks: KeyState, window: Window, end: int | None, cleanup: int
+        self, key: Any, ks: KeyState, window: Window, max_ts: int, cleanup: int
     ) -> None:
-        """A new window's end-of-window timer at ``end`` (the trigger's; None: none) and
-        cleanup timer, unless that is the end timer or never due."""
+        """A new window's end-of-window timer (the trigger's) and cleanup timer, unless
+        that is the end timer or never due."""
         timers, push = ks.event_timers, self._event_queue.push
-        max_ts = window.max_timestamp()
-        if end is not None and (end, window) not in timers:
-            timers[(end, window)] = push(end, key, window)
+        if (max_ts, window) not in timers:
+            timers[(max_ts, window)] = push(max_ts, key, window)
         if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
             timers[(cleanup, window)] = push(cleanup, key, window)
 
@@ -229,7 +234,7 @@ class AlignedWindowOperator(WindowOperator):
         """Fire and clear a window no element can reach any more (BATCH), as the final
         watermark would: functions see that watermark, +inf; its timers are dropped."""
         if self._plain:
-            self._emit_incremental(key, window, ks.contents.pop(window))
+            self._emit_incremental(key, window, ks.contents.pop(window), window[1] - 1)
         else:
             self._fire(key, ks, window, window, LONG_MAX)
             self._clear_all_state(key, ks, window, window, LONG_MAX)
@@ -238,7 +243,7 @@ class AlignedWindowOperator(WindowOperator):
             timers.pop((window.max_timestamp(), window), None)
             timers.pop((self.cleanup_time(window), window), None)
 
-    def _emit_incremental(self, key: Any, window: Any, contents: Any) -> None:
+    def _emit_incremental(self, key: Any, window: Any, contents: Any, max_ts: int) -> None:
         """:meth:`_fire` where the firing emits the window's incremental result itself
         (``self._plain``): a window without contents emits nothing."""
         if contents is None:
@@ -248,7 +253,7 @@ class AlignedWindowOperator(WindowOperator):
             result = contents if aggregate is None else aggregate.get_result(contents)
         except Exception as exc:
             raise self._user_error("the window function", key, window, exc) from exc
-        self.output.append((result, window.max_timestamp()))
+        self.output.append((result, max_ts))
 
     # ------------------------------------------------------------------ time
 
@@ -264,31 +269,27 @@ class AlignedWindowOperator(WindowOperator):
             heap.clear()
         else:
             due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
-        keys = self.keys
+        keys, cache, plain = self.keys, self._window_cache, self._plain
         for time, _, key, window in due:
             ks = keys.get(key)
             if ks is None or ks.event_timers.pop((time, window), None) is None:
                 continue
-            self._on_aligned_timer(key, ks, time, window, watermark)
+            max_ts = window[1] - 1
+            entry = cache.get(window[0])
+            cleanup = entry[1] if entry is not None else self.cleanup_time(window)
+            if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
+                if plain:
+                    self._emit_incremental(key, window, ks.contents.get(window), max_ts)
+                else:
+                    self._fire(key, ks, window, window, watermark)
+            if time == cleanup:
+                if plain:  # nothing but the contents and the end timer to clear
+                    ks.contents.pop(window, None)
+                    ks.event_timers.pop((max_ts, window), None)
+                else:
+                    self._clear_all_state(key, ks, window, window, watermark)
             if not ks.contents and not ks.event_timers and ks.is_empty():
                 del keys[key]
-
-    def _on_aligned_timer(
-        self, key: Any, ks: KeyState, time: int, window: Any, watermark: int
-    ) -> None:
-        fires = fires_at_end(time, window).is_fire()
-        cleans = time == self.cleanup_time(window)
-        if not self._plain:
-            if fires:
-                self._fire(key, ks, window, window, watermark)
-            if cleans:
-                self._clear_all_state(key, ks, window, window, watermark)
-        else:
-            if fires:
-                self._emit_incremental(key, window, ks.contents.get(window))
-            if cleans:
-                ks.contents.pop(window, None)
-                ks.event_timers.pop((window.max_timestamp(), window), None)
 
     def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
         # The trigger's clear, as fires_only_at_window_end promises it: its end timer goes.
