@@ -20,7 +20,7 @@ A keyed tumbling window (needs Spark, so not run as a doctest)::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tidemark._engine.create import create_window_operator
@@ -109,19 +109,27 @@ class OperatorFactory:
     function: Any
     window_function: Any
     fast_paths: bool = True
+    # The spec of each (batch_mode, record_output_watermarks), built once per process:
+    # a streaming query makes an operator per key and micro-batch.
+    _specs: dict[tuple[bool, bool], OperatorSpec] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __call__(self, *, batch_mode: bool = False, record_output_watermarks: bool = False) -> Any:
-        spec = OperatorSpec(
-            self.assigner,
-            window_logic(self.function, self.window_function),
-            self.trigger,
-            self.evictor,
-            self.allowed_lateness_ms,
-            self.late_tag,
-            batch_mode=batch_mode,
-            record_output_watermarks=record_output_watermarks,
-            fast_paths=self.fast_paths,
-        )
+        options = (batch_mode, record_output_watermarks)
+        spec = self._specs.get(options)
+        if spec is None:
+            spec = self._specs[options] = OperatorSpec(
+                self.assigner,
+                window_logic(self.function, self.window_function),
+                self.trigger,
+                self.evictor,
+                self.allowed_lateness_ms,
+                self.late_tag,
+                batch_mode=batch_mode,
+                record_output_watermarks=record_output_watermarks,
+                fast_paths=self.fast_paths,
+            )
         return create_window_operator(spec)
 
 
