@@ -39,6 +39,7 @@ from tidemark import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
+from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.time import LONG_MAX
@@ -160,7 +161,7 @@ class Case:
 def operator(assigner: Any, function: Any, **kwargs: Any) -> Callable[[], WindowOperator]:
     def build() -> WindowOperator:
         logic = window_logic(*function) if isinstance(function, tuple) else window_logic(function)
-        return WindowOperator(assigner, logic, **kwargs)
+        return window_operator(assigner, logic, **kwargs)
 
     return build
 

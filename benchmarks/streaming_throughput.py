@@ -28,6 +28,7 @@ from typing import Any
 import pandas as pd
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows
+from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import END_OF_INPUT_MS, window_stream, write_outputs
@@ -53,7 +54,7 @@ class CountSum(AggregateFunction):
 
 
 def make_operator() -> WindowOperator:
-    return WindowOperator(TumblingEventTimeWindows.of(WINDOW_MS), window_logic(CountSum()))
+    return window_operator(TumblingEventTimeWindows.of(WINDOW_MS), window_logic(CountSum()))
 
 
 def count_sum_row(result: Any, timestamp: int) -> tuple:

@@ -40,6 +40,7 @@ from tidemark import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
+from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS, window_stream, write_outputs
@@ -105,7 +106,7 @@ def _op(assigner: Any, **kwargs: Any) -> Callable[[], WindowOperator]:
 
     def make() -> WindowOperator:
         logic = window_logic(*function) if isinstance(function, tuple) else window_logic(function)
-        return WindowOperator(assigner, logic, **kwargs)
+        return window_operator(assigner, logic, **kwargs)
 
     return make
 

@@ -205,8 +205,9 @@ class Pipeline:
     def is_merging(self) -> bool:
         return self.assigner[0] in ("session", "dynamic_session")
 
-    def harness(self) -> WindowOperatorHarness:
-        """A fresh harness: every user object is new, so runs share nothing."""
+    def harness(self, **options: Any) -> WindowOperatorHarness:
+        """A fresh harness: every user object is new, so runs share nothing. ``options``
+        go to the harness (``fast_paths``, ``batch_mode``)."""
         return WindowOperatorHarness(
             _assigner(self.assigner),
             _function(self.function, count_firings=not self.is_merging),
@@ -215,6 +216,7 @@ class Pipeline:
             evictor=None if self.evictor is None else _evictor(self.evictor),
             allowed_lateness=self.allowed_lateness,
             late_data_tag=LATE_TAG if self.late_tag else None,
+            **options,
         )
 
 
@@ -645,8 +647,7 @@ def batch_inputs(draw: Any) -> list[tuple[str, list[int]]]:
 def run_batch(pipeline: Pipeline, keys: list[tuple[str, list[int]]], batch_mode: bool, cuts: Any) -> Any:
     """Drive an operator as a BATCH Spark task does: a key's runs, then +inf, then the
     key's state goes and the clocks restart; returns the output and what is left."""
-    operator = pipeline.harness().operator
-    operator.batch_mode = batch_mode
+    operator = pipeline.harness(batch_mode=batch_mode).operator
     output: list[Any] = []
     next_id = 0
     for key, stamps in keys:

@@ -14,12 +14,7 @@ import pytest
 SPARK = Path(__file__).resolve().parents[1] / "src" / "tidemark" / "spark"
 
 # Function-level imports of tidemark modules that are allowed, each with its reason.
-ALLOWED_LOCAL_IMPORTS = {
-    # The trigger-type list of BATCH's wall-clock decision; it goes when triggers
-    # declare their time domains (issue 10, the engine half). No cycle: triggers
-    # never import spark/.
-    ("tidemark.spark.batch.worker", "tidemark.triggers"),
-}
+ALLOWED_LOCAL_IMPORTS: set[tuple[str, str]] = set()
 
 MAX_MODULE_LINES = 600
 # Rewritten separately (the key-group streaming runtime); held to the limit there.

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import tidemark as tm
+from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import (
     ADDED,
@@ -20,7 +21,6 @@ from tidemark._engine.operator import (
     DROPPED,
     SIDE_OUTPUT,
     SKIPPED,
-    WindowOperator,
 )
 from tidemark._engine.trace import TRACE_STATUS, Tracer
 from tidemark.testing import replay_trace
@@ -141,8 +141,8 @@ def test_status_codes_map_to_trace_statuses() -> None:
 
 def test_driving_by_hand_with_begin_and_status() -> None:
     tracer = Tracer(title="by hand", describe=lambda r: f"sum={r}")
-    op = WindowOperator(tm.TumblingEventTimeWindows.of(5), window_logic(lambda x, y: x + y),
-                        tracer=tracer)
+    op = window_operator(tm.TumblingEventTimeWindows.of(5), window_logic(lambda x, y: x + y),
+                         tracer=tracer)
     tracer.watermark(-1)  # a watermark before any element
     arrival = tracer.begin_element("k", 2, "first")
     tracer.element_status(arrival, op.process_element("k", 10, 2))

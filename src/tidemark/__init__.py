@@ -53,7 +53,7 @@ from tidemark.state import (
     ReducingStateDescriptor,
     ValueStateDescriptor,
 )
-from tidemark.time import LONG_MAX, LONG_MIN, Duration
+from tidemark.time import LONG_MAX, LONG_MIN, Duration, TimeDomain
 from tidemark.triggers import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
@@ -80,6 +80,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "LONG_MAX",
+    "TimeDomain",
     "LONG_MIN",
     "Duration",
     "Window",

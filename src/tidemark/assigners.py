@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, cast
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.time import TimeLike, to_millis
+from tidemark.time import TimeDomain, TimeLike, to_millis
 from tidemark.triggers import (
     EndOfStreamTrigger,
     EventTimeTrigger,
@@ -21,7 +21,13 @@ from tidemark.triggers import (
     ProcessingTimeTrigger,
     Trigger,
 )
-from tidemark.windows import GlobalWindow, TimeWindow, Window, get_window_start_with_offset
+from tidemark.windows import (
+    AlignedLayout,
+    GlobalWindow,
+    TimeWindow,
+    Window,
+    get_window_start_with_offset,
+)
 
 __all__ = [
     "WindowAssignerContext",
@@ -43,20 +49,47 @@ class WindowAssignerContext(ABC):
     """What an assigner may ask while assigning: the current processing time."""
 
     @abstractmethod
-    def get_current_processing_time(self) -> int: ...
+    def get_current_processing_time(self) -> int:
+        """The processing-time clock, in ms (processing-time assigners place by it)."""
 
 
 class WindowAssigner(ABC):
-    """Assigns each element to zero or more windows.
+    """Assigns each element to zero or more windows; subclass it for your own windows.
 
-    ``assign_windows`` is called exactly once per element, before lateness is judged;
-    ``timestamp`` is the element's event timestamp (``None`` when it has none).
+    One assigner object serves every key. Declarations (:meth:`is_event_time`,
+    :meth:`timer_domains`, :meth:`aligned_layout`) are asked once, when a pipeline is
+    built; the engine and Spark modes choose from them.
+
+    Supported
+    ---------
+    - any windows with a ``max_timestamp()`` (usually :class:`TimeWindow`);
+    - an empty collection: the element goes into no window (late, if its timestamp is).
+
+    Not supported
+    -------------
+    - state or timers (an assigner is a pure function of element, timestamp and clock);
+    - merging windows without :class:`MergingWindowAssigner`.
     """
 
     @abstractmethod
     def assign_windows(
         self, element: Any, timestamp: int | None, context: WindowAssignerContext
-    ) -> Collection[Window]: ...
+    ) -> Collection[Window]:
+        """The windows ``element`` belongs to.
+
+        Called exactly once per element, before lateness is judged (windows whose
+        cleanup time the watermark passed are then skipped).
+
+        Parameters
+        ----------
+        element : Any
+            The element (a ``pyspark.sql.Row`` on Spark).
+        timestamp : int or None
+            Its event timestamp in ms; ``None`` when it has none (an event-time assigner
+            should then raise :class:`~tidemark.errors.InputDataError`).
+        context : WindowAssignerContext
+            The processing-time clock.
+        """
 
     @abstractmethod
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -67,12 +100,36 @@ class WindowAssigner(ABC):
         """True when windows are event-time windows (they can be late and get cleaned up
         by the watermark)."""
 
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        """The time domain of the windows' cleanup timers (event time for event-time
+        windows, else processing time); empty for windows that never end."""
+        domain = TimeDomain.EVENT_TIME if self.is_event_time() else TimeDomain.PROCESSING_TIME
+        return frozenset((domain,))
+
+    def aligned_layout(self) -> AlignedLayout | None:
+        """The fixed layout of this assigner's windows, when an element at ``ts`` is in
+        every window ``[s, s + size)`` with ``s = layout.last_start(ts) - k * slide > ts
+        - size`` (tumbling and sliding windows); None (the default) otherwise. The
+        engine's aligned fast path computes windows from it instead of calling
+        :meth:`assign_windows`."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
 
 
+def _keeps_assign_windows(assigner: WindowAssigner, base: type[WindowAssigner]) -> bool:
+    """Whether ``assigner`` assigns windows as ``base`` does (a subclass that overrides
+    :meth:`WindowAssigner.assign_windows` loses its base's layout)."""
+    return type(assigner).assign_windows is base.assign_windows
+
+
 class MergingWindowAssigner(WindowAssigner):
-    """An assigner whose windows merge (sessions)."""
+    """An assigner whose windows merge (sessions).
+
+    Its trigger must support merging (``Trigger.can_merge()``); window contents are
+    merged with the function's merge (``AggregateFunction.merge``, the reduce).
+    """
 
     @abstractmethod
     def merge_windows(
@@ -80,7 +137,12 @@ class MergingWindowAssigner(WindowAssigner):
         windows: Iterable[Window],
         callback: Callable[[Collection[Window], Window], Any],
     ) -> None:
-        """Call ``callback(to_be_merged, merge_result)`` for every group that merges."""
+        """Call ``callback(to_be_merged, merge_result)`` for every group that merges.
+
+        Called after each element's windows were added, with every in-flight window of
+        the key; a group's result may equal one of its members. Windows that merge must
+        not move backwards in time behind the watermark (the engine refuses that).
+        """
 
 
 def _require_timestamp(assigner: WindowAssigner, timestamp: int | None) -> int:
@@ -123,6 +185,11 @@ class _Tumbling(WindowAssigner):
         start = get_window_start_with_offset(timestamp, self.offset_ms, self.size_ms)
         return [TimeWindow(start, start + self.size_ms)]
 
+    def aligned_layout(self) -> AlignedLayout | None:
+        if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][0]):
+            return None
+        return AlignedLayout(self.size_ms, self.size_ms, self.offset_ms)
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}.of({self.size_ms}ms, offset={self.offset_ms}ms)"
 
@@ -140,7 +207,9 @@ class TumblingEventTimeWindows(_Tumbling):
     tidemark.errors.WindowSpecError: `offset` must satisfy abs(offset) < size; got offset=20000ms, size=10000ms
     """
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         return self._window(_require_timestamp(self, timestamp))
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -153,7 +222,9 @@ class TumblingEventTimeWindows(_Tumbling):
 class TumblingProcessingTimeWindows(_Tumbling):
     """Fixed-size, non-overlapping windows of the processing time at which elements arrive."""
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         return self._window(context.get_current_processing_time())
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -179,6 +250,11 @@ class _Sliding(WindowAssigner):
     def of(cls, size: TimeLike, slide: TimeLike, offset: TimeLike = 0) -> Any:
         """Windows of ``size`` starting every ``slide``, aligned to ``offset``."""
         return cls(size, slide, offset)
+
+    def aligned_layout(self) -> AlignedLayout | None:
+        if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][1]):
+            return None
+        return AlignedLayout(self.size_ms, self.slide_ms, self.offset_ms)
 
     def _windows(self, timestamp: int) -> list[Window]:
         size, slide = self.size_ms, self.slide_ms
@@ -207,7 +283,9 @@ class SlidingEventTimeWindows(_Sliding):
     tidemark.errors.WindowSpecError: `slide` must be > 0 and <= `size`; got slide=0ms, size=60000ms
     """
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         return self._windows(_require_timestamp(self, timestamp))
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -220,7 +298,9 @@ class SlidingEventTimeWindows(_Sliding):
 class SlidingProcessingTimeWindows(_Sliding):
     """Overlapping windows of processing time."""
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         return self._windows(context.get_current_processing_time())
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
@@ -230,9 +310,21 @@ class SlidingProcessingTimeWindows(_Sliding):
         return False
 
 
+# The aligned assigners by event time (True) or processing time: (tumbling, sliding).
+_ALIGNED: dict[bool, tuple[type[WindowAssigner], type[WindowAssigner]]] = {
+    True: (TumblingEventTimeWindows, SlidingEventTimeWindows),
+    False: (TumblingProcessingTimeWindows, SlidingProcessingTimeWindows),
+}
+
+
 class _Session(MergingWindowAssigner):
-    def merge_windows(self, windows, callback):  # type: ignore[no-untyped-def]
-        TimeWindow.merge_windows(windows, callback)
+    def merge_windows(
+        self,
+        windows: Iterable[Window],
+        callback: Callable[[Collection[Window], Window], Any],
+    ) -> None:
+        # A session assigner's windows are the TimeWindows it assigned.
+        TimeWindow.merge_windows(cast("Iterable[TimeWindow]", windows), callback)
 
 
 class _StaticGap(_Session):
@@ -267,7 +359,9 @@ class EventTimeSessionWindows(_StaticGap):
     tidemark.errors.WindowSpecError: `gap` must be > 0; got gap=0ms
     """
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         ts = _require_timestamp(self, timestamp)
         return [TimeWindow(ts, ts + self.gap_ms)]
 
@@ -281,7 +375,9 @@ class EventTimeSessionWindows(_StaticGap):
 class ProcessingTimeSessionWindows(_StaticGap):
     """Sessions of processing time: ``[now, now + gap)`` per element, merged."""
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         now = context.get_current_processing_time()
         return [TimeWindow(now, now + self.gap_ms)]
 
@@ -317,7 +413,9 @@ class _DynamicGap(_Session):
 class DynamicEventTimeSessionWindows(_DynamicGap):
     """Event-time sessions whose gap is computed per element."""
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         ts = _require_timestamp(self, timestamp)
         return [TimeWindow(ts, ts + self._gap(element))]
 
@@ -331,7 +429,9 @@ class DynamicEventTimeSessionWindows(_DynamicGap):
 class DynamicProcessingTimeSessionWindows(_DynamicGap):
     """Processing-time sessions whose gap is computed per element."""
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         now = context.get_current_processing_time()
         return [TimeWindow(now, now + self._gap(element))]
 
@@ -362,11 +462,16 @@ class GlobalWindows(WindowAssigner):
         """Global windows that fire once, at the end of a bounded input."""
         return cls(end_of_stream_trigger=True)
 
-    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
         return [GlobalWindow.get()]
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return EndOfStreamTrigger() if self._end_of_stream else NeverTrigger()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return frozenset()  # its window never ends: no cleanup timer
 
     def is_event_time(self) -> bool:
         return False

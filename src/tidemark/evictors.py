@@ -59,30 +59,43 @@ class EvictorContext(ABC):
     """What an evictor may ask: the clocks."""
 
     @abstractmethod
-    def get_current_processing_time(self) -> int: ...
+    def get_current_processing_time(self) -> int:
+        """The processing-time clock, in ms."""
 
     @abstractmethod
-    def get_current_watermark(self) -> int: ...
+    def get_current_watermark(self) -> int:
+        """The watermark of the firing, in ms."""
 
 
 class Evictor(ABC):
     """Removes elements from a firing window; subclass it for a custom evictor.
 
-    Both methods get ``elements``, a list of :class:`TimestampedValue` in insertion order,
-    to edit in place, and ``size == len(elements)``.
+    On every firing of a window: :meth:`evict_before`, the window function on what is
+    left, :meth:`evict_after`; the survivors are the window's contents afterwards (an
+    empty list removes them). Both methods get ``elements``, a list of
+    :class:`TimestampedValue` in insertion order, to edit in place, and
+    ``size == len(elements)``.
+
+    Supported
+    ---------
+    - removing any elements (``del elements[i]``, slice assignment, ``clear()``).
+
+    Not supported
+    -------------
+    - adding elements or changing their values; state or timers.
     """
 
     @abstractmethod
     def evict_before(
         self, elements: list[TimestampedValue], size: int, window: Window, ctx: EvictorContext
     ) -> None:
-        """Called before the window function."""
+        """Called on every firing, before the window function sees ``elements``."""
 
     @abstractmethod
     def evict_after(
         self, elements: list[TimestampedValue], size: int, window: Window, ctx: EvictorContext
     ) -> None:
-        """Called after the window function."""
+        """Called on every firing, after the window function saw ``elements``."""
 
 
 class _BeforeOrAfter(Evictor):
@@ -91,11 +104,15 @@ class _BeforeOrAfter(Evictor):
             raise WindowSpecError(f"`do_evict_after` must be a bool; got {do_evict_after!r}")
         self.do_evict_after = do_evict_after
 
-    def evict_before(self, elements, size, window, ctx):  # type: ignore[no-untyped-def]
+    def evict_before(
+        self, elements: list[TimestampedValue], size: int, window: Window, ctx: EvictorContext
+    ) -> None:
         if not self.do_evict_after:
             self._evict(elements, size)
 
-    def evict_after(self, elements, size, window, ctx):  # type: ignore[no-untyped-def]
+    def evict_after(
+        self, elements: list[TimestampedValue], size: int, window: Window, ctx: EvictorContext
+    ) -> None:
         if self.do_evict_after:
             self._evict(elements, size)
 

@@ -38,21 +38,55 @@ class ReduceFunction(ABC):
     """
 
     @abstractmethod
-    def reduce(self, value1: Any, value2: Any) -> Any: ...
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        """Combine two values into one of the same type.
+
+        Called for every element added to a window that already holds a value
+        (``value1``: the window's value so far, ``value2``: the new element), and when
+        merging windows combine their values. The first element of a window is kept as
+        it is, without a call. Elements arrive in the order the operator sees them.
+
+        Supported
+        ---------
+        - returning a new value, or ``value1`` changed in place.
+
+        Not supported
+        -------------
+        - state or timers (there is no context); use a :class:`ProcessWindowFunction`
+          combined with the reduce for per-window state.
+        """
 
 
 class AggregateFunction(ABC):
-    """Folds elements into an accumulator; ``merge`` combines accumulators of merged windows."""
+    """Folds elements into an accumulator, which gives the window's result.
+
+    One accumulator per key and window: :meth:`create_accumulator` when the window
+    receives its first element, :meth:`add` for every element, :meth:`get_result` on
+    every firing (a window can fire several times: the accumulator stays until the
+    window is purged or cleaned up), :meth:`merge` when windows merge (sessions).
+
+    Supported
+    ---------
+    - mutable accumulators, changed in place and returned by :meth:`add`;
+    - any picklable accumulator (Spark keeps it in its state store between batches).
+
+    Not supported
+    -------------
+    - state or timers (there is no context).
+    """
 
     @abstractmethod
-    def create_accumulator(self) -> Any: ...
+    def create_accumulator(self) -> Any:
+        """A new, empty accumulator (called once per window, before its first add)."""
 
     @abstractmethod
     def add(self, value: Any, accumulator: Any) -> Any:
         """Return the accumulator with ``value`` added (may mutate and return it)."""
 
     @abstractmethod
-    def get_result(self, accumulator: Any) -> Any: ...
+    def get_result(self, accumulator: Any) -> Any:
+        """The window's result from ``accumulator``; called on every firing, so it must
+        not change the accumulator."""
 
     def merge(self, acc_a: Any, acc_b: Any) -> Any:
         """Combine two accumulators; required for merging (session) windows."""
@@ -60,18 +94,32 @@ class AggregateFunction(ABC):
 
 
 class ProcessWindowContext(ABC):
-    """The context a :class:`ProcessWindowFunction` gets; implemented by the engine."""
+    """What a :class:`ProcessWindowFunction` may see and do during one call; made by the
+    engine for that call (do not keep it).
+
+    Supported
+    ---------
+    - the window, both clocks, side outputs;
+    - per-window state (:meth:`window_state`) and per-key state (:meth:`global_state`).
+
+    Not supported
+    -------------
+    - per-window state with merging assigners (sessions), as in Flink: it raises;
+    - timers (a trigger registers timers, not a window function).
+    """
 
     @abstractmethod
     def window(self) -> Window:
         """The window being evaluated."""
 
     @abstractmethod
-    def current_processing_time(self) -> int: ...
+    def current_processing_time(self) -> int:
+        """The processing-time clock, in ms."""
 
     @abstractmethod
     def current_watermark(self) -> int:
-        """The operator's watermark at the time of the firing."""
+        """The watermark of the firing: the one that reached the window's timer, or the
+        final one (+inf) where a BATCH run fires a complete window early."""
 
     @abstractmethod
     def window_state(self) -> KeyedStateStore:
@@ -89,17 +137,31 @@ class ProcessWindowContext(ABC):
 class ProcessWindowFunction(ABC):
     """Evaluates a window with all its elements and a context.
 
-    ``process`` is called on every firing and returns (or yields) the results; ``clear``
-    is called when the window is removed, to clean up ``context.window_state()``.
+    :meth:`process` is called on every firing of a window (one per trigger FIRE) with
+    the key, a context and the window's elements (or, combined with a reduce or
+    aggregate function, the one incremental result); it returns or yields the results,
+    each emitted with the window's ``max_timestamp()``. :meth:`clear` is called once,
+    when the window is removed at its cleanup time.
+
+    Supported
+    ---------
+    - returning a list or yielding results (``None`` emits nothing);
+    - per-window and per-key state, side outputs (see :class:`ProcessWindowContext`).
+
+    Not supported
+    -------------
+    - timers; changing the window's elements.
     """
 
     Context = ProcessWindowContext
 
     @abstractmethod
-    def process(self, key: Any, context: ProcessWindowContext, elements: Iterable[Any]) -> Any: ...
+    def process(self, key: Any, context: ProcessWindowContext, elements: Iterable[Any]) -> Any:
+        """The results of one firing of ``context.window()`` for ``key``."""
 
     def clear(self, context: ProcessWindowContext) -> None:
-        """Called when the window is purged for good (at its cleanup time)."""
+        """Called when the window is purged for good (at its cleanup time): delete what
+        it keeps in ``context.window_state()`` here."""
 
 
 class ProcessAllWindowFunction(ABC):

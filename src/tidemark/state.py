@@ -10,7 +10,7 @@ snapshotted (for Spark's state store) with ``pickle``.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 __all__ = [
     "State",
@@ -29,8 +29,11 @@ __all__ = [
 ]
 
 
-class StateDescriptor:
-    """Names a piece of state and says what kind it is."""
+S = TypeVar("S", bound="State")
+
+
+class StateDescriptor(Generic[S]):
+    """Names a piece of state and says what kind it is (``S``: the handle it creates)."""
 
     def __init__(self, name: str, type_info: Any = None):
         if not isinstance(name, str) or not name:
@@ -38,7 +41,8 @@ class StateDescriptor:
         self.name = name
         self.type_info = type_info
 
-    def create(self, store: dict[str, Any]) -> Any:
+    def create(self, store: dict[str, Any]) -> S:
+        """The handle of this state over ``store`` (the engine's dict of one scope)."""
         raise NotImplementedError
 
     def merge_values(self, target: Any, source: Any) -> Any:
@@ -167,12 +171,12 @@ class AggregatingState(State):
         self._store[self._name] = self._function.add(value, accumulator)
 
 
-class ValueStateDescriptor(StateDescriptor):
+class ValueStateDescriptor(StateDescriptor[ValueState]):
     def create(self, store: dict[str, Any]) -> ValueState:
         return ValueState(store, self.name)
 
 
-class ListStateDescriptor(StateDescriptor):
+class ListStateDescriptor(StateDescriptor[ListState]):
     def create(self, store: dict[str, Any]) -> ListState:
         return ListState(store, self.name)
 
@@ -180,7 +184,7 @@ class ListStateDescriptor(StateDescriptor):
         return list(target) + list(source)
 
 
-class MapStateDescriptor(StateDescriptor):
+class MapStateDescriptor(StateDescriptor[MapState]):
     def __init__(self, name: str, key_type_info: Any = None, value_type_info: Any = None):
         super().__init__(name, (key_type_info, value_type_info))
 
@@ -188,7 +192,7 @@ class MapStateDescriptor(StateDescriptor):
         return MapState(store, self.name)
 
 
-class ReducingStateDescriptor(StateDescriptor):
+class ReducingStateDescriptor(StateDescriptor[ReducingState]):
     """Reducing state; ``reduce_function`` is a callable or has ``reduce(a, b)``."""
 
     def __init__(self, name: str, reduce_function: Any, type_info: Any = None):
@@ -206,7 +210,7 @@ class ReducingStateDescriptor(StateDescriptor):
         return self.reduce_function(target, source)
 
 
-class AggregatingStateDescriptor(StateDescriptor):
+class AggregatingStateDescriptor(StateDescriptor[AggregatingState]):
     def __init__(self, name: str, agg_function: Any, type_info: Any = None):
         super().__init__(name, type_info)
         self.agg_function = agg_function

@@ -8,6 +8,7 @@ parameter accepts a :class:`Duration`, a :class:`datetime.timedelta` or int mill
 from __future__ import annotations
 
 import datetime
+import enum
 from dataclasses import dataclass
 from typing import ClassVar, Union
 
@@ -20,6 +21,7 @@ __all__ = [
     "TimeLike",
     "to_millis",
     "java_mod",
+    "TimeDomain",
 ]
 
 LONG_MIN = -(2**63)
@@ -27,6 +29,19 @@ LONG_MIN = -(2**63)
 
 LONG_MAX = 2**63 - 1
 """Flink's ``Long.MAX_VALUE``: the watermark that ends a bounded input."""
+
+
+class TimeDomain(enum.Enum):
+    """The clock a timer is registered with.
+
+    Triggers and assigners declare the domains they register timers in
+    (``Trigger.timer_domains``, ``WindowAssigner.timer_domains``); Spark's streaming mode
+    picks its time mode from them, and a BATCH run reads the wall clock only for
+    pipelines that declare processing time.
+    """
+
+    EVENT_TIME = "event_time"
+    PROCESSING_TIME = "processing_time"
 
 
 @dataclass(frozen=True, order=True)

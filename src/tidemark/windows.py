@@ -9,11 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidemark.time import LONG_MAX
 
-__all__ = ["Window", "TimeWindow", "GlobalWindow", "get_window_start_with_offset"]
+__all__ = [
+    "Window",
+    "TimeWindow",
+    "GlobalWindow",
+    "get_window_start_with_offset",
+    "AlignedLayout",
+]
 
 _MASK64 = (1 << 64) - 1
 
@@ -30,6 +36,25 @@ def get_window_start_with_offset(timestamp: int, offset: int, window_size: int) 
     (-14, -4)
     """
     return timestamp - (timestamp - offset) % window_size
+
+
+class AlignedLayout(NamedTuple):
+    """Windows of ``size_ms`` starting every ``slide_ms`` at ``offset_ms`` from the epoch
+    (tumbling windows: ``slide_ms == size_ms``). An assigner whose windows follow it
+    says so (``WindowAssigner.aligned_layout``), and the engine's aligned fast path
+    computes them from it.
+
+    >>> AlignedLayout(10, 5, 0).last_start(12)
+    10
+    """
+
+    size_ms: int
+    slide_ms: int
+    offset_ms: int
+
+    def last_start(self, timestamp: int) -> int:
+        """The start of the latest window holding ``timestamp``."""
+        return get_window_start_with_offset(timestamp, self.offset_ms, self.slide_ms)
 
 
 class Window:

@@ -6,7 +6,7 @@ is re-pointed between calls.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from tidemark.assigners import WindowAssignerContext
 from tidemark.evictors import EvictorContext
@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from tidemark._engine.operator import WindowOperator
 
 __all__ = ["TriggerCallContext", "ProcessCallContext", "ClockContext"]
+
+S = TypeVar("S", bound=State)
 
 
 class ClockContext(WindowAssignerContext, EvictorContext):
@@ -75,13 +77,13 @@ class TriggerCallContext(OnMergeContext):
     def delete_processing_time_timer(self, time: int) -> None:
         self._ks.processing_timers.pop((time, self._window), None)
 
-    def get_partitioned_state(self, state_descriptor: StateDescriptor) -> State:
+    def get_partitioned_state(self, state_descriptor: StateDescriptor[S]) -> S:
         store = self._ks.trigger_state.get(self._window)
         if store is None:
             store = self._ks.trigger_state[self._window] = {}
         return state_descriptor.create(store)
 
-    def merge_partitioned_state(self, state_descriptor: StateDescriptor) -> None:
+    def merge_partitioned_state(self, state_descriptor: StateDescriptor[Any]) -> None:
         if not self._merged:
             return
         name = state_descriptor.name
@@ -100,14 +102,16 @@ class TriggerCallContext(OnMergeContext):
 
 
 class ProcessCallContext(ProcessWindowContext):
-    """What a process window function sees during one evaluation (or ``clear``)."""
+    """What a process window function sees during one evaluation (or ``clear``), under
+    the watermark of that firing."""
 
-    __slots__ = ("_op", "_ks", "_window")
+    __slots__ = ("_op", "_ks", "_window", "_watermark")
 
-    def __init__(self, op: WindowOperator, ks: KeyState, window: Window):
+    def __init__(self, op: WindowOperator, ks: KeyState, window: Window, watermark: int):
         self._op = op
         self._ks = ks
         self._window = window
+        self._watermark = watermark
 
     def window(self) -> Window:
         return self._window
@@ -116,7 +120,7 @@ class ProcessCallContext(ProcessWindowContext):
         return self._op.current_processing_time
 
     def current_watermark(self) -> int:
-        return self._op.current_watermark
+        return self._watermark
 
     def window_state(self) -> KeyedStateStore:
         if self._op.is_merging:

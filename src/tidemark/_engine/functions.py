@@ -20,9 +20,7 @@ from tidemark.functions import (
     WindowFunction,
 )
 
-__all__ = ["WindowLogic", "window_logic", "ELEMENTS", "REDUCE", "AGGREGATE"]
-
-ELEMENTS, REDUCE, AGGREGATE = "elements", "reduce", "aggregate"
+__all__ = ["WindowLogic", "ElementsLogic", "ReduceLogic", "AggregateLogic", "window_logic"]
 
 _WINDOW_FUNCTION_TYPES = (
     ProcessWindowFunction,
@@ -46,80 +44,35 @@ def _results(returned: Any) -> list[Any]:
 class WindowLogic:
     """The window function of an operator, with its state strategy.
 
+    One subclass per strategy: :class:`ElementsLogic` keeps all elements,
+    :class:`ReduceLogic` a reduced value, :class:`AggregateLogic` an accumulator.
+
     Parameters
     ----------
-    kind : {"elements", "reduce", "aggregate"}
-        What the window keeps: all elements, a reduced value, or an accumulator.
-    incremental : ReduceFunction, callable, AggregateFunction or None
-        The reduce or aggregate function, for the incremental kinds.
     window_function : ProcessWindowFunction, WindowFunction, ... or None
         Called with the elements (or the single incremental result); ``None`` emits the
         incremental result itself.
     """
 
-    def __init__(self, kind: str, incremental: Any = None, window_function: Any = None):
-        self.kind = kind
-        self.window_function = window_function
-        self.reduce: Any = None
-        self.aggregate: AggregateFunction | None = None
-        if kind == REDUCE:
-            self.reduce = getattr(incremental, "reduce", incremental)
-            if isinstance(incremental, ReduceFunction) or callable(self.reduce):
-                pass
-            else:
-                raise WindowSpecError(
-                    "`reduce_function` must be a ReduceFunction or a callable (a, b) -> value; "
-                    f"got {incremental!r}"
-                )
-        elif kind == AGGREGATE:
-            if not all(
-                hasattr(incremental, m) for m in ("create_accumulator", "add", "get_result")
-            ):
-                raise WindowSpecError(
-                    "`aggregate_function` must be an AggregateFunction (create_accumulator, add, "
-                    f"get_result, merge); got {incremental!r}"
-                )
-            self.aggregate = incremental
-        elif kind != ELEMENTS:
-            raise ValueError(f"unknown window logic kind {kind!r}")
+    keeps_elements = False
+    # The incremental functions, for the aligned operator's folds (None where absent).
+    reduce: Any = None
+    aggregate: AggregateFunction | None = None
+
+    def __init__(self, window_function: Any = None):
         if window_function is not None and not isinstance(window_function, _WINDOW_FUNCTION_TYPES):
             raise WindowSpecError(
                 "`window_function` must be a ProcessWindowFunction, ProcessAllWindowFunction, "
                 f"WindowFunction or AllWindowFunction; got {window_function!r}"
             )
-        if kind == ELEMENTS and window_function is None:
-            raise WindowSpecError("a window over all elements needs a `window_function`")
-
+        self.window_function = window_function
         self.has_clear = isinstance(
             window_function, (ProcessWindowFunction, ProcessAllWindowFunction)
         )
-        self.add = {  # type: ignore[method-assign]
-            REDUCE: self._add_reduced,
-            AGGREGATE: self._add_aggregated,
-        }.get(kind, self._add)
 
-    def _add_reduced(self, current: Any, value: Any) -> Any:
-        return value if current is None else self.reduce(current, value)
-
-    def _add_aggregated(self, current: Any, value: Any) -> Any:
-        aggregate = self.aggregate
-        assert aggregate is not None
-        if current is None:
-            current = aggregate.create_accumulator()
-        return aggregate.add(value, current)
-
-    def _add(self, current: Any, value: Any) -> Any:
+    def add(self, current: Any, value: Any) -> Any:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""
-        if self.kind == REDUCE:
-            return value if current is None else self.reduce(current, value)
-        if self.kind == AGGREGATE:
-            assert self.aggregate is not None
-            acc = self.aggregate.create_accumulator() if current is None else current
-            return self.aggregate.add(value, acc)
-        if current is None:
-            return [value]
-        current.append(value)
-        return current
+        raise NotImplementedError
 
     def merge(self, target: Any, source: Any) -> Any:
         """Fold ``source`` contents into ``target`` (either may be None)."""
@@ -127,36 +80,18 @@ class WindowLogic:
             return source
         if source is None:
             return target
-        if self.kind == REDUCE:
-            return self.reduce(target, source)
-        if self.kind == AGGREGATE:
-            assert self.aggregate is not None
-            return self.aggregate.merge(target, source)
-        return target + source
+        return self._merge(target, source)
+
+    def _merge(self, target: Any, source: Any) -> Any:
+        raise NotImplementedError
 
     def fold(self, values: list[Any]) -> list[Any]:
         """The incremental result over ``values`` as one-element input (evicting windows)."""
-        if self.kind == REDUCE:
-            result = None
-            for value in values:
-                result = value if result is None else self.reduce(result, value)
-            return [result]
-        if self.kind == AGGREGATE:
-            assert self.aggregate is not None
-            acc = self.aggregate.create_accumulator()
-            for value in values:
-                acc = self.aggregate.add(value, acc)
-            return [self.aggregate.get_result(acc)]
-        return values
+        raise NotImplementedError
 
     def inputs(self, contents: Any) -> list[Any]:
         """What the window function sees for stored ``contents`` (non-evicting windows)."""
-        if self.kind == REDUCE:
-            return [contents]
-        if self.kind == AGGREGATE:
-            assert self.aggregate is not None
-            return [self.aggregate.get_result(contents)]
-        return contents
+        raise NotImplementedError
 
     def evaluate(self, key: Any, window: Any, ctx: Any, inputs: list[Any]) -> list[Any]:
         """Call the window function on ``inputs``; return its results."""
@@ -178,6 +113,94 @@ class WindowLogic:
             fn.clear(ctx)
 
 
+class ElementsLogic(WindowLogic):
+    """A window that keeps all its elements for a window function."""
+
+    keeps_elements = True
+
+    def __init__(self, window_function: Any):
+        if window_function is None:
+            raise WindowSpecError("a window over all elements needs a `window_function`")
+        super().__init__(window_function)
+
+    def add(self, current: Any, value: Any) -> Any:
+        if current is None:
+            return [value]
+        current.append(value)
+        return current
+
+    def _merge(self, target: Any, source: Any) -> Any:
+        return target + source
+
+    def fold(self, values: list[Any]) -> list[Any]:
+        return values
+
+    def inputs(self, contents: list[Any]) -> list[Any]:
+        return contents
+
+
+class ReduceLogic(WindowLogic):
+    """A window that keeps the reduce of its elements."""
+
+    def __init__(self, function: Any, window_function: Any = None):
+        reduce = getattr(function, "reduce", function)
+        if not (isinstance(function, ReduceFunction) or callable(reduce)):
+            raise WindowSpecError(
+                "`reduce_function` must be a ReduceFunction or a callable (a, b) -> value; "
+                f"got {function!r}"
+            )
+        super().__init__(window_function)
+        self.reduce = reduce
+
+    def add(self, current: Any, value: Any) -> Any:
+        return value if current is None else self.reduce(current, value)
+
+    def _merge(self, target: Any, source: Any) -> Any:
+        return self.reduce(target, source)
+
+    def fold(self, values: list[Any]) -> list[Any]:
+        result = None
+        for value in values:
+            result = value if result is None else self.reduce(result, value)
+        return [result]
+
+    def inputs(self, contents: Any) -> list[Any]:
+        return [contents]
+
+
+class AggregateLogic(WindowLogic):
+    """A window that keeps an :class:`AggregateFunction`'s accumulator."""
+
+    aggregate: AggregateFunction
+
+    def __init__(self, function: Any, window_function: Any = None):
+        if not all(hasattr(function, m) for m in ("create_accumulator", "add", "get_result")):
+            raise WindowSpecError(
+                "`aggregate_function` must be an AggregateFunction (create_accumulator, add, "
+                f"get_result, merge); got {function!r}"
+            )
+        super().__init__(window_function)
+        self.aggregate = function
+
+    def add(self, current: Any, value: Any) -> Any:
+        aggregate = self.aggregate
+        if current is None:
+            current = aggregate.create_accumulator()
+        return aggregate.add(value, current)
+
+    def _merge(self, target: Any, source: Any) -> Any:
+        return self.aggregate.merge(target, source)
+
+    def fold(self, values: list[Any]) -> list[Any]:
+        acc = self.aggregate.create_accumulator()
+        for value in values:
+            acc = self.aggregate.add(value, acc)
+        return [self.aggregate.get_result(acc)]
+
+    def inputs(self, contents: Any) -> list[Any]:
+        return [self.aggregate.get_result(contents)]
+
+
 def window_logic(function: Any, window_function: Any = None) -> WindowLogic:
     """Pick the state strategy for a user's ``function`` (and optional window function).
 
@@ -190,11 +213,11 @@ def window_logic(function: Any, window_function: Any = None) -> WindowLogic:
                 "`window_function` goes with a reduce or aggregate function; "
                 f"got function={function!r}, window_function={window_function!r}"
             )
-        return WindowLogic(ELEMENTS, window_function=function)
+        return ElementsLogic(function)
     if isinstance(function, AggregateFunction):
-        return WindowLogic(AGGREGATE, function, window_function)
+        return AggregateLogic(function, window_function)
     if isinstance(function, ReduceFunction) or callable(function):
-        return WindowLogic(REDUCE, function, window_function)
+        return ReduceLogic(function, window_function)
     raise WindowSpecError(
         "`function` must be a ReduceFunction or callable, an AggregateFunction, or a "
         f"ProcessWindowFunction / WindowFunction; got {function!r}"

@@ -1,22 +1,24 @@
-"""What a window pipeline may be, checked when it is defined; and which pipelines the
-operator's inlined per-element path serves."""
+"""What a window pipeline is, checked when it is defined, and which operator serves it.
+
+:class:`OperatorSpec` is the operator's configuration, frozen and built once per query:
+the assigner, trigger, evictor and window function with the options of the run. Per-key
+state and the clocks are not in it; the operator keeps those.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
-from tidemark.assigners import (
-    MergingWindowAssigner,
-    SlidingEventTimeWindows,
-    TumblingEventTimeWindows,
-    WindowAssigner,
-)
+from tidemark._engine.functions import WindowLogic
+from tidemark.assigners import MergingWindowAssigner, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
-from tidemark.triggers import EventTimeTrigger, Trigger
+from tidemark.triggers import Trigger
+from tidemark.windows import AlignedLayout
 
-__all__ = ["validate_window_spec", "aligned_event_time_windows"]
+__all__ = ["OperatorSpec", "validate_window_spec"]
 
 
 def validate_window_spec(
@@ -43,16 +45,71 @@ def validate_window_spec(
         raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
 
 
-def aligned_event_time_windows(
-    assigner: Any, trigger: Any, evictor: Any
-) -> tuple[int, int, int] | None:
-    """``(size, slide, offset)`` when the inlined per-element path applies, else None."""
-    if evictor is not None or type(trigger) is not EventTimeTrigger:
-        return None
-    if type(assigner) is TumblingEventTimeWindows:
-        return assigner.size_ms, assigner.size_ms, assigner.offset_ms
-    if type(assigner) is SlidingEventTimeWindows:
-        return assigner.size_ms, assigner.slide_ms, assigner.offset_ms
-    return None
+@dataclass(frozen=True)
+class OperatorSpec:
+    """A window operator's configuration, validated when built, never changed after.
 
+    Parameters
+    ----------
+    assigner : WindowAssigner
+    logic : WindowLogic
+        The window function with its state strategy.
+    trigger : Trigger, optional
+        Defaults to the assigner's default trigger (``window_trigger`` is the one in
+        effect).
+    evictor : Evictor, optional
+        When set, windows keep all elements and the evictor runs on each firing.
+    allowed_lateness_ms : int
+        How long after a window's end its state is kept for late firings (event time).
+    late_data_tag : OutputTag, optional
+        Where late elements go; without it they are counted as dropped.
+    batch_mode : bool
+        The caller's promise of Flink BATCH input: each key's elements come in timestamp
+        order and complete, under no watermark, and then the watermark jumps to +inf.
+        The aligned operator then fires tumbling windows a key's later elements cannot
+        reach as soon as they are complete, with the results, order and watermark (+inf)
+        of firing at the key's end, and without timers.
+    record_output_watermarks : bool
+        Record the watermark at emission of every result in the operator's
+        ``output_watermarks`` (replays place results in a chained stream with it).
+    fast_paths : bool
+        False serves every pipeline with the general operator (the switch that proves
+        the fast paths agree with it; Spark conf ``spark.tidemark.fastPaths=false``).
+    """
 
+    assigner: WindowAssigner
+    logic: WindowLogic
+    trigger: Trigger[Any] | None = None
+    evictor: Evictor | None = None
+    allowed_lateness_ms: int = 0
+    late_data_tag: OutputTag | None = None
+    batch_mode: bool = False
+    record_output_watermarks: bool = False
+    fast_paths: bool = True
+    window_trigger: Trigger[Any] = field(init=False)  # ``trigger`` or the default
+    is_event_time: bool = field(init=False)
+    is_merging: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        validate_window_spec(
+            self.assigner, self.trigger, self.evictor, self.allowed_lateness_ms,
+            self.late_data_tag,
+        )
+        trigger = self.trigger if self.trigger is not None else self.assigner.get_default_trigger()
+        object.__setattr__(self, "window_trigger", trigger)
+        object.__setattr__(self, "is_event_time", self.assigner.is_event_time())
+        object.__setattr__(
+            self, "is_merging", isinstance(self.assigner, MergingWindowAssigner)
+        )
+
+    def aligned_layout(self) -> AlignedLayout | None:
+        """The window layout the aligned operator serves this pipeline with, or None.
+
+        It serves event-time windows of a fixed layout (tumbling, sliding) whose trigger
+        fires only at the window end, without an evictor, while fast paths are on.
+        """
+        if not self.fast_paths or self.evictor is not None or not self.is_event_time:
+            return None
+        if not self.window_trigger.fires_only_at_window_end():
+            return None
+        return self.assigner.aligned_layout()

@@ -121,8 +121,9 @@ class Tracer:
     >>> from tidemark import TumblingEventTimeWindows
     >>> from tidemark._engine.functions import window_logic
     >>> tracer = Tracer(title="two elements")
-    >>> op = WindowOperator(TumblingEventTimeWindows.of(5), window_logic(lambda a, b: a + b),
-    ...                     tracer=tracer)
+    >>> from tidemark._engine.create import window_operator
+    >>> op = window_operator(TumblingEventTimeWindows.of(5), window_logic(lambda a, b: a + b),
+    ...                      tracer=tracer)
     >>> tracer.process_element(op, "k", 1, 3, "a"); tracer.process_element(op, "k", 2, 4, "b")
     'on_time'
     'on_time'

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import validate_window_spec
+from tidemark._engine.spec import validate_window_spec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor

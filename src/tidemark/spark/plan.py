@@ -10,18 +10,29 @@ pipeline, and the execution layer remembers what it computed for it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.triggers import Trigger
 from tidemark.watermarks import WatermarkStrategy
 
-__all__ = ["Source", "WindowOp", "KeySpec", "OperatorFactory", "PlanNode", "source_of"]
+__all__ = [
+    "Source",
+    "WindowOp",
+    "KeySpec",
+    "OperatorFactory",
+    "PlanNode",
+    "source_of",
+    "fast_paths_enabled",
+    "FAST_PATHS_CONF",
+]
 
 
 @dataclass(frozen=True, eq=False)
@@ -98,6 +109,7 @@ class WindowOp:
             self.late_tag,
             self.function,
             self.window_function,
+            fast_paths_enabled(self.source.df.sparkSession),
         )
 
 
@@ -122,13 +134,38 @@ class OperatorFactory:
     late_tag: OutputTag | None
     function: Any
     window_function: Any
+    fast_paths: bool = True
+    # The spec of each (batch_mode, record_output_watermarks), built once per process:
+    # a streaming query makes an operator per key group and micro-batch.
+    _specs: dict[tuple[bool, bool], OperatorSpec] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
-    def __call__(self) -> WindowOperator:
-        return WindowOperator(
-            self.assigner,
-            window_logic(self.function, self.window_function),
-            trigger=self.trigger,
-            evictor=self.evictor,
-            allowed_lateness_ms=self.allowed_lateness_ms,
-            late_data_tag=self.late_tag,
-        )
+    def __call__(
+        self, *, batch_mode: bool = False, record_output_watermarks: bool = False
+    ) -> WindowOperator:
+        options = (batch_mode, record_output_watermarks)
+        spec = self._specs.get(options)
+        if spec is None:
+            spec = self._specs[options] = OperatorSpec(
+                self.assigner,
+                window_logic(self.function, self.window_function),
+                self.trigger,
+                self.evictor,
+                self.allowed_lateness_ms,
+                self.late_tag,
+                batch_mode=batch_mode,
+                record_output_watermarks=record_output_watermarks,
+                fast_paths=self.fast_paths,
+            )
+        return create_window_operator(spec)
+
+
+FAST_PATHS_CONF = "spark.tidemark.fastPaths"
+
+
+def fast_paths_enabled(spark: Any) -> bool:
+    """False when the Spark conf ``spark.tidemark.fastPaths`` is ``false``: every
+    pipeline then runs on the general engine operator, and no BATCH pipeline on the SQL
+    fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off)."""
+    return str(spark.conf.get(FAST_PATHS_CONF, "true")).lower() != "false"

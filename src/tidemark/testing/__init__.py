@@ -11,8 +11,10 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
@@ -54,6 +56,12 @@ class WindowOperatorHarness:
     trigger, evictor : optional
     allowed_lateness : Duration, timedelta or int ms
     late_data_tag : OutputTag, optional
+    tracer : Tracer, optional
+    fast_paths : bool
+        False runs the general operator even where a faster one serves the pipeline
+        (they must agree; this is how that is checked).
+    batch_mode : bool
+        The caller promises Flink BATCH input (see ``OperatorSpec``).
 
     Examples
     --------
@@ -80,21 +88,25 @@ class WindowOperatorHarness:
         allowed_lateness: TimeLike = 0,
         late_data_tag: OutputTag | None = None,
         tracer: Any = None,
+        fast_paths: bool = True,
+        batch_mode: bool = False,
     ):
         if isinstance(function, tuple):
             logic = window_logic(*function)
         else:
             logic = window_logic(function)
         self._key_selector = key_selector
-        self._operator = WindowOperator(
+        spec = OperatorSpec(
             assigner,
             logic,
             trigger=trigger,
             evictor=evictor,
             allowed_lateness_ms=to_millis(allowed_lateness, "allowed_lateness"),
             late_data_tag=late_data_tag,
-            tracer=tracer,
+            batch_mode=batch_mode,
+            fast_paths=fast_paths,
         )
+        self._operator = create_window_operator(spec, tracer=tracer)
         self._events: list[Any] = []
         self._seen = 0
 

@@ -13,7 +13,8 @@ exactly:
 - ``min_by/max_by``: the first element holding the smallest/largest non-null field.
 
 Results carry ``window.max_timestamp()`` as every window result does. Set the Spark
-conf ``spark.tidemark.sqlFastPath=false`` to run these through the engine instead.
+conf ``spark.tidemark.sqlFastPath=false`` to run these through the engine instead
+(``spark.tidemark.fastPaths=false`` turns off this and the engine's fast paths).
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralType, LongType
 
-from tidemark.assigners import SlidingEventTimeWindows, TumblingEventTimeWindows
 from tidemark.spark import aggregations as agg
 from tidemark.spark.columns import (
     AGGREGATE,
@@ -36,8 +36,7 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
 )
-from tidemark.spark.plan import WindowOp
-from tidemark.triggers import EventTimeTrigger
+from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
 __all__ = ["applies", "sql_window", "CONF"]
 
@@ -49,9 +48,9 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
     function = op.function
     if frame.replay or op.window_function is not None or op.evictor is not None:
         return False
-    if type(op.assigner) not in (TumblingEventTimeWindows, SlidingEventTimeWindows):
+    if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
         return False
-    if op.trigger is not None and type(op.trigger) is not EventTimeTrigger:
+    if op.trigger is not None and not op.trigger.fires_only_at_window_end():
         return False
     if type(function) not in (agg.Sum, agg.Min, agg.Max, agg.MinBy, agg.MaxBy):
         return False
@@ -62,7 +61,7 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
         return False
     if type(function) is agg.MaxBy and not isinstance(kind, (IntegralType, FractionalType)):
         return False  # the largest first is computed as the smallest negation
-    return str(spark.conf.get(CONF, "true")).lower() != "false"
+    return fast_paths_enabled(spark) and str(spark.conf.get(CONF, "true")).lower() != "false"
 
 
 def _window_starts(op: WindowOp) -> Any:

@@ -56,7 +56,7 @@ from tidemark.spark.columns import (
     decode_key,
     encode_side,
 )
-from tidemark.time import LONG_MAX, LONG_MIN
+from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
 __all__ = ["RunnerConfig", "PartitionDriver", "BatchDriver", "ReplayDriver"]
 
@@ -86,11 +86,10 @@ class RunnerConfig:
     sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
 
     def make_operator(self) -> WindowOperator:
-        op: WindowOperator = self.operator()
-        if self.replay:
-            op.output_watermarks = []
-        else:  # each key's elements come sorted by time, then the watermark jumps to +inf
-            op.batch_mode = True
+        # BATCH: each key's elements come sorted by time, then the watermark jumps to +inf
+        op: WindowOperator = self.operator(
+            batch_mode=not self.replay, record_output_watermarks=self.replay
+        )
         return op
 
 
@@ -158,20 +157,9 @@ class _Output:
 
 
 def _uses_processing_time(trigger: Any) -> bool:
-    from tidemark.triggers import (
-        ContinuousProcessingTimeTrigger,
-        CountTrigger,
-        DeltaTrigger,
-        EventTimeTrigger,
-        PurgingTrigger,
-    )
-
-    while isinstance(trigger, PurgingTrigger):
-        trigger = trigger.nested
-    event_or_count = (EventTimeTrigger, CountTrigger, DeltaTrigger)
-    return trigger is not None and (
-        isinstance(trigger, ContinuousProcessingTimeTrigger) or not isinstance(trigger, event_or_count)
-    )
+    """Whether a pipeline's own trigger (None: the assigner's default) may register
+    processing-time timers, as it declares."""
+    return trigger is not None and TimeDomain.PROCESSING_TIME in trigger.timer_domains()
 
 
 @contextlib.contextmanager

@@ -8,37 +8,38 @@ from typing import Any
 
 from pyspark.sql import functions as F
 
-from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import ALL_KEY, KEY, TS, decode_key, with_function_key
 from tidemark.spark.plan import Source, WindowOp
 from tidemark.spark.streaming.query import window_stream
 from tidemark.spark.timestamps import with_assigned_timestamps
-from tidemark.triggers import (
-    ContinuousEventTimeTrigger,
-    ContinuousProcessingTimeTrigger,
-    EndOfStreamTrigger,
-    EventTimeTrigger,
-    ProcessingTimeTrigger,
-    PurgingTrigger,
-)
+from tidemark.time import TimeDomain
 
 __all__ = ["run_streaming_window", "time_mode_of"]
 
 
 def time_mode_of(op: WindowOp) -> str:
-    """Which Spark timers the pipeline needs: event-time, processing-time, or none."""
-    if op.assigner.is_event_time():
+    """Which Spark timers the pipeline needs: event-time, processing-time, or none.
+
+    The assigner's cleanup timers decide; an assigner without them (GlobalWindows)
+    leaves it to the trigger's declared ``timer_domains()``. One query runs one time
+    domain, so a trigger there that declares both (the default of a custom trigger that
+    does not say) is refused here, not when its first timer fails at run time.
+    """
+    domains = op.assigner.timer_domains()
+    if not domains:
+        trigger = op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
+        domains = trigger.timer_domains()
+        if len(domains) > 1:
+            raise WindowSpecError(
+                f"`trigger` {trigger!r} on {op.assigner!r} may register event-time and "
+                "processing-time timers, but a streaming query runs one time domain: "
+                "override its timer_domains() to return the one it uses (or none)"
+            )
+    if TimeDomain.EVENT_TIME in domains:
         return "EventTime"
-    if not isinstance(op.assigner, GlobalWindows):
-        return "ProcessingTime"
-    trigger = op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
-    while isinstance(trigger, PurgingTrigger):
-        trigger = trigger.nested
-    if isinstance(trigger, (EventTimeTrigger, ContinuousEventTimeTrigger, EndOfStreamTrigger)):
-        return "EventTime"
-    if isinstance(trigger, (ProcessingTimeTrigger, ContinuousProcessingTimeTrigger)):
+    if TimeDomain.PROCESSING_TIME in domains:
         return "ProcessingTime"
     return "None"
 

@@ -1,30 +1,26 @@
-"""Triggers: when a window's function is evaluated, and when its contents are purged.
-
-A trigger is consulted for every element added to a window (``on_element``) and for every
-timer it registered (``on_event_time``, ``on_processing_time``); it answers with a
-:class:`TriggerResult`. Its per-window state lives behind
-``ctx.get_partitioned_state(descriptor)``, so one trigger object serves every key and
-window. Behaviour follows Flink 1.20's built-in triggers, including Java's ``%`` in the
-continuous triggers' alignment.
-"""
+"""Flink 1.20's built-in triggers, with Flink's behaviour (including Java's ``%`` in the
+continuous triggers' alignment), and what each declares it needs."""
 
 from __future__ import annotations
 
-import enum
-from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 from tidemark.errors import WindowSpecError
-from tidemark.state import ReducingStateDescriptor, State, ValueStateDescriptor
-from tidemark.time import LONG_MAX, TimeLike, java_mod, to_millis
+from tidemark.state import ReducingStateDescriptor, ValueStateDescriptor
+from tidemark.time import LONG_MAX, TimeDomain, TimeLike, java_mod, to_millis
+from tidemark.triggers.base import (
+    _EVENT_TIME,
+    _NO_DOMAIN,
+    _PROCESSING_TIME,
+    OnMergeContext,
+    Trigger,
+    TriggerContext,
+    TriggerResult,
+)
 from tidemark.windows import Window
 
 __all__ = [
-    "TriggerResult",
-    "TriggerContext",
-    "OnMergeContext",
-    "Trigger",
     "EventTimeTrigger",
     "ProcessingTimeTrigger",
     "CountTrigger",
@@ -37,168 +33,113 @@ __all__ = [
 ]
 
 
-class TriggerResult(enum.Enum):
-    """What a trigger tells the window operator to do.
-
-    >>> TriggerResult.FIRE_AND_PURGE.is_fire(), TriggerResult.FIRE_AND_PURGE.is_purge()
-    (True, True)
-    """
-
-    CONTINUE = (False, False)
-    FIRE_AND_PURGE = (True, True)
-    FIRE = (True, False)
-    PURGE = (False, True)
-
-    def is_fire(self) -> bool:
-        return self.value[0]
-
-    def is_purge(self) -> bool:
-        return self.value[1]
+def _overrides_any(obj: object, base: type, names: tuple[str, ...]) -> bool:
+    """Whether ``type(obj)`` replaces any of ``base``'s methods ``names``."""
+    return any(getattr(type(obj), name) is not getattr(base, name) for name in names)
 
 
-class TriggerContext(ABC):
-    """What a trigger may do for the current key and window; implemented by the engine."""
-
-    @abstractmethod
-    def get_current_processing_time(self) -> int: ...
-
-    @abstractmethod
-    def get_current_watermark(self) -> int: ...
-
-    @abstractmethod
-    def register_processing_time_timer(self, time: int) -> None: ...
-
-    @abstractmethod
-    def register_event_time_timer(self, time: int) -> None: ...
-
-    @abstractmethod
-    def delete_processing_time_timer(self, time: int) -> None: ...
-
-    @abstractmethod
-    def delete_event_time_timer(self, time: int) -> None: ...
-
-    @abstractmethod
-    def get_partitioned_state(self, state_descriptor: Any) -> State:
-        """State for the current key and window, created on first use."""
+_CALLBACKS = (
+    "on_element",
+    "on_event_time",
+    "on_processing_time",
+    "on_merge",
+    "clear",
+    "timer_domains",
+)
 
 
-class OnMergeContext(TriggerContext):
-    """The context of :meth:`Trigger.on_merge`: it can also merge the merged windows' state."""
-
-    @abstractmethod
-    def merge_partitioned_state(self, state_descriptor: Any) -> None:
-        """Fold the merged windows' state of ``state_descriptor`` into the result window."""
-
-
-class Trigger(ABC):
-    """Decides when a window fires; subclass it for a custom trigger.
-
-    ``on_element`` is called once per element and window the element was added to, after
-    it was added. Timer callbacks are called for timers this trigger registered through
-    its context (and for the window's cleanup timer). ``clear`` is called when the window
-    is removed, and must delete the timers and state the trigger holds for it.
-    """
-
-    @abstractmethod
-    def on_element(
-        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
-    ) -> TriggerResult: ...
-
-    @abstractmethod
-    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult: ...
-
-    @abstractmethod
-    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult: ...
-
-    def can_merge(self) -> bool:
-        """Whether :meth:`on_merge` is implemented; merging assigners require it."""
-        return False
-
-    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
-        """Called when windows merged into ``window``; re-register timers for it here."""
-        raise NotImplementedError(f"{type(self).__name__} does not support merging")
-
-    @abstractmethod
-    def clear(self, window: Window, ctx: TriggerContext) -> None: ...
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-# PyFlink nests the contexts in Trigger; keep those spellings working.
-Trigger.TriggerContext = TriggerContext  # type: ignore[attr-defined]
-Trigger.OnMergeContext = OnMergeContext  # type: ignore[attr-defined]
-
-
-class EventTimeTrigger(Trigger):
+class EventTimeTrigger(Trigger[Window]):
     """Fires once the watermark passes the window's end (``max_timestamp``).
 
     An element for a window whose end the watermark already passed (a late element within
     the allowed lateness) fires the window at once.
+
+    A subclass keeps the fast paths (which never call the trigger) as long as it
+    overrides none of the callbacks; one that overrides a callback is called as any
+    trigger is (:meth:`fires_only_at_window_end` is then False).
     """
 
     @classmethod
     def create(cls) -> EventTimeTrigger:
         return cls()
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
-        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
+        return fires_at_end(time, window)
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         # Only while the watermark is before the end: otherwise on_element fires at once,
         # and a timer as well would fire the window twice.
         if window.max_timestamp() > ctx.get_current_watermark():
             ctx.register_event_time_timer(window.max_timestamp())
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.delete_event_time_timer(window.max_timestamp())
 
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _EVENT_TIME
 
-class ProcessingTimeTrigger(Trigger):
+    def fires_only_at_window_end(self) -> bool:
+        return not _overrides_any(self, EventTimeTrigger, _CALLBACKS)
+
+
+def fires_at_end(time: int, window: Window) -> TriggerResult:
+    """:meth:`EventTimeTrigger.on_event_time`: FIRE when ``time`` is ``window``'s end.
+    The one home of event-time firing, shared by the engine's aligned fast path."""
+    return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+
+class ProcessingTimeTrigger(Trigger[Window]):
     """Fires when processing time reaches the window's ``max_timestamp``."""
 
     @classmethod
     def create(cls) -> ProcessingTimeTrigger:
         return cls()
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         ctx.register_processing_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         if window.max_timestamp() > ctx.get_current_processing_time():
             ctx.register_processing_time_timer(window.max_timestamp())
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.delete_processing_time_timer(window.max_timestamp())
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _PROCESSING_TIME
 
 
 def _sum(a: int, b: int) -> int:
     return a + b
 
 
-class CountTrigger(Trigger):
+class CountTrigger(Trigger[Window]):
     """Fires when a window has received ``count`` elements since it last fired.
 
     >>> CountTrigger.of(0)
@@ -217,7 +158,9 @@ class CountTrigger(Trigger):
     def of(cls, count: int) -> CountTrigger:
         return cls(count)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         count = ctx.get_partitioned_state(self._state)
         count.add(1)
         if count.get() >= self.count:
@@ -225,20 +168,23 @@ class CountTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         ctx.merge_partitioned_state(self._state)
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.get_partitioned_state(self._state).clear()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _NO_DOMAIN
 
     def __repr__(self) -> str:
         return f"CountTrigger({self.count})"
@@ -248,35 +194,45 @@ def _purging(result: TriggerResult) -> TriggerResult:
     return TriggerResult.FIRE_AND_PURGE if result.is_fire() else result
 
 
-class PurgingTrigger(Trigger):
+class PurgingTrigger(Trigger[Window]):
     """Wraps a trigger and turns each of its FIRE into FIRE_AND_PURGE."""
 
-    def __init__(self, nested: Trigger):
+    def __init__(self, nested: Trigger[Any]):
         if not isinstance(nested, Trigger):
             raise WindowSpecError(f"`nested` must be a Trigger; got {nested!r}")
         self.nested = nested
 
     @classmethod
-    def of(cls, nested: Trigger) -> PurgingTrigger:
+    def of(cls, nested: Trigger[Any]) -> PurgingTrigger:
         return cls(nested)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         return _purging(self.nested.on_element(element, timestamp, window, ctx))
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return _purging(self.nested.on_event_time(time, window, ctx))
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return _purging(self.nested.on_processing_time(time, window, ctx))
 
     def can_merge(self) -> bool:
         return self.nested.can_merge()
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         self.nested.on_merge(window, ctx)
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         self.nested.clear(window, ctx)
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return self.nested.timer_domains()
+
+    def fires_only_at_window_end(self) -> bool:
+        # Not delegated: its firings purge, which the fast paths (whose firings keep the
+        # contents for late firings) do not do.
+        return False
 
     def __repr__(self) -> str:
         return f"PurgingTrigger({self.nested!r})"
@@ -298,7 +254,7 @@ def _positive_interval(interval: TimeLike) -> int:
     return interval_ms
 
 
-class _Continuous(Trigger):
+class _Continuous(Trigger[Window]):
     """What the continuous triggers share: a ``fire-time`` state (the next periodic
     firing, min-merged), timers in one time domain, and Flink's clamp to the window end.
 
@@ -333,13 +289,13 @@ class _Continuous(Trigger):
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         ctx.merge_partitioned_state(self._state)
         next_fire = ctx.get_partitioned_state(self._state).get()
         if next_fire is not None:
             self._register(ctx, next_fire)
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         fire_time = ctx.get_partitioned_state(self._state)
         if fire_time.get() is not None:
             self._delete(ctx, fire_time.get())
@@ -358,14 +314,21 @@ class ContinuousEventTimeTrigger(_Continuous):
     def _delete(self, ctx: TriggerContext, time: int) -> None:
         ctx.delete_event_time_timer(time)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _EVENT_TIME
+
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         if window.max_timestamp() <= ctx.get_current_watermark():
             return TriggerResult.FIRE
         ctx.register_event_time_timer(window.max_timestamp())
+        if timestamp is None:
+            raise TypeError(f"{self!r} needs element timestamps; got an element without one")
         self._first(timestamp, window, ctx)
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         if time == window.max_timestamp():
             return TriggerResult.FIRE
         fire_time = ctx.get_partitioned_state(self._state)
@@ -380,7 +343,7 @@ class ContinuousEventTimeTrigger(_Continuous):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
 
@@ -393,14 +356,19 @@ class ContinuousProcessingTimeTrigger(_Continuous):
     def _delete(self, ctx: TriggerContext, time: int) -> None:
         ctx.delete_processing_time_timer(time)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _PROCESSING_TIME
+
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         self._first(ctx.get_current_processing_time(), window, ctx)
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         fire_time = ctx.get_partitioned_state(self._state)
         if fire_time.get() == time:
             fire_time.clear()
@@ -412,7 +380,7 @@ class ContinuousProcessingTimeTrigger(_Continuous):
         return TriggerResult.CONTINUE
 
 
-class DeltaTrigger(Trigger):
+class DeltaTrigger(Trigger[Window]):
     """Fires when ``delta(last_fired_element, element) > threshold``.
 
     The first element of a window is remembered and does not fire; afterwards the
@@ -437,7 +405,9 @@ class DeltaTrigger(Trigger):
     def of(cls, threshold: float, delta_function: Any) -> DeltaTrigger:
         return cls(threshold, delta_function)
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         last = ctx.get_partitioned_state(self._state)
         if last.value() is None:
             last.update(element)
@@ -447,53 +417,66 @@ class DeltaTrigger(Trigger):
             return TriggerResult.FIRE
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         ctx.get_partitioned_state(self._state).clear()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _NO_DOMAIN
 
     def __repr__(self) -> str:
         return f"DeltaTrigger({self.threshold})"
 
 
-class NeverTrigger(Trigger):
+class NeverTrigger(Trigger[Window]):
     """The default trigger of :class:`~tidemark.assigners.GlobalWindows`: never fires."""
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
     def can_merge(self) -> bool:
         return True
 
-    def on_merge(self, window, ctx):  # type: ignore[no-untyped-def]
+    def on_merge(self, window: Window, ctx: OnMergeContext) -> None:
         pass
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         pass
 
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _NO_DOMAIN
 
-class EndOfStreamTrigger(Trigger):
+
+class EndOfStreamTrigger(Trigger[Window]):
     """Fires a global window once, when the input ends (the final watermark arrives)."""
 
-    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+    def on_element(
+        self, element: Any, timestamp: int | None, window: Window, ctx: TriggerContext
+    ) -> TriggerResult:
         ctx.register_event_time_timer(window.max_timestamp())
         return TriggerResult.CONTINUE
 
-    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_event_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
 
-    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+    def on_processing_time(self, time: int, window: Window, ctx: TriggerContext) -> TriggerResult:
         return TriggerResult.CONTINUE
 
-    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+    def clear(self, window: Window, ctx: TriggerContext) -> None:
         pass
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return _EVENT_TIME

@@ -1,0 +1,296 @@
+"""The aligned operator: the general window operator, but faster for tumbling and sliding
+event-time windows whose trigger fires only at the window end, without an evictor.
+
+Such a trigger promises :class:`~tidemark.triggers.EventTimeTrigger`'s behaviour
+(``Trigger.fires_only_at_window_end``): register a timer at the window's end, FIRE there,
+FIRE at once for an element added after it, no state. This operator does exactly that
+without calling the trigger, computes windows from the assigner's
+:class:`~tidemark.windows.AlignedLayout` instead of calling it, and takes due timers in
+bulk; where a pipeline is this shape, a keyed tumbling reduce spends its time here. The
+results, side outputs, counts, watermarks seen and state left are the general operator's
+(the property tests run both and compare).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from functools import reduce
+from heapq import heappop
+from itertools import islice
+from operator import le
+from typing import Any
+
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
+from tidemark._engine.spec import OperatorSpec
+from tidemark.time import LONG_MAX, LONG_MIN
+from tidemark.windows import AlignedLayout, TimeWindow, Window
+
+__all__ = ["AlignedWindowOperator"]
+
+_CACHED_WINDOWS = 4096
+
+
+class AlignedWindowOperator(WindowOperator):
+    """:class:`WindowOperator`, but faster for aligned event-time windows.
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline whose ``aligned_layout()`` is ``layout``.
+    layout : AlignedLayout
+        Where the windows are.
+    tracer : object, optional
+    """
+
+    def __init__(self, spec: OperatorSpec, layout: AlignedLayout, *, tracer: Any = None):
+        super().__init__(spec, tracer=tracer)
+        self._layout = layout
+        self._batch_mode = spec.batch_mode
+        # start -> (window, cleanup time): each window object and its cleanup time are
+        # made once, not once per element.
+        self._window_cache: dict[int, tuple[TimeWindow, int]] = {}
+        # A firing emits the window's incremental result itself: no window function,
+        # tracer, evictor or recorded watermark, and the window keeps an accumulator.
+        self._plain = (
+            self.logic.window_function is None
+            and tracer is None
+            and self.output_watermarks is None
+            and not self.logic.keeps_elements
+        )
+        # The logic's add, and AggregateFunction's own add and create_accumulator (called
+        # directly: the hottest calls of all), bound once.
+        aggregate = self.logic.aggregate
+        self._adders: tuple[Any, Any, Any] = (
+            self.logic.add,
+            aggregate.add if aggregate is not None else None,
+            aggregate.create_accumulator if aggregate is not None else None,
+        )
+
+    # ------------------------------------------------------------------ elements
+
+    def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
+        if timestamp is None:
+            return super().process_element(key, value, timestamp)
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        status = self._aligned_run(key, ks, (value,), (timestamp,))
+        if not ks.contents and ks.is_empty():  # nothing kept: as the general operator
+            del self.keys[key]
+        return status
+
+    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
+        """:meth:`WindowOperator.process_elements`, with the per-element overhead paid
+        once per run. Tumbling windows of a run in timestamp order are folded a window at
+        a time; under ``spec.batch_mode`` those complete within the run fire at once."""
+        if None in timestamps:
+            super().process_elements(key, values, timestamps)
+            return
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        layout = self._layout
+        if (
+            layout.size_ms == layout.slide_ms
+            and len(values) > 1
+            and (self._batch_mode or all(map(le, timestamps, islice(timestamps, 1, None))))
+        ):
+            self._tumbling_sorted_run(key, ks, values, timestamps)
+        else:
+            self._aligned_run(key, ks, values, timestamps)
+        if not ks.contents and ks.is_empty():
+            del self.keys[key]
+
+    def _window(self, start: int) -> tuple[TimeWindow, int]:
+        """The window starting at ``start`` and its cleanup time, cached."""
+        entry = self._window_cache.get(start)
+        if entry is None:
+            cache = self._window_cache
+            if len(cache) > _CACHED_WINDOWS:
+                cache.clear()
+            window = TimeWindow(start, start + self._layout.size_ms)
+            entry = cache[start] = (window, self.cleanup_time(window))
+        return entry
+
+    def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
+        """The general per-element path (skip late windows, add, the trigger's
+        on_element, cleanup timer, late element) without per-call indirection. Returns
+        the last element's status."""
+        size, slide, offset = self._layout
+        contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
+        add, agg_add, create = self._adders
+        push = self._event_queue.push
+        status = SKIPPED
+        for value, timestamp in zip(values, timestamps):
+            watermark = self.current_watermark
+            status = SKIPPED
+            # The layout's last_start(timestamp), inlined: the hottest line of all.
+            start = timestamp - (timestamp - offset) % slide
+            while start > timestamp - size:
+                entry = cache.get(start)
+                window, cleanup = entry if entry is not None else self._window(start)
+                start -= slide
+                if cleanup <= watermark:  # is_window_late
+                    continue
+                current = contents.get(window)
+                try:
+                    if agg_add is None:
+                        contents[window] = add(current, value)
+                    else:
+                        contents[window] = agg_add(value, create() if current is None else current)
+                except Exception as exc:
+                    raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+                max_ts = window[1] - 1
+                if max_ts <= watermark:  # on_element: FIRE at once
+                    status = ADDED_LATE
+                    self._fire(key, ks, window, window, watermark)
+                else:
+                    status = ADDED if status == SKIPPED else status
+                    # A window holding contents has both timers pending (neither can have
+                    # fired while max_ts > watermark): only a new window registers them.
+                    if current is None and (max_ts, window) not in timers:
+                        timers[(max_ts, window)] = push(max_ts, key, window)
+                if current is None and cleanup != max_ts and cleanup < LONG_MAX:
+                    if (cleanup, window) not in timers:
+                        timers[(cleanup, window)] = push(cleanup, key, window)
+            if status == SKIPPED and self.is_element_late(timestamp):
+                status = self._late_element(value, timestamp)
+        return status
+
+    def _tumbling_sorted_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> None:
+        """:meth:`_aligned_run` for tumbling windows and timestamps in order: the elements
+        of one window are consecutive, so each window is looked up, checked and given its
+        timers once, and its elements are folded in one call sequence. The user function
+        sees exactly the calls, in the order, of the per-element path. A window that is
+        late or due (its end at or before the watermark) goes element by element."""
+        watermark = self.current_watermark
+        contents = ks.contents
+        complete_fires = self._batch_mode and watermark == LONG_MIN
+        if complete_fires and contents:
+            # windows of earlier runs that this run's elements are past fire first, in order
+            first = timestamps[0]
+            open_windows: list[Any] = list(contents)  # TimeWindows: tumbling
+            for done in sorted(w for w in open_windows if w[1] <= first):
+                self._fire_complete(key, ks, done)
+        n, i = len(timestamps), 0
+        while i < n:
+            window, cleanup = self._window(self._layout.last_start(timestamps[i]))
+            j = bisect_left(timestamps, window[1], i)
+            max_ts = window[1] - 1
+            if max_ts <= watermark:
+                self._aligned_run(key, ks, values[i:j], timestamps[i:j])
+                i = j
+                continue
+            current = contents.get(window) if contents else None
+            folded = self._fold(key, window, current, values[i:j])
+            i = j
+            if complete_fires and j < n:
+                # BATCH: this key's later elements are at or after the window's end.
+                if self._plain and current is None:  # no state or timers to clear
+                    self._emit_incremental(key, window, folded, max_ts)
+                else:
+                    contents[window] = folded
+                    self._fire_complete(key, ks, window)
+                continue
+            contents[window] = folded
+            if current is None:
+                self._register_timers(key, ks, window, max_ts, cleanup)
+
+    def _fold(self, key: Any, window: Window, current: Any, values: list[Any]) -> Any:
+        """``current`` contents (None for a new window) with ``values`` added, in order."""
+        logic = self.logic
+        aggregate = logic.aggregate
+        try:
+            if aggregate is not None:
+                add = aggregate.add
+                folded = aggregate.create_accumulator() if current is None else current
+                for value in values:
+                    folded = add(value, folded)
+                return folded
+            if logic.reduce is None:  # a window function over all elements
+                if current is None:
+                    return list(values)
+                current.extend(values)
+                return current
+            if current is None:
+                return reduce(logic.reduce, values)
+            return reduce(logic.reduce, values, current)
+        except Exception as exc:
+            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+
+    def _register_timers(
+        self, key: Any, ks: KeyState, window: Window, max_ts: int, cleanup: int
+    ) -> None:
+        """A new window's end-of-window timer (the trigger's) and cleanup timer, unless
+        that is the end timer or never due."""
+        timers, push = ks.event_timers, self._event_queue.push
+        if (max_ts, window) not in timers:
+            timers[(max_ts, window)] = push(max_ts, key, window)
+        if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
+            timers[(cleanup, window)] = push(cleanup, key, window)
+
+    def _fire_complete(self, key: Any, ks: KeyState, window: Any) -> None:
+        """Fire and clear a window no element can reach any more (BATCH), as the final
+        watermark would: functions see that watermark, +inf; its timers are dropped."""
+        if self._plain:
+            self._emit_incremental(key, window, ks.contents.pop(window), window[1] - 1)
+        else:
+            self._fire(key, ks, window, window, LONG_MAX)
+            self._clear_all_state(key, ks, window, window, LONG_MAX)
+        timers = ks.event_timers
+        if timers:
+            timers.pop((window.max_timestamp(), window), None)
+            timers.pop((self.cleanup_time(window), window), None)
+
+    def _emit_incremental(self, key: Any, window: Any, contents: Any, max_ts: int) -> None:
+        """:meth:`_fire` where the firing emits the window's incremental result itself
+        (``self._plain``): a window without contents emits nothing."""
+        if contents is None:
+            return
+        aggregate = self.logic.aggregate
+        try:
+            result = contents if aggregate is None else aggregate.get_result(contents)
+        except Exception as exc:
+            raise self._user_error("the window function", key, window, exc) from exc
+        self.output.append((result, max_ts))
+
+    # ------------------------------------------------------------------ time
+
+    def process_watermark(self, watermark: int) -> None:
+        """:meth:`WindowOperator.process_watermark`'s timer loop, inlined: every
+        event-time timer is a window's end, which fires it, or its cleanup time, which
+        clears it, and firing registers no new timer. So when all timers are due (a BATCH
+        key's end) they are taken in one sort, in the heap's (time, registration) order."""
+        self.current_watermark = watermark
+        heap = self._event_queue.heap
+        if watermark == LONG_MAX:
+            due: Any = sorted(heap)
+            heap.clear()
+        else:
+            due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
+        keys, cache, plain = self.keys, self._window_cache, self._plain
+        for time, _, key, window in due:
+            ks = keys.get(key)
+            if ks is None or ks.event_timers.pop((time, window), None) is None:
+                continue
+            max_ts = window[1] - 1
+            entry = cache.get(window[0])
+            cleanup = entry[1] if entry is not None else self.cleanup_time(window)
+            if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
+                if plain:
+                    self._emit_incremental(key, window, ks.contents.get(window), max_ts)
+                else:
+                    self._fire(key, ks, window, window, watermark)
+            if time == cleanup:
+                if plain:  # nothing but the contents and the end timer to clear
+                    ks.contents.pop(window, None)
+                    ks.event_timers.pop((max_ts, window), None)
+                else:
+                    self._clear_all_state(key, ks, window, window, watermark)
+            if not ks.contents and not ks.event_timers and ks.is_empty():
+                del keys[key]
+
+    def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
+        # The trigger's clear, as fires_only_at_window_end promises it: its end timer goes.
+        ks.event_timers.pop((window.max_timestamp(), window), None)

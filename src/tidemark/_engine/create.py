@@ -1,0 +1,36 @@
+"""The one place that chooses which operator serves a pipeline (as Beam's
+``create_trigger_driver`` chooses a trigger driver)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
+
+__all__ = ["create_window_operator", "window_operator"]
+
+
+def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowOperator:
+    """The operator that serves ``spec``.
+
+    :class:`~tidemark._engine.aligned.AlignedWindowOperator` (the same as
+    :class:`~tidemark._engine.operator.WindowOperator`, but faster for tumbling and
+    sliding event-time windows whose trigger fires only at the window end) where
+    ``spec.aligned_layout()`` allows it, else the general operator. The choice is made
+    here, once per operator, never per element; ``spec.fast_paths=False`` always takes
+    the general operator.
+    """
+    layout = spec.aligned_layout()
+    if layout is None:
+        return WindowOperator(spec, tracer=tracer)
+    return AlignedWindowOperator(spec, layout, tracer=tracer)
+
+
+def window_operator(
+    assigner: Any, logic: Any, *, tracer: Any = None, **options: Any
+) -> WindowOperator:
+    """``create_window_operator(OperatorSpec(assigner, logic, **options))``: the operator
+    for a pipeline given by its parts (tests, benchmarks, the docs' examples)."""
+    return create_window_operator(OperatorSpec(assigner, logic, **options), tracer=tracer)

@@ -1,0 +1,45 @@
+"""Triggers: when a window's function is evaluated, and when its contents are purged.
+
+A trigger is consulted for every element added to a window (``on_element``) and for every
+timer it registered (``on_event_time``, ``on_processing_time``); it answers with a
+:class:`TriggerResult`. Its per-window state lives behind
+``ctx.get_partitioned_state(descriptor)``, so one trigger object serves every key and
+window. Behaviour follows Flink 1.20's built-in triggers, including Java's ``%`` in the
+continuous triggers' alignment.
+"""
+
+from tidemark.triggers.base import (
+    OnMergeContext,
+    TimeDomain,
+    Trigger,
+    TriggerContext,
+    TriggerResult,
+)
+from tidemark.triggers.builtin import (
+    ContinuousEventTimeTrigger,
+    ContinuousProcessingTimeTrigger,
+    CountTrigger,
+    DeltaTrigger,
+    EndOfStreamTrigger,
+    EventTimeTrigger,
+    NeverTrigger,
+    ProcessingTimeTrigger,
+    PurgingTrigger,
+)
+
+__all__ = [
+    "TimeDomain",
+    "TriggerResult",
+    "TriggerContext",
+    "OnMergeContext",
+    "Trigger",
+    "EventTimeTrigger",
+    "ProcessingTimeTrigger",
+    "CountTrigger",
+    "PurgingTrigger",
+    "ContinuousEventTimeTrigger",
+    "ContinuousProcessingTimeTrigger",
+    "DeltaTrigger",
+    "NeverTrigger",
+    "EndOfStreamTrigger",
+]

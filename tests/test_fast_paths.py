@@ -1,0 +1,249 @@
+"""The fast paths are the general operator, only faster: proved by running random
+pipelines both ways (``fast_paths`` on and off) and requiring the same output, side
+output, dropped count, watermarks seen by the functions and state left.
+
+Also pinned here: which operator a pipeline gets, and that a trigger or assigner
+subclass that changes behaviour loses the fast path (it is then called as any other).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_properties import (
+    ALIGNED,
+    LATE_TAG,
+    CountAndSum,
+    Pipeline,
+    _assigner,
+    _evictor,
+    _trigger,
+    batch_inputs,
+    examples,
+    feed,
+    feed_in_runs,
+    key_runs,
+    pipelines,
+    streams,
+    sum_reduce,
+    window_label,
+    with_final_watermark,
+)
+
+from tidemark import (
+    LONG_MAX,
+    EventTimeTrigger,
+    ProcessWindowFunction,
+    PurgingTrigger,
+    SlidingEventTimeWindows,
+    TumblingEventTimeWindows,
+)
+from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.operator import WindowOperator
+from tidemark.testing import WindowOperatorHarness
+
+
+class WatermarkSeen(ProcessWindowFunction):
+    """Emits ``(key, window, watermark seen, inputs)``: the watermark its context showed."""
+
+    def process(self, key, context, elements):  # type: ignore[no-untyped-def]
+        yield (key, window_label(context.window()), context.current_watermark(), tuple(elements))
+
+
+def _function(kind: str) -> Any:
+    if kind == "reduce":
+        return sum_reduce
+    if kind == "aggregate":
+        return CountAndSum()
+    if kind == "reduce_seen":
+        return (sum_reduce, WatermarkSeen())
+    if kind == "aggregate_seen":
+        return (CountAndSum(), WatermarkSeen())
+    return WatermarkSeen()  # "elements_seen": a window function over all elements
+
+
+FUNCTIONS = ("reduce", "aggregate", "reduce_seen", "aggregate_seen", "elements_seen")
+
+
+@dataclass(frozen=True)
+class Case:
+    """A pipeline (its function replaced by ``function``) to run both ways."""
+
+    pipeline: Pipeline
+    function: str
+
+    def harness(self, fast_paths: bool, batch_mode: bool = False) -> WindowOperatorHarness:
+        p = self.pipeline
+        return WindowOperatorHarness(
+            _assigner(p.assigner),
+            _function(self.function),
+            key_selector=lambda value: value[0],
+            trigger=None if p.trigger == ("default",) else _trigger(p.trigger),
+            evictor=None if p.evictor is None else _evictor(p.evictor),
+            allowed_lateness=p.allowed_lateness,
+            late_data_tag=LATE_TAG if p.late_tag else None,
+            fast_paths=fast_paths,
+            batch_mode=batch_mode,
+        )
+
+
+@st.composite
+def cases(draw: Any, aligned_only: bool = False) -> Case:
+    pipeline = draw(ALIGNED if aligned_only else st.one_of(ALIGNED, pipelines()))
+    function = draw(st.sampled_from(FUNCTIONS))
+    if pipeline.is_merging and pipeline.evictor is not None:
+        function = "elements_seen"  # see known defect 3 in test_properties
+    return Case(pipeline, function)
+
+
+def state_left(harness: WindowOperatorHarness) -> dict[Any, Any]:
+    """Every key's whole state: contents, trigger and function state, timers."""
+    operator = harness.operator
+    return {
+        key: operator.snapshot_key(key).__getstate__()  # type: ignore[union-attr]
+        for key in sorted(operator.keys)
+    }
+
+
+def both_ways(case: Case, run: Any) -> tuple[Any, Any]:
+    fast, general = case.harness(True), case.harness(False)
+    assert isinstance(general.operator, WindowOperator)
+    assert not isinstance(general.operator, AlignedWindowOperator)
+    return (run(fast), state_left(fast)), (run(general), state_left(general))
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(case=cases(), events=st.one_of(streams(), key_runs()), final=st.booleans())
+def test_fast_paths_equal_the_general_operator_element_by_element(
+    case: Case, events: list[tuple[Any, ...]], final: bool
+) -> None:
+    events = with_final_watermark(events) if final else events
+    fast, general = both_ways(case, lambda harness: feed(harness, events))
+    assert fast == general
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(case=cases(), events=st.one_of(key_runs(), streams()), final=st.booleans())
+def test_fast_paths_equal_the_general_operator_in_runs(
+    case: Case, events: list[tuple[Any, ...]], final: bool
+) -> None:
+    events = with_final_watermark(events) if final else events
+    fast, general = both_ways(case, lambda harness: feed_in_runs(harness, events))
+    assert fast == general
+
+
+def run_batch(harness: WindowOperatorHarness, keys: list[tuple[str, list[int]]], cuts: Any) -> Any:
+    """A BATCH Spark task: each key's runs, +inf, then the key's state goes."""
+    operator = harness.operator
+    next_id = 0
+    for key, stamps in keys:
+        values = [(key, next_id + i, (next_id + i) % 7) for i in range(len(stamps))]
+        next_id += len(stamps)
+        bounds = [0, *sorted(set(cuts(len(stamps)))), len(stamps)]
+        for start, end in zip(bounds, bounds[1:]):
+            if start < end:
+                operator.process_elements(key, values[start:end], stamps[start:end])
+        operator.process_watermark(LONG_MAX)
+        operator.evict_key(key)
+        operator.reset_clocks()
+    return (
+        list(operator.output),
+        operator.side_outputs,
+        operator.num_late_records_dropped,
+        operator.num_keyed_state_entries(),
+    )
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(case=cases(aligned_only=True), keys=batch_inputs(), data=st.data())
+def test_batch_mode_fast_paths_equal_the_general_operator(
+    case: Case, keys: list[tuple[str, list[int]]], data: Any
+) -> None:
+    drawn: dict[int, list[int]] = {}
+
+    def cuts(n: int) -> list[int]:
+        return drawn.setdefault(len(drawn), data.draw(st.lists(st.integers(0, n), max_size=3)))
+
+    fast = run_batch(case.harness(True, batch_mode=True), keys, cuts)
+    replayed = iter(drawn.values())
+    general = run_batch(case.harness(False, batch_mode=True), keys, lambda n: next(replayed))
+    assert fast == general
+
+
+# ---------------------------------------------------------------- which operator
+
+
+def harness(assigner: Any, trigger: Any = None, **options: Any) -> WindowOperatorHarness:
+    return WindowOperatorHarness(
+        assigner, sum_reduce, key_selector=lambda v: v[0], trigger=trigger, **options
+    )
+
+
+def test_aligned_pipelines_get_the_aligned_operator_unless_fast_paths_are_off() -> None:
+    tumbling = TumblingEventTimeWindows.of(10)
+    assert isinstance(harness(tumbling).operator, AlignedWindowOperator)
+    assert isinstance(harness(SlidingEventTimeWindows.of(10, 5)).operator, AlignedWindowOperator)
+    assert isinstance(harness(tumbling, EventTimeTrigger.create()).operator, AlignedWindowOperator)
+    assert not isinstance(harness(tumbling, fast_paths=False).operator, AlignedWindowOperator)
+    purging = PurgingTrigger.of(EventTimeTrigger.create())
+    assert not isinstance(harness(tumbling, purging).operator, AlignedWindowOperator)
+
+
+class RenamedEventTimeTrigger(EventTimeTrigger):
+    """Changes nothing it is called for: keeps the fast path."""
+
+    def __repr__(self) -> str:
+        return "Renamed()"
+
+
+class CountingEventTimeTrigger(EventTimeTrigger):
+    """Overrides a callback: loses the fast path, and is called."""
+
+    def __init__(self) -> None:
+        self.calls: list[int | None] = []
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        self.calls.append(timestamp)
+        return super().on_element(element, timestamp, window, ctx)
+
+
+class OwnWindows(TumblingEventTimeWindows):
+    """Overrides assign_windows: its windows are not the layout's any more."""
+
+    def assign_windows(self, element, timestamp, context):  # type: ignore[no-untyped-def]
+        return super().assign_windows(element, timestamp + 7, context)
+
+
+def feed_three(h: WindowOperatorHarness) -> list[Any]:
+    for ts in (1, 4, 12):
+        h.process_element(("a", ts, 1), ts)
+    h.process_watermark(LONG_MAX)
+    return h.output()
+
+
+def test_an_event_time_trigger_subclass_keeps_the_fast_path_only_if_it_overrides_no_callback():
+    renamed = RenamedEventTimeTrigger()
+    assert renamed.fires_only_at_window_end()
+    kept = harness(TumblingEventTimeWindows.of(10), renamed)
+    assert isinstance(kept.operator, AlignedWindowOperator)
+    assert feed_three(kept) == feed_three(harness(TumblingEventTimeWindows.of(10)))
+
+    counting = CountingEventTimeTrigger()
+    assert not counting.fires_only_at_window_end()
+    lost = harness(TumblingEventTimeWindows.of(10), counting)
+    assert not isinstance(lost.operator, AlignedWindowOperator)
+    assert feed_three(lost) == [(("a", 5, 2), 9), (("a", 12, 1), 19)]
+    assert counting.calls == [1, 4, 12]
+
+
+def test_an_assigner_subclass_that_assigns_its_own_windows_loses_the_fast_path():
+    own = OwnWindows.of(10)
+    assert own.aligned_layout() is None
+    h = harness(own)
+    assert not isinstance(h.operator, AlignedWindowOperator)
+    assert feed_three(h) == [(("a", 1, 1), 9), (("a", 16, 2), 19)]
+
+
