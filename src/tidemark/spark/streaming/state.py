@@ -108,7 +108,7 @@ class StoredGroup:
     >>> try:
     ...     StoredGroup.decode(g.encode(128), 64)
     ... except WindowSpecError as exc:
-    ...     print(str(exc)[:64])
+    ...     print(str(exc)[:63])
     `max_parallelism` must stay what the query first started with (
     """
 
