@@ -87,7 +87,8 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
         late_data_tag=LATE,
         function=Describe(str(log)),
     )
-    scenario = dataclasses.replace(LATENESS, make_operator=make)
+    # One key group: a and b share a processor call, a state row and a Spark timer.
+    scenario = dataclasses.replace(LATENESS, make_operator=make, max_parallelism=1)
     stream = FileStream(spark, scenario, tmp_path / "run").start()
     try:
         stream.feed(4)
@@ -152,11 +153,36 @@ def _window_stream(df, **overrides):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("max_parallelism", [None, 1], ids=["default_groups", "one_group"])
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if n != LATENESS.name])
-def test_scenario_matches_engine(spark, tmp_path, name):
-    scenario = SCENARIOS[name]
+def test_scenario_matches_engine(spark, tmp_path, name, max_parallelism):
+    scenario = dataclasses.replace(SCENARIOS[name], max_parallelism=max_parallelism)
     stream = _run(spark, scenario, tmp_path)
     assert summarize(stream.outputs) == engine_reference(scenario)
+
+
+@pytest.mark.slow
+def test_restart_with_other_max_parallelism_fails_naming_it(spark, tmp_path):
+    """Key groups are fixed with the state: another count would read state into the
+    wrong groups, so the restarted query fails instead, naming the setting."""
+    first = FileStream(spark, dataclasses.replace(LATENESS, max_parallelism=4), tmp_path)
+    first.start()
+    first.feed(2)
+    first.stop()
+    second = FileStream(spark, dataclasses.replace(LATENESS, max_parallelism=8), tmp_path)
+    second.fed = first.fed
+    second.start()
+    try:
+        with pytest.raises(StreamingQueryException, match=r"max_parallelism=8.*has 4"):
+            second.feed()
+    finally:
+        second.stop()
+
+
+def test_max_parallelism_is_validated(spark):
+    df = spark.readStream.format("rate").load()
+    with pytest.raises(WindowSpecError, match=r"`max_parallelism` must be an int in \[1, 32768\]"):
+        _window_stream(df, max_parallelism=0)
 
 
 @pytest.mark.slow
