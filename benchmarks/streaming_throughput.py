@@ -12,8 +12,8 @@ open. Printed per key count:
 * rows/s over the query's wall time (start to end, with Spark's query start-up), and
   the ratio tidemark / Spark;
 * median and max latency (``triggerExecution``) of the micro-batches that had data;
-* tidemark's peak Python worker memory (the largest sum of the resident memory of this
-  run's Python workers, sampled every 0.2 s) and its state at the end: keys held, bytes
+* tidemark's peak Python worker memory (the largest sum of the proportional set size,
+  PSS, of this run's Python workers and their daemon, sampled every 0.2 s) and its state at the end: keys held, bytes
   of their rows (state data source reader), and each query's checkpoint ``state/``
   directory on disk.
 
@@ -202,10 +202,11 @@ def _python_worker_rss() -> int:
     for pid, command in commands.items():
         if "python" not in command or pid == me or not _descends_from(pid, me, parents):
             continue
-        try:
-            with open(f"/proc/{pid}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
+        try:  # PSS: pages shared by the forked workers count once in the sum
+            with open(f"/proc/{pid}/smaps_rollup") as f:
+                pss = next(line for line in f if line.startswith("Pss:"))
+            total += int(pss.split()[1]) * 1024
+        except (OSError, StopIteration):
             continue
     return total
 
@@ -268,7 +269,9 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB"
 
 
-def key_count_table(spark: Any, root: Path, configs: list[tuple[int, int, int]], groups: int) -> None:
+def key_count_table(
+    spark: Any, root: Path, configs: list[tuple[int, int, int]], groups: int
+) -> None:
     print(
         f"\n{'keys/batch':>10} {'rows':>9} | {'Spark rows/s':>12} {'tidemark':>9} {'ratio':>6} | "
         f"{'median ms S/t':>15} {'ratio':>6} | {'max ms S/t':>15} | tidemark worker peak, state"

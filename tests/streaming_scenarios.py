@@ -281,7 +281,11 @@ def combined_stream(spark: Any, scenario: Scenario, input_dir: Path) -> Any:
         result_to_row=describe_row,
         late_tag=scenario.late_tag,
         idleness_ms=scenario.idleness_ms,
-        **({} if scenario.max_parallelism is None else {"max_parallelism": scenario.max_parallelism}),
+        **(
+            {}
+            if scenario.max_parallelism is None
+            else {"max_parallelism": scenario.max_parallelism}
+        ),
     )
 
 

@@ -29,7 +29,12 @@ from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.processor import TS, ProcessorConfig, WindowStatefulProcessor
+from tidemark.spark.streaming.processor import (
+    DEFAULT_MAX_PARALLELISM,
+    TS,
+    ProcessorConfig,
+    WindowStatefulProcessor,
+)
 from tidemark.spark.streaming.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000
@@ -100,7 +105,7 @@ def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, _Handl
 
 def _stored_a(handle: _Handle) -> StoredKey | None:
     """What key "a"'s group row holds for it (None when the row or the key is gone)."""
-    group = StoredGroup.decode(handle.state.row, 128)
+    group = StoredGroup.decode(handle.state.row, DEFAULT_MAX_PARALLELISM)
     return group.keys.get("a")
 
 
@@ -262,6 +267,8 @@ def test_without_idleness_an_idle_stream_keeps_its_window(spark, tmp_path):
 
 @pytest.mark.spark
 def test_select_output_of_idle_query_keeps_schema(spark):
-    df = spark.readStream.format("rate").load().selectExpr("'a' as key", "value as v", "value as ts")
+    df = (
+        spark.readStream.format("rate").load().selectExpr("'a' as key", "value as v", "value as ts")
+    )
     combined = _window_stream(df, idleness_ms=IDLENESS_MS)
     assert select_output(combined, "main").schema == RESULT_SCHEMA

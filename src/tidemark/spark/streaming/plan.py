@@ -45,6 +45,15 @@ def time_mode_of(op: WindowOp) -> str:
     return "None"
 
 
+def _served_time_mode(mode: str, timestamp: str | None, out_of_orderness_ms: int | None) -> str:
+    """A pipeline without timers (count windows) still sees the stream's watermark in
+    ``context.current_watermark()``, as in Flink: it runs in EventTime mode whenever the
+    stream has event time and a watermark strategy."""
+    if mode == "None" and timestamp is not None and out_of_orderness_ms is not None:
+        return "EventTime"
+    return mode
+
+
 def _result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:
     return result_tuple(value, names)
 
@@ -68,8 +77,10 @@ def run_streaming_window(op: WindowOp) -> Any:
             "the first results to a sink and read them as a new stream"
         )
     if source.replay or source.watermark is not None:
-        raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
-                              "DataFrame arrives in its own order; drop them")
+        raise WindowSpecError(
+            "`order_by` and `watermark` describe a replay: a streaming "
+            "DataFrame arrives in its own order; drop them"
+        )
     df = source.df
     values = list(df.columns)
     timestamp = source.timestamp
@@ -87,7 +98,7 @@ def run_streaming_window(op: WindowOp) -> Any:
         keys, engine_key = [FUNCTION_KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
-    mode = time_mode_of(op)
+    mode = _served_time_mode(time_mode_of(op), timestamp, source.strategy.out_of_orderness_ms)
     return window_stream(
         df,
         key_columns=keys,

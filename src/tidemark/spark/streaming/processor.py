@@ -80,8 +80,10 @@ OUTPUT, TS, SIDE, DROPPED = "__tm_output", "__tm_ts", "__tm_side", "__tm_dropped
 MAIN = "main"
 DROPPED_OUTPUT = "__late_records_dropped"
 
-DEFAULT_MAX_PARALLELISM = 128
-"""Key groups of a streaming query, as Flink's default ``maxParallelism`` (see README)."""
+DEFAULT_MAX_PARALLELISM = 32
+"""Key groups of a streaming query (Flink's ``maxParallelism``), and so the most state
+partitions it uses: each group costs a processor call per micro-batch, so fewer is
+faster until a group's row (all its keys) grows large (see benchmarks/README.md)."""
 
 
 @dataclass(frozen=True)

@@ -108,8 +108,9 @@ A sink per output, written idempotently by batch id::
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -158,6 +159,8 @@ _WATERMARK_COLUMN = "__tm_event_time"
 KEY_GROUP = "__tm_key_group"
 _MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
+_GROUPS_METADATA = "tidemark.max_parallelism"
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
 
 
@@ -256,7 +259,7 @@ def window_stream(
     schemas = {}
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
-    return _with_side_schemas(combined, schemas)
+    return _with_side_schemas(combined, schemas, max_parallelism)
 
 
 # ---------------------------------------------------------------------- validation
@@ -420,9 +423,12 @@ def _combined_schema(result_schema: StructType) -> StructType:
     return StructType(fields)
 
 
-def _with_side_schemas(combined: DataFrame, schemas: dict[str, str]) -> DataFrame:
+def _with_side_schemas(
+    combined: DataFrame, schemas: dict[str, str], max_parallelism: int
+) -> DataFrame:
+    metadata = {_SCHEMAS_METADATA: json.dumps(schemas), _GROUPS_METADATA: max_parallelism}
     columns = [
-        F.col(f"`{c}`").alias(c, metadata={_SCHEMAS_METADATA: json.dumps(schemas)})
+        F.col(f"`{c}`").alias(c, metadata=metadata)
         if c == SIDE
         else F.col(f"`{c}`")
         for c in combined.columns
@@ -505,7 +511,27 @@ def write_outputs(
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    return writer.outputMode("append").start()
+    with _partitions_capped_at_key_groups(df):
+        return writer.outputMode("append").start()
+
+
+@contextlib.contextmanager
+def _partitions_capped_at_key_groups(df: DataFrame) -> Iterator[None]:
+    """Start the query with at most one state partition per key group: a partition
+    beyond ``max_parallelism`` could never hold a key, yet Spark would open its state
+    store and run its task in every micro-batch. The query keeps the number it started
+    with (Spark stores it in the checkpoint); the session's setting is restored."""
+    groups = df.schema[SIDE].metadata.get(_GROUPS_METADATA) if SIDE in df.columns else None
+    conf = df.sparkSession.conf
+    before = conf.get(_SHUFFLE_PARTITIONS)
+    if groups is None or before is None or int(before) <= int(groups):
+        yield
+        return
+    conf.set(_SHUFFLE_PARTITIONS, str(groups))
+    try:
+        yield
+    finally:
+        conf.set(_SHUFFLE_PARTITIONS, before)
 
 
 class _BatchSplitter:
