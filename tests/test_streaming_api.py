@@ -193,3 +193,18 @@ def test_count_window_sees_the_streams_watermark(spark, tmp_path):
     want = sorted((k, tuple(ids), wm) for (k, ids, wm), _ in harness.output())
     assert sorted(collected) == want
     assert ("buy", ("event3", "event7"), NOON + 6999) in want  # not Long.MIN_VALUE
+
+
+def test_max_parallelism_comes_from_the_session(spark):
+    from tidemark.spark.streaming.plan import MAX_PARALLELISM_CONF, _max_parallelism
+
+    df = spark.readStream.format("rate").load()
+    assert _max_parallelism(df) == 32
+    spark.conf.set(MAX_PARALLELISM_CONF, "8")
+    try:
+        assert _max_parallelism(df) == 8
+        spark.conf.set(MAX_PARALLELISM_CONF, "many")
+        with pytest.raises(tm.WindowSpecError, match="maxParallelism` must be an int"):
+            _max_parallelism(df)
+    finally:
+        spark.conf.unset(MAX_PARALLELISM_CONF)

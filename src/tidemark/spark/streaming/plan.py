@@ -22,7 +22,11 @@ from tidemark.triggers import (
     PurgingTrigger,
 )
 
-__all__ = ["run_streaming_window", "time_mode_of"]
+__all__ = ["run_streaming_window", "time_mode_of", "MAX_PARALLELISM_CONF"]
+
+MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
+"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
+read when the query is built, fixed at its first start."""
 
 ALL_KEY = "__tm_all"
 TS = "__tm_ts"
@@ -112,4 +116,20 @@ def run_streaming_window(op: WindowOp) -> Any:
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
+        max_parallelism=_max_parallelism(df),
     )
+
+
+def _max_parallelism(df: Any) -> int:
+    """The key groups of a new streaming query: the session's :data:`MAX_PARALLELISM_CONF`."""
+    from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
+
+    value = df.sparkSession.conf.get(MAX_PARALLELISM_CONF, None)
+    if value is None:
+        return DEFAULT_MAX_PARALLELISM
+    try:
+        return int(value)
+    except ValueError:
+        raise WindowSpecError(
+            f"`{MAX_PARALLELISM_CONF}` must be an int in [1, 32768]; got {value!r}"
+        ) from None

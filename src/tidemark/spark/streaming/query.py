@@ -1,4 +1,4 @@
-"""Structured Streaming: the window operator per key in ``transformWithStateInPandas``.
+"""Structured Streaming: the window operator per key group in ``transformWithStateInPandas``.
 
 :func:`window_stream` turns a streaming DataFrame into ONE streaming DataFrame that
 carries the window results and every side output (the late data, what process functions
@@ -28,13 +28,25 @@ timestamps). The column is projected away before the processor: Spark's late-row
 has nothing to filter on, so no row is dropped by Spark and the engine decides lateness
 per window, as Flink does (an element behind the watermark whose window is still open is
 added; one within allowed lateness causes a late firing; others go to the late side
-output or ``numLateRecordsDropped``). In batch ``n + 1`` Spark presents ``W_n``;
-``handleInputRows`` first advances the key's operator to it, firing due timers, then
-feeds the key's rows; ``handleExpiredTimer`` does the same for keys without rows whose
-Spark timer expired. Each key registers one Spark timer: its earliest engine timer, or
-the key's watermark + 1 for a timer registered at or behind it (the engine fires such a
-timer with the next watermark). Outputs carry the same timestamps
-(``window.max_timestamp()``) and user functions see the same watermark.
+output or ``numLateRecordsDropped``). In batch ``n + 1`` Spark presents ``W_n``; each
+key is first advanced to it, firing due timers, then fed its rows; a key without rows
+whose timer is due is advanced alone. A key's timer is its earliest engine timer, or the
+key's watermark + 1 for a timer registered at or behind it (the engine fires such a timer
+with the next watermark). Outputs carry the same timestamps (``window.max_timestamp()``)
+and user functions see the same watermark.
+
+Key groups
+----------
+Spark groups rows by key group, ``pmod(hash(key columns), max_parallelism)`` (Flink's key
+groups, :mod:`.state`), not by key: one processor call serves every key of a group in a
+micro-batch, with one state row and one Spark timer per group (the earliest of its keys'
+timers). Within a call each key still moves exactly as above: its own clocks and timers
+are kept in the group's row, only keys with rows or a due timer are visited, and a key's
+rows reach the engine in Spark's order; a key whose clocks already stand at Spark's
+watermark is not advanced again (its timers behind the watermark wait for the next
+one). So the equivalence holds per key whatever ``max_parallelism`` is. The number of
+groups is fixed when the query first starts (kept in every group's row; a restart with
+another value fails) and caps the query's state partitions (:func:`write_outputs`).
 
 End of a bounded input
 ----------------------
@@ -75,13 +87,13 @@ tidemark instead lets the watermark advance with the processing-time clock:
     operator's is ignored), so when data moves Spark's watermark again, the normal
     watermark takes over once it passes the idle one.
 
-Spark keeps no state across keys; its watermark is the only signal shared by all keys
+Spark's watermark is the only signal shared by all keys
 that moves when data arrives. So "idle" means "the watermark has not advanced for
 ``idleness``": elements that arrive but do not raise the largest timestamp (all behind it)
 do not count as activity, unlike Flink's idleness. The query then runs in Spark's
 ProcessingTime mode (a micro-batch at every trigger interval, with or without data; the
 watermark from ``withWatermark`` is still the one above), and every key with a pending
-event-time timer is visited in every micro-batch by a processing-time timer, so all such
+event-time timer is visited in every micro-batch (its group's processing-time timer), so all such
 keys see the same ``T_W``: the first micro-batch that presented ``W``. A key whose
 windows are all gone keeps its clock and watermark while that watermark is ahead of
 Spark's (visited once per ``idleness``, cleared once Spark's watermark reaches it), so its
@@ -180,7 +192,8 @@ def window_stream(
     engine_key: Callable[[tuple], Any] | None = None,
     max_parallelism: int = DEFAULT_MAX_PARALLELISM,
 ) -> DataFrame:
-    """Run a window operator per key on a streaming DataFrame; results and side outputs.
+    """Run a window operator per key (in key groups) on a streaming DataFrame; results
+    and side outputs.
 
     Parameters
     ----------
@@ -499,6 +512,11 @@ def write_outputs(
     Returns
     -------
     StreamingQuery
+
+    Notes
+    -----
+    The query starts with ``min(spark.sql.shuffle.partitions, max_parallelism)`` state
+    partitions: more could hold no key group. Spark keeps that number in the checkpoint.
     """
     if not sinks:
         raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
