@@ -12,8 +12,9 @@ open. Printed per key count:
 * rows/s over the query's wall time (start to end, with Spark's query start-up), and
   the ratio tidemark / Spark;
 * median and max latency (``triggerExecution``) of the micro-batches that had data;
-* tidemark's peak Python worker memory (the largest sum of the proportional set size,
-  PSS, of this run's Python workers and their daemon, sampled every 0.2 s) and its state at the end: keys held, bytes
+* tidemark's peak Python worker memory: the proportional set size (PSS) of the largest
+  of this run's Python processes (workers, their daemon, the driver-side helper), and of
+  all of them together, sampled every 0.2 s and its state at the end: keys held, bytes
   of their rows (state data source reader), and each query's checkpoint ``state/``
   directory on disk.
 
@@ -167,7 +168,8 @@ class WorkerMemory:
     JVM this driver started, not the driver itself) every 0.2 s; keeps the peak sum."""
 
     def __init__(self) -> None:
-        self.peak_bytes = 0
+        self.peak_bytes = 0  # the largest sum over the workers
+        self.peak_worker_bytes = 0  # the largest single worker
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -181,10 +183,12 @@ class WorkerMemory:
 
     def _loop(self) -> None:
         while not self._stop.wait(0.2):
-            self.peak_bytes = max(self.peak_bytes, _python_worker_rss())
+            sizes = _python_worker_pss()
+            self.peak_bytes = max(self.peak_bytes, sum(sizes))
+            self.peak_worker_bytes = max(self.peak_worker_bytes, max(sizes, default=0))
 
 
-def _python_worker_rss() -> int:
+def _python_worker_pss() -> list[int]:
     parents: dict[int, int] = {}
     commands: dict[int, str] = {}
     for entry in os.listdir("/proc"):
@@ -198,17 +202,17 @@ def _python_worker_rss() -> int:
         except OSError:
             continue
         parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
-    me, total = os.getpid(), 0
+    me, sizes = os.getpid(), []
     for pid, command in commands.items():
         if "python" not in command or pid == me or not _descends_from(pid, me, parents):
             continue
         try:  # PSS: pages shared by the forked workers count once in the sum
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 pss = next(line for line in f if line.startswith("Pss:"))
-            total += int(pss.split()[1]) * 1024
+            sizes.append(int(pss.split()[1]) * 1024)
         except (OSError, StopIteration):
             continue
-    return total
+    return sizes
 
 
 def _descends_from(pid: int, ancestor: int, parents: dict[int, int]) -> bool:
@@ -239,6 +243,7 @@ class Run:
     batches: int
     results: int
     state_disk: int
+    peak_workers: int = 0
     peak_worker: int = 0
 
 
@@ -259,6 +264,7 @@ def timed(spark: Any, start: Any, directory: Path, checkpoint: Path, groups: int
         sink.rows,
         _disk_bytes(checkpoint / "state"),
         memory.peak_bytes,
+        memory.peak_worker_bytes,
     )
 
 
@@ -274,7 +280,7 @@ def key_count_table(
 ) -> None:
     print(
         f"\n{'keys/batch':>10} {'rows':>9} | {'Spark rows/s':>12} {'tidemark':>9} {'ratio':>6} | "
-        f"{'median ms S/t':>15} {'ratio':>6} | {'max ms S/t':>15} | tidemark worker peak, state"
+        f"{'median ms S/t':>15} {'ratio':>6} | {'max ms S/t':>15} | tidemark Python PSS peak; state at end"
     )
     for keys, batch_rows, batches in configs:
         directory = root / f"in-{keys}"
@@ -288,7 +294,8 @@ def key_count_table(
             f"{keys:>10,} {rows:>9,} | {native_rate:>12,.0f} {our_rate:>9,.0f} "
             f"{our_rate / native_rate:>5.2f}x | {native.median_ms:>7,.0f}/{ours.median_ms:<7,.0f} "
             f"{ours.median_ms / max(native.median_ms, 1):>5.2f}x | "
-            f"{native.max_ms:>7,.0f}/{ours.max_ms:<7,.0f} | {_mb(ours.peak_worker)}, "
+            f"{native.max_ms:>7,.0f}/{ours.max_ms:<7,.0f} | largest {_mb(ours.peak_worker)}, "
+            f"all {_mb(ours.peak_workers)}; "
             f"{held:,} keys in {_mb(held_bytes)} of rows; state dirs on disk: tidemark "
             f"{_mb(ours.state_disk)}, Spark {_mb(native.state_disk)}",
             flush=True,
