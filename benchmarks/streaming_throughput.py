@@ -204,7 +204,10 @@ def _python_worker_pss() -> list[int]:
         parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
     me, sizes = os.getpid(), []
     for pid, command in commands.items():
-        if "python" not in command or pid == me or not _descends_from(pid, me, parents):
+        program = os.path.basename(command.split("\0", 1)[0])  # not the JVM: its class
+        if not program.startswith("python") or pid == me:  # path names python too
+            continue
+        if not _descends_from(pid, me, parents):
             continue
         try:  # PSS: pages shared by the forked workers count once in the sum
             with open(f"/proc/{pid}/smaps_rollup") as f:
