@@ -13,6 +13,7 @@ from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.api import Source, WindowOp
 from tidemark.spark.codec import result_tuple
+from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
 from tidemark.triggers import (
     ContinuousEventTimeTrigger,
     ContinuousProcessingTimeTrigger,
@@ -122,8 +123,6 @@ def run_streaming_window(op: WindowOp) -> Any:
 
 def _max_parallelism(df: Any) -> int:
     """The key groups of a new streaming query: the session's :data:`MAX_PARALLELISM_CONF`."""
-    from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
-
     value = df.sparkSession.conf.get(MAX_PARALLELISM_CONF, None)
     if value is None:
         return DEFAULT_MAX_PARALLELISM
