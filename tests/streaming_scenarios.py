@@ -99,6 +99,7 @@ class Scenario:
     timestamp_type: str = "long"
     idleness_ms: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    max_parallelism: int | None = None  # key groups; None: the runner's default
 
 
 def _op(assigner: Any, **kwargs: Any) -> Callable[[], WindowOperator]:
@@ -281,6 +282,11 @@ def combined_stream(spark: Any, scenario: Scenario, input_dir: Path) -> Any:
         result_to_row=describe_row,
         late_tag=scenario.late_tag,
         idleness_ms=scenario.idleness_ms,
+        **(
+            {}
+            if scenario.max_parallelism is None
+            else {"max_parallelism": scenario.max_parallelism}
+        ),
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -45,9 +46,15 @@ pytestmark = pytest.mark.spark
 TESTS_DIR = Path(__file__).parent
 
 
-def _state_rows(spark, checkpoint: str) -> int:
+def _state_rows(spark, checkpoint: str) -> list:
+    """The key-group rows of the query's state store (Spark's state data source)."""
     reader = spark.read.format("statestore").option("path", checkpoint)
-    return reader.option("stateVarName", STATE_NAME).load().count()
+    return reader.option("stateVarName", STATE_NAME).load().collect()
+
+
+def _state_keys(spark, checkpoint: str) -> set:
+    """The engine keys the state store holds, over all key-group rows."""
+    return {k for row in _state_rows(spark, checkpoint) for k in pickle.loads(row.value.keys)}
 
 
 def _run(spark, scenario: Scenario, root: Path) -> FileStream:
@@ -80,11 +87,12 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
         late_data_tag=LATE,
         function=Describe(str(log)),
     )
-    scenario = dataclasses.replace(LATENESS, make_operator=make)
+    # One key group: a and b share a processor call, a state row and a Spark timer.
+    scenario = dataclasses.replace(LATENESS, make_operator=make, max_parallelism=1)
     stream = FileStream(spark, scenario, tmp_path / "run").start()
     try:
         stream.feed(4)
-        assert _state_rows(spark, stream.checkpoint) == 2  # keys a and b hold open windows
+        assert _state_keys(spark, stream.checkpoint) == {"a", "b"}  # both hold open windows
         stream.feed()
     finally:
         stream.stop()
@@ -97,7 +105,7 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
     assert ("a", 10, 20, 2, 13, 22) in want["main"]  # a@11 joined the open window
     assert ("a", 10, 20, 3, 25, 22) in want["main"]  # a@12: late firing
     assert firings == sum(got["main"].values())  # three sinks, one run of the operator
-    assert _state_rows(spark, stream.checkpoint) == 0
+    assert _state_rows(spark, stream.checkpoint) == []  # no key left: group rows cleared
 
 
 def test_event_time_without_watermark_is_rejected(spark):
@@ -145,11 +153,36 @@ def _window_stream(df, **overrides):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("max_parallelism", [None, 1], ids=["default_groups", "one_group"])
 @pytest.mark.parametrize("name", [n for n in SCENARIOS if n != LATENESS.name])
-def test_scenario_matches_engine(spark, tmp_path, name):
-    scenario = SCENARIOS[name]
+def test_scenario_matches_engine(spark, tmp_path, name, max_parallelism):
+    scenario = dataclasses.replace(SCENARIOS[name], max_parallelism=max_parallelism)
     stream = _run(spark, scenario, tmp_path)
     assert summarize(stream.outputs) == engine_reference(scenario)
+
+
+@pytest.mark.slow
+def test_restart_with_other_max_parallelism_fails_naming_it(spark, tmp_path):
+    """Key groups are fixed with the state: another count would read state into the
+    wrong groups, so the restarted query fails instead, naming the setting."""
+    first = FileStream(spark, dataclasses.replace(LATENESS, max_parallelism=4), tmp_path)
+    first.start()
+    first.feed(2)
+    first.stop()
+    second = FileStream(spark, dataclasses.replace(LATENESS, max_parallelism=8), tmp_path)
+    second.fed = first.fed
+    second.start()
+    try:
+        with pytest.raises(StreamingQueryException, match=r"max_parallelism=8.*has 4"):
+            second.feed()
+    finally:
+        second.stop()
+
+
+def test_max_parallelism_is_validated(spark):
+    df = spark.readStream.format("rate").load()
+    with pytest.raises(WindowSpecError, match=r"`max_parallelism` must be an int in \[1, 32768\]"):
+        _window_stream(df, max_parallelism=0)
 
 
 @pytest.mark.slow

@@ -13,16 +13,23 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql import Row
 
 import tidemark as tm
 from tidemark.spark.streaming import END_OF_INPUT_MS
+from tidemark.testing import WindowOperatorHarness
 
 pytestmark = pytest.mark.spark
 
 NOON = 1590292800000
 BATCHES = [
-    [("pv", "event1", 0), ("cart", "event2", 1), ("pv", "event4", 4), ("pv", "event5", 5),
-     ("buy", "event7", 7)],
+    [
+        ("pv", "event1", 0),
+        ("cart", "event2", 1),
+        ("pv", "event4", 4),
+        ("pv", "event5", 5),
+        ("buy", "event7", 7),
+    ],
     [("buy", "event3", 3), ("cart", "event6", 6), ("buy", "event8", 8), ("pv", "event9", 9)],
 ]
 
@@ -30,14 +37,20 @@ BATCHES = [
 class CountPerWindow(tm.ProcessWindowFunction):
     def process(self, key, context, elements):
         window = context.window()
-        yield (key, window.start - NOON, window.end - NOON, len(list(elements)),
-               context.current_watermark())
+        yield (
+            key,
+            window.start - NOON,
+            window.end - NOON,
+            len(list(elements)),
+            context.current_watermark(),
+        )
 
 
 def _write_files(directory):
     directory.mkdir()
-    lines = [[{"action": a, "id": i, "ts": NOON + s * 1000} for a, i, s in batch]
-             for batch in BATCHES]
+    lines = [
+        [{"action": a, "id": i, "ts": NOON + s * 1000} for a, i, s in batch] for batch in BATCHES
+    ]
     lines.append([{"action": "_end", "id": "", "ts": END_OF_INPUT_MS}])
     for n, rows in enumerate(lines):
         path = directory / f"batch-{n:03d}.json"
@@ -127,3 +140,71 @@ def test_shorthand_sum_fires_windows_restored_from_state(spark, tmp_path):
         ("pv", "event5", 2 * NOON + 5000 + 9000),
     ]
     assert sorted((r.action, r.id, r.ts) for r in rows) == expected
+
+
+class CountAndWatermark(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, sorted(e.id for e in elements), context.current_watermark())
+
+
+@pytest.mark.slow
+def test_count_window_sees_the_streams_watermark(spark, tmp_path):
+    """count_window(2) with a watermark strategy: ``current_watermark()`` is the stream's
+    (the harness fed each batch, then the watermark Spark moved to), not Long.MIN_VALUE.
+
+    ::
+
+        batch 0: pv event1, event4 fire (no watermark yet); event5, event7, event2 wait
+                 -> W 12:00:06.999
+        batch 1: buy event3 (with event7), cart event6 (with event2), pv event9 (with
+                 event5) fire at W :06.999; buy event8 waits
+    """
+    _write_files(tmp_path / "in")
+    source = (
+        spark.readStream.schema("action string, id string, ts long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
+    result = (
+        tm.from_dataframe(source, timestamp="ts")
+        .key_by("action")
+        .count_window(2)
+        .process(CountAndWatermark(), "action string, ids array<string>, wm long")
+    )
+    collected: list = []
+    query = result.write_outputs(
+        {"main": lambda df, b: collected.extend((r[0], tuple(r[1]), r[2]) for r in df.collect())},
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination(300)
+    harness = WindowOperatorHarness(
+        tm.GlobalWindows.create(),
+        CountAndWatermark(),
+        key_selector=lambda row: row.action,
+        trigger=tm.PurgingTrigger.of(tm.CountTrigger.of(2)),
+    )
+    for batch in BATCHES:
+        for action, id_, seconds in batch:
+            harness.process_element(
+                Row(action=action, id=id_, ts=NOON + seconds * 1000), NOON + seconds * 1000
+            )
+        harness.process_watermark(max(NOON + s * 1000 for _, _, s in batch) - 1)
+    want = sorted((k, tuple(ids), wm) for (k, ids, wm), _ in harness.output())
+    assert sorted(collected) == want
+    assert ("buy", ("event3", "event7"), NOON + 6999) in want  # not Long.MIN_VALUE
+
+
+def test_max_parallelism_comes_from_the_session(spark):
+    from tidemark.spark.streaming.plan import MAX_PARALLELISM_CONF, _max_parallelism
+
+    df = spark.readStream.format("rate").load()
+    assert _max_parallelism(df) == 32
+    spark.conf.set(MAX_PARALLELISM_CONF, "8")
+    try:
+        assert _max_parallelism(df) == 8
+        spark.conf.set(MAX_PARALLELISM_CONF, "many")
+        with pytest.raises(tm.WindowSpecError, match="maxParallelism` must be an int"):
+            _max_parallelism(df)
+    finally:
+        spark.conf.unset(MAX_PARALLELISM_CONF)

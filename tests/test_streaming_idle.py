@@ -29,7 +29,13 @@ from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.processor import TS, ProcessorConfig, WindowStatefulProcessor
+from tidemark.spark.streaming.processor import (
+    DEFAULT_MAX_PARALLELISM,
+    TS,
+    ProcessorConfig,
+    WindowStatefulProcessor,
+)
+from tidemark.spark.streaming.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000
 TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
@@ -53,7 +59,7 @@ class _ValueState:
 
 
 class _Handle:
-    """One key's state and Spark timers, as ``StatefulProcessorHandle`` keeps them."""
+    """One key group's state and Spark timers, as ``StatefulProcessorHandle`` keeps them."""
 
     def __init__(self) -> None:
         self.state = _ValueState()
@@ -97,6 +103,12 @@ def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, _Handl
     return processor, handle
 
 
+def _stored_a(handle: _Handle) -> StoredKey | None:
+    """What key "a"'s group row holds for it (None when the row or the key is gone)."""
+    group = StoredGroup.decode(handle.state.row, DEFAULT_MAX_PARALLELISM)
+    return group.keys.get("a")
+
+
 def _call(processor: WindowStatefulProcessor, step: tuple) -> list[tuple]:
     """One visit of key "a": (engine watermark or None, processing time, timestamps)."""
     watermark, now_ms, timestamps = step
@@ -105,9 +117,9 @@ def _call(processor: WindowStatefulProcessor, step: tuple) -> list[tuple]:
     if timestamps:
         rows = [("a", i, ts, ts) for i, ts in enumerate(timestamps)]
         pdf = pd.DataFrame(rows, columns=[*VALUE_COLUMNS, TS], dtype=object)
-        frames = processor.handleInputRows(("a",), iter([pdf]), values)  # type: ignore[arg-type]
+        frames = processor.handleInputRows((7,), iter([pdf]), values)  # type: ignore[arg-type]
     else:
-        frames = processor.handleExpiredTimer(("a",), values, None)  # type: ignore[arg-type]
+        frames = processor.handleExpiredTimer((7,), values, None)  # type: ignore[arg-type]
     return [tuple(r) for f in frames for r in f.itertuples(index=False)]
 
 
@@ -144,10 +156,13 @@ def test_idle_watermark_fires_pending_windows_and_never_goes_back():
         if rows:
             fired[step[1]] = rows
         if step[1] == 1508:
-            assert handle.timers == {2508} and handle.state.row[0] is None
+            stored = _stored_a(handle)
+            assert handle.timers == {2508} and stored is not None and stored.key_state is None
         if step[1] == 2100:
             assert handle.timers == {2101}  # a processing-time visit in the next batch
-            assert handle.state.row[-2:] == (spark_watermark(100), 2100)
+            stored = _stored_a(handle)
+            assert stored is not None
+            assert (stored.seen_watermark, stored.seen_at) == (spark_watermark(100), 2100)
     assert set(fired) == {1508, 2000, 3509}
     assert fired[1508] == [("main", 9, "a", 0, 10, 2, 1, 9, None, None)]
     assert fired[3509] == [("main", 509, "a", 500, 510, 1, 1, 509, None, None)]
@@ -252,6 +267,8 @@ def test_without_idleness_an_idle_stream_keeps_its_window(spark, tmp_path):
 
 @pytest.mark.spark
 def test_select_output_of_idle_query_keeps_schema(spark):
-    df = spark.readStream.format("rate").load().selectExpr("'a' as key", "value as v", "value as ts")
+    df = (
+        spark.readStream.format("rate").load().selectExpr("'a' as key", "value as v", "value as ts")
+    )
     combined = _window_stream(df, idleness_ms=IDLENESS_MS)
     assert select_output(combined, "main").schema == RESULT_SCHEMA

@@ -59,6 +59,7 @@ __all__ = [
     "DROPPED_OUTPUT",
     "REPLAY_COLUMNS",
     "WATERMARK_TIME",
+    "KEY_GROUP",
     "WINDOW_START",
     "FIRST_ROW",
     "AGGREGATE",
@@ -83,6 +84,7 @@ WM = "__tm_wm"
 PT = "__tm_pt"
 KEY = "__tm_key"
 ALL_KEY = "__tm_all"
+KEY_GROUP = "__tm_key_group"  # streaming: the key group a key hashes to
 SIDE = "__tm_side"
 DROPPED = "__tm_dropped"
 WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given

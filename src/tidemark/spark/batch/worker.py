@@ -23,8 +23,6 @@ processed to its end and then flushed:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -56,6 +54,7 @@ from tidemark.spark.columns import (
     decode_key,
     encode_side,
 )
+from tidemark.spark.worker_gc import fewer_gc_passes
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
 __all__ = ["RunnerConfig", "PartitionDriver", "BatchDriver", "ReplayDriver"]
@@ -160,22 +159,6 @@ def _uses_processing_time(trigger: Any) -> bool:
     """Whether a pipeline's own trigger (None: the assigner's default) may register
     processing-time timers, as it declares."""
     return trigger is not None and TimeDomain.PROCESSING_TIME in trigger.timer_domains()
-
-
-@contextlib.contextmanager
-def fewer_gc_passes(young: int = 50_000) -> Any:
-    """Python's cyclic garbage collector, run less often while a task turns batches of
-    rows into Python objects: by default it scans after every 700 net allocations, which
-    costs a task a third of its time and frees nothing (Rows and accumulators form no
-    cycles). Cycles are still collected, later; the worker's setting is restored after."""
-    before = gc.get_threshold()
-    gc.set_threshold(max(young, before[0]), *before[1:])
-    gc.freeze()  # the worker's modules: full passes need not walk them
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-        gc.set_threshold(*before)
 
 
 def _changes(column: Any) -> Any:

@@ -12,11 +12,16 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import ALL_KEY, KEY, TS, decode_key, with_function_key
 from tidemark.spark.plan import Source, WindowOp
+from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
 from tidemark.spark.streaming.query import window_stream
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
-__all__ = ["run_streaming_window", "time_mode_of"]
+__all__ = ["run_streaming_window", "time_mode_of", "MAX_PARALLELISM_CONF"]
+
+MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
+"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
+read when the query is built, fixed at its first start."""
 
 
 def time_mode_of(op: WindowOp) -> str:
@@ -42,6 +47,15 @@ def time_mode_of(op: WindowOp) -> str:
     if TimeDomain.PROCESSING_TIME in domains:
         return "ProcessingTime"
     return "None"
+
+
+def _served_time_mode(mode: str, timestamp: str | None, out_of_orderness_ms: int | None) -> str:
+    """A pipeline without timers (count windows) still sees the stream's watermark in
+    ``context.current_watermark()``, as in Flink: it runs in EventTime mode whenever the
+    stream has event time and a watermark strategy."""
+    if mode == "None" and timestamp is not None and out_of_orderness_ms is not None:
+        return "EventTime"
+    return mode
 
 
 def _result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:
@@ -72,7 +86,7 @@ def run_streaming_window(op: WindowOp) -> Any:
         keys, engine_key = [KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
-    mode = time_mode_of(op)
+    mode = _served_time_mode(time_mode_of(op), timestamp, source.strategy.out_of_orderness_ms)
     return window_stream(
         df,
         key_columns=keys,
@@ -86,6 +100,7 @@ def run_streaming_window(op: WindowOp) -> Any:
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
+        max_parallelism=_max_parallelism(df),
     )
 
 
@@ -101,3 +116,16 @@ def _streaming_source(op: WindowOp) -> Source:
         raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
                               "DataFrame arrives in its own order; drop them")
     return source
+
+
+def _max_parallelism(df: Any) -> int:
+    """The key groups of a new streaming query: the session's :data:`MAX_PARALLELISM_CONF`."""
+    value = df.sparkSession.conf.get(MAX_PARALLELISM_CONF, None)
+    if value is None:
+        return DEFAULT_MAX_PARALLELISM
+    try:
+        return int(value)
+    except ValueError:
+        raise WindowSpecError(
+            f"`{MAX_PARALLELISM_CONF}` must be an int in [1, 32768]; got {value!r}"
+        ) from None

@@ -1,24 +1,31 @@
 """The StatefulProcessor that runs the window operator inside ``transformWithStateInPandas``.
 
-Spark calls the processor once per key and micro-batch: ``handleInputRows`` for a key
-with input rows, ``handleExpiredTimer`` for a key whose Spark timer expired. Each call
+Spark groups the rows by key group (see :mod:`.state`) and calls the processor once per
+key group and micro-batch: ``handleInputRows`` for a group with input rows,
+``handleExpiredTimer`` for a group whose Spark timer expired. Each call
 
-1. reads the key's :class:`StoredKey` (one state-store get) and restores the engine state
-   into a fresh operator with the key's last clocks;
-2. advances the clocks to the micro-batch's: ``process_watermark(W)`` when Spark's
-   watermark maps to a later engine watermark ``W`` (event time), or
-   ``advance_processing_time(T)`` with the batch's processing time ``T``; due timers fire;
-3. feeds the key's rows of the batch, in Spark's order (``handleInputRows`` only);
-4. emits results, side outputs and the late-record count as rows of the combined schema;
-5. writes the key's state back (one update, or a clear when nothing is left) and moves
-   the key's one Spark timer per time domain to its earliest engine timer.
+1. reads the group's row (one state-store get) and splits the batch's rows by key, each
+   key's rows in Spark's order;
+2. picks the keys to visit: those with rows, and those whose own Spark timer (the one a
+   query with a Spark key per engine key would have registered) is due;
+3. for each visited key works out the clocks it moves to, exactly as a processor called
+   for that key alone would: ``process_watermark(W)`` when Spark's watermark maps to an
+   engine watermark ``W`` later than the key's (event time), or
+   ``advance_processing_time(T)`` with the batch's processing time ``T``;
+4. runs one window operator per distinct pair of clocks (nearly always one per call):
+   restores the keys that advance, advances it (due timers fire), restores the keys that
+   do not, feeds each key's rows, and takes the keys' state back;
+5. emits results, side outputs and the late-record count as rows of the combined schema;
+6. writes the group's row back once (or clears it when no key is left) and moves the
+   group's one Spark timer per time domain to its keys' earliest.
+
+Keys the call does not visit keep their stored bytes untouched.
 
 With idleness (``ProcessorConfig.idleness_ms``) the engine's timers are event-time but
 Spark runs the query in ProcessingTime mode, so that a micro-batch runs at every trigger
-interval without data. Step 2 then advances the operator to the idle watermark
-(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of the key's idle clock, and step 5
-registers, for a key with pending event-time timers, a processing-time timer that expires
-in the next micro-batch, so that such a key is visited in every micro-batch.
+interval without data. Step 3 then advances the key to the idle watermark
+(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of its idle clock, and a key with
+pending event-time timers asks for a visit in the next micro-batch.
 """
 
 from __future__ import annotations
@@ -28,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import Row
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
@@ -36,9 +42,10 @@ from pyspark.sql.streaming.stateful_processor import (
     TimerValues,
 )
 
+from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import column_values
+from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,
@@ -50,13 +57,21 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
+    MIN_TIMESTAMP_MS,
     check_timestamp,
     engine_watermark,
     idle_watermark,
     spark_event_timer,
 )
-from tidemark.spark.streaming.state import IDLE_STATE_SCHEMA, STATE_NAME, STATE_SCHEMA, StoredKey
-from tidemark.time import LONG_MIN
+from tidemark.spark.streaming.state import (
+    NEW_KEY,
+    STATE_NAME,
+    STATE_SCHEMA,
+    StoredGroup,
+    StoredKey,
+    dump_key_state,
+)
+from tidemark.spark.worker_gc import fewer_gc_passes
 
 __all__ = [
     "ProcessorConfig",
@@ -65,9 +80,15 @@ __all__ = [
     "EVENT_TIME",
     "PROCESSING_TIME",
     "NONE",
+    "DEFAULT_MAX_PARALLELISM",
 ]
 
 EVENT_TIME, PROCESSING_TIME, NONE = "EventTime", "ProcessingTime", "None"
+
+DEFAULT_MAX_PARALLELISM = 32
+"""Key groups of a streaming query (Flink's ``maxParallelism``), and so the most state
+partitions it uses: each group costs a processor call per micro-batch, so fewer is
+faster until a group's row (all its keys) grows large (see benchmarks/README.md)."""
 
 
 @dataclass(frozen=True)
@@ -77,26 +98,32 @@ class ProcessorConfig:
     Attributes
     ----------
     make_operator : callable
-        ``() -> WindowOperator``; called once per key and micro-batch.
+        ``() -> WindowOperator``; called once per key group and micro-batch.
     time_mode : {"EventTime", "ProcessingTime", "None"}
         The ``timeMode`` of ``transformWithStateInPandas``: which engine timers Spark serves.
+    key_positions, key_types : tuple
+        Where the key columns are in the processor's input, and their Spark type names.
     value_names, value_types : tuple of str
         The columns of the Rows handed to the user's functions, and their Spark type names.
     value_positions : tuple of int
-        Where those columns are in the processor's input; the timestamp (long ms) follows
-        the last input column. Positions, because PySpark rebuilds the pandas frames from
+        Where those columns are in the processor's input; the timestamp (long ms) is at
+        ``timestamp_position``. Positions, because PySpark rebuilds the pandas frames from
         ``itertuples`` (4.3), which renames columns that are not identifiers.
+    timestamp_position : int
+        Where the timestamp (long ms) is in the processor's input.
     result_names : tuple of str
         The result columns, in the order ``result_to_row`` returns them.
     result_to_row : callable
         ``(result, timestamp_ms) -> tuple`` for one main result.
     engine_key : callable, optional
-        Spark's grouping-key tuple to the engine's key; default: the value of a single key
-        column, else the tuple.
+        The tuple of a row's key columns to the engine's key; default: the value of a
+        single key column, else the tuple.
     idleness_ms : int, optional
         Event time only: after this much processing time without a watermark advance,
         the watermark advances with the processing-time clock (Spark runs the query in
         ProcessingTime mode, see :meth:`spark_time_mode`).
+    max_parallelism : int
+        The number of key groups; kept with the state (a restart must use the same).
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -106,8 +133,12 @@ class ProcessorConfig:
     value_positions: tuple[int, ...]
     result_names: tuple[str, ...]
     result_to_row: Callable[[Any, int], tuple]
+    key_positions: tuple[int, ...] = (0,)
+    key_types: tuple[str, ...] = ("StringType",)
+    timestamp_position: int = -1
     engine_key: Callable[[tuple], Any] | None = None
     idleness_ms: int | None = None
+    max_parallelism: int = DEFAULT_MAX_PARALLELISM
 
     def output_columns(self) -> list[str]:
         return [OUTPUT, TS, *self.result_names, SIDE, DROPPED]
@@ -117,18 +148,30 @@ class ProcessorConfig:
         return PROCESSING_TIME if self.idleness_ms is not None else self.time_mode
 
 
+@dataclass(frozen=True)
+class _BatchClock:
+    """What Spark presents to every call of one micro-batch."""
+
+    now: int  # the batch's processing time (ms)
+    spark_watermark_ms: int  # Spark's watermark, on Spark's clock
+    watermark: int  # its engine watermark, before idleness
+
+
 @dataclass
-class _KeyCall:
-    """One call of the processor for one key: the operator holding that key's state."""
+class _Visit:
+    """One key in one call: its stored entry and the clocks it moves to."""
 
     key: Any
-    operator: WindowOperator
     stored: StoredKey
-    spark_watermark: int = LONG_MIN  # the engine watermark of Spark's, before idleness
+    watermark: int  # the key's engine watermark once advanced
+    processing_time: int
+    advances: bool  # whether the operator is advanced to ``watermark`` with this key in it
+    seen_watermark: int | None = None
+    seen_at: int | None = None
 
 
 class WindowStatefulProcessor(StatefulProcessor):
-    """Runs a tidemark window operator per key in ``transformWithStateInPandas``.
+    """Runs a tidemark window operator per key group in ``transformWithStateInPandas``.
 
     Supported: every assigner, trigger, evictor and window function of the engine;
     event-time timers (``timeMode="EventTime"``) or processing-time timers
@@ -145,98 +188,180 @@ class WindowStatefulProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._idle = self._config.idleness_ms is not None
-        schema = IDLE_STATE_SCHEMA if self._idle else STATE_SCHEMA
-        self._state = handle.getValueState(STATE_NAME, schema)
-        self._row_class = Row(*self._config.value_names)
+        self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+        self._row_type = row_type_of(self._config.value_names)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        call = self._open(key, timerValues)
-        for pdf in rows:
-            self._feed(call, pdf)
-        return self._close(call)
+        # A call builds and drops many small objects (Rows, key states) and no cycles:
+        # Python's collector scanning every 700 allocations took 2/3 of a call's time.
+        with fewer_gc_passes():
+            runs: dict[Any, tuple[list[Any], list[Any]]] = {}
+            for pdf in rows:
+                self._split(pdf, runs)
+            return self._run(runs, timerValues, None)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
-        return self._close(self._open(key, timerValues))
+        expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
+        with fewer_gc_passes():
+            return self._run({}, timerValues, expired)
 
     def close(self) -> None:
         pass
 
-    # ------------------------------------------------------------------ per key
+    # ------------------------------------------------------------------ input
 
-    def _open(self, key: tuple, timer_values: TimerValues) -> _KeyCall:
-        config = self._config
-        stored = StoredKey.decode(self._state.get())
-        engine_key = config.engine_key(key) if config.engine_key else _default_key(key)
-        operator = config.make_operator()
-        if stored.key_state is not None:
-            operator.restore_key(engine_key, stored.key_state)
-        operator.current_watermark = stored.watermark
-        operator.current_processing_time = stored.processing_time
-        watermark = self._advance_clocks(operator, timer_values, stored)
-        return _KeyCall(engine_key, operator, stored, watermark)
-
-    def _advance_clocks(
-        self, operator: WindowOperator, timer_values: TimerValues, stored: StoredKey
-    ) -> int:
-        """Move the operator's clocks to the batch's; the engine watermark of Spark's."""
-        processing_time = max(
-            timer_values.getCurrentProcessingTimeInMs(), operator.current_processing_time
-        )
-        if self._config.time_mode == PROCESSING_TIME:
-            # Past processing-time timers fire as soon as possible, as in Flink.
-            operator.advance_processing_time(processing_time)
-            return LONG_MIN
-        operator.current_processing_time = processing_time
-        if self._config.time_mode != EVENT_TIME:
-            return LONG_MIN
-        spark_watermark = timer_values.getCurrentWatermarkInMs()
-        watermark = engine_watermark(spark_watermark)
-        effective = watermark
-        if self._idle:
-            effective = self._idle_watermark(stored, spark_watermark, watermark, timer_values)
-        if effective > operator.current_watermark:
-            operator.process_watermark(effective)
-        return watermark
-
-    def _idle_watermark(
-        self, stored: StoredKey, spark_watermark: int, watermark: int, timer_values: TimerValues
-    ) -> int:
-        """Update the key's idle clock; the watermark advanced by the idle time, if any."""
-        assert self._config.idleness_ms is not None
-        now = timer_values.getCurrentProcessingTimeInMs()
-        if stored.seen_watermark != spark_watermark or stored.seen_at is None:
-            stored.seen_watermark, stored.seen_at = spark_watermark, now
-        return idle_watermark(watermark, stored.seen_at, now, self._config.idleness_ms)
-
-    def _feed(self, call: _KeyCall, pdf: pd.DataFrame) -> None:
+    def _split(self, pdf: pd.DataFrame, runs: dict[Any, tuple[list[Any], list[Any]]]) -> None:
+        """Append each row of ``pdf`` to its key's run: (Rows, timestamps), in order."""
         config = self._config
         event_time = config.time_mode == EVENT_TIME
         series = [column for _, column in pdf.items()]  # cheaper than iloc per column
-        timestamps = column_values(series[-1], "LongType")
+        timestamps = column_values(series[config.timestamp_position], "LongType")
+        key_columns = [
+            column_values(series[i], t)
+            for i, t in zip(config.key_positions, config.key_types, strict=True)
+        ]
+        spark_keys: Any = key_columns[0] if len(key_columns) == 1 else zip(*key_columns)
         columns = [
             column_values(series[i], t)
             for i, t in zip(config.value_positions, config.value_types, strict=True)
         ]
         values = zip(*columns, strict=True) if columns else [()] * len(timestamps)
-        make_row, operator, key = self._row_class, call.operator, call.key
-        for timestamp, row_values in zip(timestamps, values, strict=True):
-            if timestamp is not None and timestamp >= END_OF_INPUT_MS:
+        new, row_type = tuple.__new__, self._row_type
+        engine_keys: dict[Any, Any] = {}
+        for spark_key, timestamp, row_values in zip(spark_keys, timestamps, values, strict=True):
+            if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
+                check_timestamp(timestamp, spark_key, event_time)
+            elif timestamp >= END_OF_INPUT_MS:
                 continue  # an end-of-input marker: it only moves the watermark
-            check_timestamp(timestamp, key, event_time)
-            operator.process_element(key, make_row(*row_values), timestamp)
+            key = engine_keys.get(spark_key, engine_keys)
+            if key is engine_keys:
+                key = engine_keys[spark_key] = self._engine_key(spark_key, len(key_columns))
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = ([], [])
+            run[0].append(new(row_type, row_values))
+            run[1].append(timestamp)
 
-    def _close(self, call: _KeyCall) -> Iterator[pd.DataFrame]:
-        frame = self._output_frame(call.operator)
-        self._save(call)
-        return iter([frame]) if frame is not None else iter([])
+    def _engine_key(self, spark_key: Any, columns: int) -> Any:
+        as_tuple = (spark_key,) if columns == 1 else tuple(spark_key)
+        engine_key = self._config.engine_key
+        if engine_key is not None:
+            return engine_key(as_tuple)
+        return as_tuple[0] if columns == 1 else as_tuple
+
+    # ------------------------------------------------------------------ one call
+
+    def _run(
+        self,
+        runs: dict[Any, tuple[list[Any], list[Any]]],
+        timer_values: TimerValues,
+        expired: int | None,
+    ) -> Iterator[pd.DataFrame]:
+        config = self._config
+        group = StoredGroup.decode(self._state.get(), config.max_parallelism)
+        spark_watermark_ms = timer_values.getCurrentWatermarkInMs() if self._watermarked() else 0
+        clock = _BatchClock(
+            timer_values.getCurrentProcessingTimeInMs(),
+            spark_watermark_ms,
+            engine_watermark(spark_watermark_ms),
+        )
+        cohorts: dict[tuple[int, int], list[_Visit]] = {}
+        for key in self._keys_to_visit(group, runs, clock):
+            visit = self._visit(key, group.keys.get(key, NEW_KEY), clock)
+            cohorts.setdefault((visit.watermark, visit.processing_time), []).append(visit)
+        records: list[tuple[Any, ...]] = []
+        for visits in cohorts.values():
+            self._run_cohort(visits, runs, group, clock, records)
+        self._save(group, expired)
+        if not records:
+            return iter([])
+        return iter([object_frame(config.output_columns(), records)])
+
+    def _watermarked(self) -> bool:
+        return self._config.time_mode == EVENT_TIME
+
+    def _keys_to_visit(
+        self, group: StoredGroup, runs: dict[Any, Any], clock: _BatchClock
+    ) -> list[Any]:
+        """Keys with rows, then keys whose own Spark timer is due (as Spark would fire it)."""
+        due_event = group.event_timer is not None and group.event_timer <= clock.spark_watermark_ms
+        due_processing = group.processing_timer is not None and group.processing_timer <= clock.now
+        keys = list(runs)
+        if not (due_event or due_processing):
+            return keys
+        watermark_ms, now = clock.spark_watermark_ms, clock.now
+        for key, stored in group.keys.items():
+            if key in runs:
+                continue
+            event, processing = stored.event_timer, stored.processing_timer
+            if (event is not None and event <= watermark_ms) or (
+                processing is not None and processing <= now
+            ):
+                keys.append(key)
+        return keys
+
+    def _visit(self, key: Any, stored: StoredKey, clock: _BatchClock) -> _Visit:
+        """The clocks ``key`` moves to, as a processor called for it alone moves them."""
+        processing_time = max(clock.now, stored.processing_time)
+        mode = self._config.time_mode
+        if mode == PROCESSING_TIME:
+            # Past processing-time timers fire as soon as possible, as in Flink.
+            return _Visit(key, stored, stored.watermark, processing_time, True)
+        if mode != EVENT_TIME:
+            return _Visit(key, stored, stored.watermark, processing_time, False)
+        target = clock.watermark
+        seen_watermark, seen_at = stored.seen_watermark, stored.seen_at
+        if self._idle:
+            assert self._config.idleness_ms is not None
+            if seen_watermark != clock.spark_watermark_ms or seen_at is None:
+                seen_watermark, seen_at = clock.spark_watermark_ms, clock.now
+            target = idle_watermark(target, seen_at, clock.now, self._config.idleness_ms)
+        if target > stored.watermark:
+            return _Visit(key, stored, target, processing_time, True, seen_watermark, seen_at)
+        return _Visit(
+            key, stored, stored.watermark, processing_time, False, seen_watermark, seen_at
+        )
+
+    def _run_cohort(
+        self,
+        visits: list[_Visit],
+        runs: dict[Any, tuple[list[Any], list[Any]]],
+        group: StoredGroup,
+        clock: _BatchClock,
+        records: list[tuple[Any, ...]],
+    ) -> None:
+        """One operator for keys that share their clocks: advance, feed, take state back."""
+        first = visits[0]
+        operator = self._config.make_operator()
+        operator.current_watermark = first.watermark
+        operator.current_processing_time = first.processing_time
+        advancing = [v for v in visits if v.advances]
+        for visit in advancing:
+            _restore(operator, visit)
+        if advancing:
+            if self._config.time_mode == PROCESSING_TIME:
+                operator.advance_processing_time(first.processing_time)
+            else:
+                operator.process_watermark(first.watermark)
+        for visit in visits:
+            if not visit.advances:
+                _restore(operator, visit)
+        for visit in visits:
+            run = runs.get(visit.key)
+            if run is not None:
+                operator.process_elements(visit.key, run[0], run[1])
+        records.extend(self._output_records(operator))
+        for visit in visits:
+            self._take_back(operator, visit, group, clock)
 
     # ------------------------------------------------------------------ output
 
-    def _output_frame(self, operator: WindowOperator) -> pd.DataFrame | None:
+    def _output_records(self, operator: WindowOperator) -> list[tuple[Any, ...]]:
+        """The operator's results, side outputs and dropped count as combined-schema rows."""
         config = self._config
         blanks = (None,) * len(config.result_names)
         records: list[tuple[Any, ...]] = []
@@ -253,43 +378,42 @@ class WindowStatefulProcessor(StatefulProcessor):
                 records.append((tag.tag_id, timestamp, *blanks, encode_side(value), None))
         if operator.num_late_records_dropped:
             records.append((DROPPED_OUTPUT, None, *blanks, None, operator.num_late_records_dropped))
-        return object_frame(config.output_columns(), records) if records else None
+        return records
 
     # ------------------------------------------------------------------ state and timers
 
-    def _save(self, call: _KeyCall) -> None:
-        operator, stored = call.operator, call.stored
-        key_state = operator.snapshot_key(call.key)
+    def _take_back(
+        self, operator: WindowOperator, visit: _Visit, group: StoredGroup, clock: _BatchClock
+    ) -> None:
+        """Store ``visit.key``'s state and clocks in the group (or drop the key)."""
+        key_state = operator.snapshot_key(visit.key)
         if key_state is not None and key_state.is_empty():
             key_state = None
         event_times = [t for t, _ in key_state.event_timers] if key_state else []
         processing_times = [t for t, _ in key_state.processing_timers] if key_state else []
-        self._check_timer_domains(call.key, event_times, processing_times)
+        self._check_timer_domains(visit.key, event_times, processing_times)
         # A key without state keeps its idle clock while its watermark is ahead of Spark's:
         # a new element of the key is judged by the idle-advanced watermark.
-        keep_clock = self._idle and operator.current_watermark > call.spark_watermark
-        timers = self._spark_timers(operator, event_times, processing_times, keep_clock)
-        event_timer, processing_timer = timers
-        self._move_timer(stored.event_timer, event_timer)
-        self._move_timer(stored.processing_timer, processing_timer)
+        keep_clock = self._idle and visit.watermark > clock.watermark
         if key_state is None and not keep_clock:
-            if stored.exists:
-                self._state.clear()
+            group.keys.pop(visit.key, None)
             return
-        updated = StoredKey(
-            key_state,
-            operator.current_watermark,
-            operator.current_processing_time,
+        event_timer, processing_timer = self._spark_timers(
+            visit, event_times, processing_times, keep_clock
+        )
+        group.keys[visit.key] = StoredKey(
+            None if key_state is None else dump_key_state(key_state),
+            visit.watermark,
+            visit.processing_time,
             event_timer,
             processing_timer,
-            seen_watermark=stored.seen_watermark,
-            seen_at=stored.seen_at,
+            visit.seen_watermark,
+            visit.seen_at,
         )
-        self._state.update(updated.encode(self._idle))
 
     def _spark_timers(
         self,
-        operator: WindowOperator,
+        visit: _Visit,
         event_times: list[int],
         processing_times: list[int],
         keep_clock: bool,
@@ -297,7 +421,7 @@ class WindowStatefulProcessor(StatefulProcessor):
         """The Spark (event-time, processing-time) timers the key needs, if any."""
         if self._idle:
             assert self._config.idleness_ms is not None
-            now = operator.current_processing_time
+            now = visit.processing_time
             # A pending event-time timer may fire in any later micro-batch (the watermark
             # moved or the idle advance reached it): visit the key in the next one. A
             # kept clock is checked once per idleness, to be cleared when Spark catches up.
@@ -306,8 +430,30 @@ class WindowStatefulProcessor(StatefulProcessor):
             return None, (now + self._config.idleness_ms if keep_clock else None)
         event_timer = None
         if event_times:
-            event_timer = spark_event_timer(min(event_times), operator.current_watermark)
+            event_timer = spark_event_timer(min(event_times), visit.watermark)
         return event_timer, min(processing_times) if processing_times else None
+
+    def _save(self, group: StoredGroup, expired: int | None) -> None:
+        """Write the group's row once and move its Spark timers to its keys' earliest."""
+        event_timer, processing_timer = group.earliest_timers()
+        registered_event, registered_processing = group.event_timer, group.processing_timer
+        if expired is not None:
+            # Spark deletes the expired timer after this call: re-registering the same
+            # time would be lost, so a timer still due waits for the next batch (+1 ms).
+            if registered_event == expired:
+                registered_event = None
+                event_timer = expired + 1 if event_timer == expired else event_timer
+            if registered_processing == expired:
+                registered_processing = None
+                processing_timer = expired + 1 if processing_timer == expired else processing_timer
+        self._move_timer(registered_event, event_timer)
+        self._move_timer(registered_processing, processing_timer)
+        if not group.keys:
+            if group.exists:
+                self._state.clear()
+            return
+        group.event_timer, group.processing_timer = event_timer, processing_timer
+        self._state.update(group.encode(self._config.max_parallelism))
 
     def _move_timer(self, registered: int | None, wanted: int | None) -> None:
         if registered == wanted:
@@ -336,10 +482,12 @@ class WindowStatefulProcessor(StatefulProcessor):
             )
 
 
+def _restore(operator: WindowOperator, visit: _Visit) -> None:
+    key_state: KeyState | None = visit.stored.load_state()
+    if key_state is not None:
+        operator.restore_key(visit.key, key_state)
+
+
 def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:
     """A pandas frame of Python values; object columns keep ints exact and None as null."""
     return pd.DataFrame(records, columns=names, dtype=object)
-
-
-def _default_key(key: tuple) -> Any:
-    return key[0] if len(key) == 1 else tuple(key)

@@ -1,4 +1,4 @@
-"""Structured Streaming: the window operator per key in ``transformWithStateInPandas``.
+"""Structured Streaming: the window operator per key group in ``transformWithStateInPandas``.
 
 :func:`window_stream` turns a streaming DataFrame into ONE streaming DataFrame that
 carries the window results and every side output (the late data, what process functions
@@ -28,13 +28,25 @@ timestamps). The column is projected away before the processor: Spark's late-row
 has nothing to filter on, so no row is dropped by Spark and the engine decides lateness
 per window, as Flink does (an element behind the watermark whose window is still open is
 added; one within allowed lateness causes a late firing; others go to the late side
-output or ``numLateRecordsDropped``). In batch ``n + 1`` Spark presents ``W_n``;
-``handleInputRows`` first advances the key's operator to it, firing due timers, then
-feeds the key's rows; ``handleExpiredTimer`` does the same for keys without rows whose
-Spark timer expired. Each key registers one Spark timer: its earliest engine timer, or
-the key's watermark + 1 for a timer registered at or behind it (the engine fires such a
-timer with the next watermark). Outputs carry the same timestamps
-(``window.max_timestamp()``) and user functions see the same watermark.
+output or ``numLateRecordsDropped``). In batch ``n + 1`` Spark presents ``W_n``; each
+key is first advanced to it, firing due timers, then fed its rows; a key without rows
+whose timer is due is advanced alone. A key's timer is its earliest engine timer, or the
+key's watermark + 1 for a timer registered at or behind it (the engine fires such a timer
+with the next watermark). Outputs carry the same timestamps (``window.max_timestamp()``)
+and user functions see the same watermark.
+
+Key groups
+----------
+Spark groups rows by key group, ``pmod(hash(key columns), max_parallelism)`` (Flink's key
+groups, :mod:`.state`), not by key: one processor call serves every key of a group in a
+micro-batch, with one state row and one Spark timer per group (the earliest of its keys'
+timers). Within a call each key still moves exactly as above: its own clocks and timers
+are kept in the group's row, only keys with rows or a due timer are visited, and a key's
+rows reach the engine in Spark's order; a key whose clocks already stand at Spark's
+watermark is not advanced again (its timers behind the watermark wait for the next
+one). So the equivalence holds per key whatever ``max_parallelism`` is. The number of
+groups is fixed when the query first starts (kept in every group's row; a restart with
+another value fails) and caps the query's state partitions (:func:`write_outputs`).
 
 End of a bounded input
 ----------------------
@@ -75,13 +87,13 @@ tidemark instead lets the watermark advance with the processing-time clock:
     operator's is ignored), so when data moves Spark's watermark again, the normal
     watermark takes over once it passes the idle one.
 
-Spark keeps no state across keys; its watermark is the only signal shared by all keys
+Spark's watermark is the only signal shared by all keys
 that moves when data arrives. So "idle" means "the watermark has not advanced for
 ``idleness``": elements that arrive but do not raise the largest timestamp (all behind it)
 do not count as activity, unlike Flink's idleness. The query then runs in Spark's
 ProcessingTime mode (a micro-batch at every trigger interval, with or without data; the
 watermark from ``withWatermark`` is still the one above), and every key with a pending
-event-time timer is visited in every micro-batch by a processing-time timer, so all such
+event-time timer is visited in every micro-batch (its group's processing-time timer), so all such
 keys see the same ``T_W``: the first micro-batch that presented ``W``. A key whose
 windows are all gone keeps its clock and watermark while that watermark is ahead of
 Spark's (visited once per ``idleness``, cleared once Spark's watermark reaches it), so its
@@ -108,8 +120,9 @@ A sink per output, written idempotently by batch id::
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -124,6 +137,7 @@ from tidemark.outputs import OutputTag
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,
+    KEY_GROUP,
     MAIN,
     OUTPUT,
     SIDE,
@@ -140,6 +154,7 @@ from tidemark.spark.streaming.clock import (
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.processor import (
+    DEFAULT_MAX_PARALLELISM,
     EVENT_TIME,
     NONE,
     PROCESSING_TIME,
@@ -159,7 +174,10 @@ __all__ = [
     "STATE_NAME",
 ]
 
+_MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
+_GROUPS_METADATA = "tidemark.max_parallelism"
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 def window_stream(
@@ -176,8 +194,10 @@ def window_stream(
     time_mode: str = EVENT_TIME,
     idleness_ms: int | None = None,
     engine_key: Callable[[tuple], Any] | None = None,
+    max_parallelism: int = DEFAULT_MAX_PARALLELISM,
 ) -> DataFrame:
-    """Run a window operator per key on a streaming DataFrame; results and side outputs.
+    """Run a window operator per key (in key groups) on a streaming DataFrame; results
+    and side outputs.
 
     Parameters
     ----------
@@ -207,6 +227,11 @@ def window_stream(
         ProcessingTime mode and needs a processing-time trigger.
     engine_key : callable, optional
         Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
+    max_parallelism : int
+        The number of key groups (Flink's ``maxParallelism``): one processor call per
+        group and micro-batch serves all its keys. Fixed when the query first starts
+        and kept with its state; a restart with another value fails. More groups: less
+        state read and written per call, more calls (about half a millisecond each).
 
     Returns
     -------
@@ -219,9 +244,11 @@ def window_stream(
     """
     _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
     _check_time_mode(make_operator, time_mode, out_of_orderness_ms, idleness_ms)
+    _check_max_parallelism(max_parallelism)
     prepared = _prepare_input(
         df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
     )
+    prepared = prepared.withColumn(KEY_GROUP, _key_group(key_columns, max_parallelism))
     value_types = tuple(type(df.schema[c].dataType).__name__ for c in value_columns)
     input_names = _input_names(key_columns, value_columns)
     config = ProcessorConfig(
@@ -232,10 +259,14 @@ def window_stream(
         value_positions=tuple(input_names.index(c) for c in value_columns),
         result_names=tuple(result_schema.fieldNames()),
         result_to_row=result_to_row,
+        key_positions=tuple(input_names.index(c) for c in key_columns),
+        key_types=tuple(type(df.schema[c].dataType).__name__ for c in key_columns),
+        timestamp_position=len(input_names),
         engine_key=engine_key,
         idleness_ms=idleness_ms,
+        max_parallelism=max_parallelism,
     )
-    grouped = prepared.groupBy(*[F.col(f"`{c}`") for c in key_columns])
+    grouped = prepared.groupBy(F.col(KEY_GROUP))
     combined = grouped.transformWithStateInPandas(
         WindowStatefulProcessor(config),
         _combined_schema(result_schema),
@@ -245,7 +276,7 @@ def window_stream(
     schemas = {}
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
-    return _with_side_schemas(combined, schemas)
+    return _with_side_schemas(combined, schemas, max_parallelism)
 
 
 # ---------------------------------------------------------------------- validation
@@ -281,6 +312,25 @@ def _check_arguments(
             f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "
             "WatermarkStrategy; remove withWatermark (Spark would take the minimum of both)"
         )
+
+
+def _check_max_parallelism(max_parallelism: int) -> None:
+    if (
+        not isinstance(max_parallelism, int)
+        or isinstance(max_parallelism, bool)
+        or not 1 <= max_parallelism <= _MAX_KEY_GROUPS
+    ):
+        raise WindowSpecError(
+            f"`max_parallelism` must be an int in [1, {_MAX_KEY_GROUPS}]; got "
+            f"max_parallelism={max_parallelism!r}"
+        )
+
+
+def _key_group(key_columns: list[str], max_parallelism: int) -> Any:
+    """A row's key group: Spark's Murmur3 ``hash`` of the key columns, modulo the
+    number of groups (stable across Spark versions and restarts)."""
+    hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns])
+    return F.pmod(hashed, F.lit(max_parallelism))
 
 
 def _check_time_mode(
@@ -368,9 +418,12 @@ def _prepare_input(
 # ---------------------------------------------------------------------- output
 
 
-def _with_side_schemas(combined: DataFrame, schemas: dict[str, str]) -> DataFrame:
+def _with_side_schemas(
+    combined: DataFrame, schemas: dict[str, str], max_parallelism: int
+) -> DataFrame:
+    metadata = {_SCHEMAS_METADATA: json.dumps(schemas), _GROUPS_METADATA: max_parallelism}
     columns = [
-        F.col(f"`{c}`").alias(c, metadata={_SCHEMAS_METADATA: json.dumps(schemas)})
+        F.col(f"`{c}`").alias(c, metadata=metadata)
         if c == SIDE
         else F.col(f"`{c}`")
         for c in combined.columns
@@ -441,6 +494,11 @@ def write_outputs(
     Returns
     -------
     StreamingQuery
+
+    Notes
+    -----
+    The query starts with ``min(spark.sql.shuffle.partitions, max_parallelism)`` state
+    partitions: more could hold no key group. Spark keeps that number in the checkpoint.
     """
     if not sinks:
         raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
@@ -453,7 +511,27 @@ def write_outputs(
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    return writer.outputMode("append").start()
+    with _partitions_capped_at_key_groups(df):
+        return writer.outputMode("append").start()
+
+
+@contextlib.contextmanager
+def _partitions_capped_at_key_groups(df: DataFrame) -> Iterator[None]:
+    """Start the query with at most one state partition per key group: a partition
+    beyond ``max_parallelism`` could never hold a key, yet Spark would open its state
+    store and run its task in every micro-batch. The query keeps the number it started
+    with (Spark stores it in the checkpoint); the session's setting is restored."""
+    groups = df.schema[SIDE].metadata.get(_GROUPS_METADATA) if SIDE in df.columns else None
+    conf = df.sparkSession.conf
+    before = conf.get(_SHUFFLE_PARTITIONS)
+    if groups is None or before is None or int(before) <= int(groups):
+        yield
+        return
+    conf.set(_SHUFFLE_PARTITIONS, str(groups))
+    try:
+        yield
+    finally:
+        conf.set(_SHUFFLE_PARTITIONS, before)
 
 
 class _BatchSplitter:

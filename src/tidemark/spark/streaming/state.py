@@ -1,114 +1,145 @@
-"""A key's engine state in Spark's state store: one ValueState row of pickled bytes.
+"""The engine's state in Spark's state store: one ValueState row per key group.
 
-Spark's per-key state calls cost about half a millisecond each, so the whole
-:class:`~tidemark._engine.keystate.KeyState` (window contents, trigger state, merging
-set, function state, timers) is one pickled blob, read once and written once per key per
-micro-batch. Beside it the row keeps the key's clocks (the watermark and processing time
-it last saw) and the Spark timers registered for it, so the runner can keep Spark's timers
-in step with the engine's without listing them. A query with idleness
-(:data:`IDLE_STATE_SCHEMA`) also keeps the key's idle clock: the Spark watermark it last
-saw and the processing time it first saw it at.
+Spark's state and timer calls cost about half a millisecond each (a socket round trip
+between the Python worker and the JVM), so tidemark does not keep a row per key. As
+Flink's ``KeyGroupRangeAssignment`` does, keys are hashed into a fixed number of key
+groups (``max_parallelism``), and Spark groups rows by key group: one processor call
+serves every key of a group in a micro-batch, and one row holds the whole group:
+
+* ``keys``: a pickled dict, engine key -> :class:`StoredKey`, whose ``key_state`` is the
+  key's pickled :class:`~tidemark._engine.keystate.KeyState` (window contents, trigger
+  state, merging set, function state, timers). A call unpickles the dict, but only the
+  keys it touches are unpickled further and pickled again; the others keep their bytes.
+* beside each key its clocks (the watermark and processing time it last saw), the Spark
+  timers it would have registered on its own, and with idleness its idle clock;
+* the group's Spark timers: the earliest of its keys' (one timer per time domain), so a
+  timer expiry visits only the keys whose own timer is due;
+* the ``max_parallelism`` the query started with, so that a restart with another
+  value fails instead of reading state into the wrong groups.
+
+The row is read once and written (or cleared, when no key is left) once per call.
 """
 
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from pyspark import cloudpickle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from tidemark._engine.keystate import KeyState
+from tidemark.errors import WindowSpecError
 from tidemark.time import LONG_MIN
 
-__all__ = ["STATE_NAME", "STATE_SCHEMA", "IDLE_STATE_SCHEMA", "StoredKey"]
+__all__ = ["STATE_NAME", "STATE_SCHEMA", "StoredKey", "StoredGroup", "dump_key_state"]
 
 STATE_NAME = "tidemark"
 """The ValueState's name (``stateVarName`` for ``spark.read.format("statestore")``)."""
 
 STATE_SCHEMA = StructType(
     [
-        StructField("key_state", BinaryType(), True),
-        StructField("watermark", LongType(), False),
-        StructField("processing_time", LongType(), False),
+        StructField("max_parallelism", LongType(), False),
+        StructField("keys", BinaryType(), False),
         StructField("event_timer", LongType(), True),
         StructField("processing_timer", LongType(), True),
     ]
 )
 
-IDLE_STATE_SCHEMA = StructType(
-    [
-        *STATE_SCHEMA.fields,
-        StructField("seen_watermark", LongType(), True),
-        StructField("seen_at", LongType(), True),
-    ]
-)
-"""The row of a query with idleness: the state row plus the key's idle clock."""
 
-
-@dataclass
-class StoredKey:
-    """What the state store holds for one key.
+class StoredKey(NamedTuple):
+    """What a key group's row holds for one key.
 
     Attributes
     ----------
-    key_state : KeyState or None
-        The engine's state of the key; None when it has none.
+    key_state : bytes or None
+        The pickled KeyState of the key; None when the key only keeps its clocks.
     watermark, processing_time : int
         The engine clocks the key last saw (``Long.MIN_VALUE`` / 0 before any).
     event_timer, processing_timer : int or None
-        The Spark timer registered for the key's earliest engine timer, if any.
-    exists : bool
-        Whether the state store has a row for the key.
+        The Spark timer the key needs on its own: the group's timer is the earliest.
     seen_watermark, seen_at : int or None
         Idleness only: Spark's watermark the key last saw, and the processing time (ms)
         of the first micro-batch in which the key saw it.
     """
 
-    key_state: KeyState | None = None
+    key_state: bytes | None = None
     watermark: int = LONG_MIN
     processing_time: int = 0
     event_timer: int | None = None
     processing_timer: int | None = None
-    exists: bool = False
     seen_watermark: int | None = None
     seen_at: int | None = None
 
-    @classmethod
-    def decode(cls, row: Any) -> StoredKey:
-        """A StoredKey from ``ValueState.get()`` (None for a key without state).
+    def load_state(self) -> KeyState | None:
+        return None if self.key_state is None else pickle.loads(self.key_state)
 
-        >>> StoredKey.decode(None).exists
-        False
-        >>> s = StoredKey.decode(StoredKey(KeyState(), 5, 0, 9, None).encode())
-        >>> (s.watermark, s.event_timer, s.exists, type(s.key_state).__name__)
-        (5, 9, True, 'KeyState')
-        >>> idle = StoredKey(KeyState(), 5, 0, None, 7, seen_watermark=3, seen_at=4)
-        >>> s = StoredKey.decode(idle.encode(idle=True))
-        >>> (s.processing_timer, s.seen_watermark, s.seen_at)
-        (7, 3, 4)
-        """
+
+NEW_KEY = StoredKey()
+
+
+def dump_key_state(key_state: KeyState) -> bytes:
+    """A KeyState's bytes (see :func:`_dumps`)."""
+    return _dumps(key_state)
+
+
+def _dumps(value: Any) -> bytes:
+    """pickle, or cloudpickle for values of classes that only exist by value (defined in a
+    driver script, whose module a worker cannot import); ``pickle.loads`` reads both."""
+    try:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:
+        return cloudpickle.dumps(value)
+
+
+@dataclass
+class StoredGroup:
+    """A key group's row, decoded: its keys and the Spark timers registered for it.
+
+    >>> g = StoredGroup.decode(None, 128)
+    >>> (g.exists, g.keys)
+    (False, {})
+    >>> g.keys["a"] = StoredKey(None, 5, 0, 9)
+    >>> g.event_timer = 9
+    >>> back = StoredGroup.decode(g.encode(128), 128)
+    >>> (back.keys["a"].watermark, back.event_timer, back.exists)
+    (5, 9, True)
+    >>> try:
+    ...     StoredGroup.decode(g.encode(128), 64)
+    ... except WindowSpecError as exc:
+    ...     print(str(exc)[:63])
+    `max_parallelism` must stay what the query first started with (
+    """
+
+    keys: dict[Any, StoredKey] = field(default_factory=dict)
+    event_timer: int | None = None
+    processing_timer: int | None = None
+    exists: bool = False
+
+    @classmethod
+    def decode(cls, row: Any, max_parallelism: int) -> StoredGroup:
+        """The group from ``ValueState.get()`` (None for a group without state)."""
         if row is None:
             return cls()
-        blob, watermark, processing_time, event_timer, processing_timer, *idle = row
-        key_state = pickle.loads(blob) if blob is not None else None
-        seen_watermark, seen_at = idle if idle else (None, None)
-        return cls(
-            key_state,
-            watermark,
-            processing_time,
-            event_timer,
-            processing_timer,
-            True,
-            seen_watermark,
-            seen_at,
-        )
+        stored_parallelism, blob, event_timer, processing_timer = row
+        if stored_parallelism != max_parallelism:
+            raise WindowSpecError(
+                "`max_parallelism` must stay what the query first started with (it is "
+                f"stored with the query's state); got max_parallelism={max_parallelism}, "
+                f"the checkpoint has {stored_parallelism}: restart with "
+                f"max_parallelism={stored_parallelism}, or start a new checkpoint"
+            )
+        return cls(pickle.loads(blob), event_timer, processing_timer, True)
 
-    def encode(self, idle: bool = False) -> tuple[Any, ...]:
-        """The tuple to ``ValueState.update`` with (of :data:`IDLE_STATE_SCHEMA` if ``idle``)."""
-        # cloudpickle, so that accumulators of classes defined in a driver script (whose
-        # module a worker cannot import) survive; pickle.loads reads it back.
-        blob = None if self.key_state is None else cloudpickle.dumps(self.key_state)
-        row = (blob, self.watermark, self.processing_time, self.event_timer, self.processing_timer)
-        return (*row, self.seen_watermark, self.seen_at) if idle else row
+    def encode(self, max_parallelism: int) -> tuple[Any, ...]:
+        """The tuple to ``ValueState.update`` with."""
+        return (max_parallelism, _dumps(self.keys), self.event_timer, self.processing_timer)
+
+    def earliest_timers(self) -> tuple[int | None, int | None]:
+        """The earliest event-time and processing-time Spark timers of the group's keys."""
+        event = [k.event_timer for k in self.keys.values() if k.event_timer is not None]
+        processing = [
+            k.processing_timer for k in self.keys.values() if k.processing_timer is not None
+        ]
+        return (min(event) if event else None, min(processing) if processing else None)

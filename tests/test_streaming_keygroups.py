@@ -1,0 +1,143 @@
+"""Keys sharing a key group keep their own clocks: the processor driven by hand.
+
+One group holds keys a and b. A trigger registers an event-time timer at each element's
+timestamp, so an element behind the watermark leaves a timer that only the next
+watermark advance fires (as in the engine, which is fed a watermark only when it rises).
+
+::
+
+    call 1  W none   a@50 b@60                     timers a:50  b:60
+    call 2  W 55     a@52      -> a:50 fires        timers a:52 (behind W)  b:60
+    call 3  W 55     a@53 b@70 -> b advances to 55; a stands at 55: its 52 must not fire
+    call 4  W 200              -> a:52, a:53, b:60, b:70 fire
+
+The engine reference: E1, W 55, E2, (W 55 again: not fed), E3, W 200.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import Row
+from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, describe_row
+
+from tidemark import TriggerResult, TumblingEventTimeWindows
+from tidemark.spark.streaming.clock import spark_watermark
+from tidemark.spark.streaming.processor import TS, ProcessorConfig, WindowStatefulProcessor
+from tidemark.spark.streaming.state import StoredGroup
+from tidemark.triggers import Trigger
+
+
+class TimerAtEachElement(Trigger):
+    """FIRE at an event-time timer registered at every element's timestamp."""
+
+    def on_element(self, element: Any, timestamp: Any, window: Any, ctx: Any) -> TriggerResult:
+        ctx.register_event_time_timer(timestamp)
+        return TriggerResult.CONTINUE
+
+    def on_processing_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Any, ctx: Any) -> TriggerResult:
+        return TriggerResult.FIRE
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        pass
+
+
+MAKE = _op(TumblingEventTimeWindows.of(1000), trigger=TimerAtEachElement(), function=Describe())
+CALLS: list[tuple[int | None, list[tuple[str, int]]]] = [
+    (None, [("a", 50), ("b", 60)]),
+    (55, [("a", 52)]),
+    (55, [("a", 53), ("b", 70)]),
+    (200, []),
+]
+
+
+class _State:
+    def __init__(self) -> None:
+        self.row: Any = None
+
+    def get(self) -> Any:
+        return self.row
+
+    def update(self, row: Any) -> None:
+        self.row = row
+
+    def clear(self) -> None:
+        self.row = None
+
+
+class _Handle:
+    def __init__(self) -> None:
+        self.state, self.timers = _State(), set()
+
+    def getValueState(self, name: str, schema: Any) -> _State:  # noqa: N802
+        return self.state
+
+    def registerTimer(self, expiry: int) -> None:  # noqa: N802
+        self.timers.add(expiry)
+
+    def deleteTimer(self, expiry: int) -> None:  # noqa: N802
+        self.timers.discard(expiry)
+
+
+class _TimerValues:
+    def __init__(self, watermark: int | None) -> None:
+        self.watermark = 0 if watermark is None else spark_watermark(watermark)
+
+    def getCurrentWatermarkInMs(self) -> int:  # noqa: N802
+        return self.watermark
+
+    def getCurrentProcessingTimeInMs(self) -> int:  # noqa: N802
+        return 0
+
+
+def _streamed() -> tuple[Counter, _Handle]:
+    config = ProcessorConfig(
+        make_operator=MAKE,
+        time_mode="EventTime",
+        value_names=tuple(VALUE_COLUMNS),
+        value_types=("StringType", "LongType", "LongType"),
+        value_positions=(0, 1, 2),
+        result_names=tuple(RESULT_SCHEMA.fieldNames()),
+        result_to_row=describe_row,
+    )
+    processor, handle = WindowStatefulProcessor(config), _Handle()
+    processor.init(handle)  # type: ignore[arg-type]
+    got: Counter = Counter()
+    for watermark, rows in CALLS:
+        values = _TimerValues(watermark)
+        if rows:
+            records = [(k, ts, ts, ts) for k, ts in rows]
+            pdf = pd.DataFrame(records, columns=[*VALUE_COLUMNS, TS], dtype=object)
+            frames = processor.handleInputRows((0,), iter([pdf]), values)  # type: ignore[arg-type]
+        else:
+            frames = processor.handleExpiredTimer((0,), values, None)  # type: ignore[arg-type]
+        for frame in frames:
+            got.update(tuple(r)[2:8] for r in frame.itertuples(index=False))
+    return got, handle
+
+
+def _engine() -> Counter:
+    op = MAKE()
+    for watermark, rows in CALLS:
+        if watermark is not None and watermark > op.current_watermark:
+            op.process_watermark(watermark)
+        for key, ts in rows:
+            op.process_element(key, Row(key=key, v=ts, ts=ts), ts)
+    return Counter(describe_row(v, ts) for v, ts in op.output)
+
+
+def test_keys_of_one_group_keep_their_own_watermark():
+    got, handle = _streamed()
+    want = _engine()
+    assert got == want
+    # a's timer 52 fired with W 200, not in call 3: the window held 50, 52 and 53 then
+    assert ("a", 0, 1000, 3, 155, 200) in want
+    # every window is still open (no cleanup before 999): one group row, both keys
+    group = StoredGroup.decode(handle.state.row, 32)
+    assert set(group.keys) == {"a", "b"}
+    assert handle.timers == {group.event_timer}
