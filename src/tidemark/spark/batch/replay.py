@@ -23,7 +23,11 @@ import pandas as pd
 
 from tidemark.time import LONG_MIN
 
-__all__ = ["WatermarkSequence", "stamp_replay_watermarks"]
+__all__ = [
+    "WatermarkSequence",
+    "stamp_replay_watermarks",
+    "advance_to_recorded_watermark",
+]
 
 ORDER, TS, WM = "__tm_order", "__tm_ts", "__tm_wm"
 
@@ -49,6 +53,25 @@ class WatermarkSequence:
             return int(self.positions[index]), previous
         last = int(self.values[-1]) if len(self.values) else LONG_MIN
         return 2**63 - 1, last
+
+
+def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSequence) -> None:
+    """Advance ``op``'s event time to ``watermark`` as the recorded stream did.
+
+    Only a watermark that advances reaches a Flink operator, and a due timer fires at
+    the first watermark that reaches it *after it was registered*: a timer registered at
+    or below the current watermark (a late element's trigger, a continuous trigger's
+    next firing) waits for the stream's next, higher watermark. So nothing happens when
+    ``watermark`` does not advance, and each timer resolves to the first watermark of
+    the stream above both its time and the current watermark.
+    """
+    if watermark <= op.current_watermark:
+        return
+
+    def resolve(time: int) -> int:
+        return sequence.first_at_or_after(max(time, op.current_watermark + 1))
+
+    op.advance_watermark_stepwise(watermark, resolve)
 
 
 def _partition_id() -> int:
