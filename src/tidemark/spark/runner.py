@@ -31,7 +31,14 @@ from pyspark.sql.types import (
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.api import KeySpec, Source, WindowOp
-from tidemark.spark.batch.replay import ORDER, TS, WM, WatermarkSequence, stamp_replay_watermarks
+from tidemark.spark.batch.replay import (
+    ORDER,
+    TS,
+    WM,
+    WatermarkSequence,
+    share_with_tasks,
+    stamp_replay_watermarks,
+)
 from tidemark.spark.batch.worker import PartitionRunner, RunnerConfig
 
 __all__ = ["run_window", "main_output", "side_output", "num_late_records_dropped", "ElementFrame"]
@@ -122,7 +129,7 @@ def _source_frame(source: Source, spark: Any) -> ElementFrame:
     stamped, sequence = stamp_replay_watermarks(
         df.select(*columns), source.strategy.out_of_orderness_ms, spark
     )
-    broadcast = spark.sparkContext.broadcast(sequence)
+    broadcast = share_with_tasks(spark, sequence)  # no broadcasts on Spark Connect
     final_pt = None
     if source.processing_time is not None:
         final_pt = stamped.agg(F.max(PT)).first()[0]

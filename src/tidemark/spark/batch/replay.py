@@ -27,6 +27,8 @@ __all__ = [
     "WatermarkSequence",
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
+    "share_with_tasks",
+    "is_connect",
 ]
 
 ORDER, TS, WM = "__tm_order", "__tm_ts", "__tm_wm"
@@ -72,6 +74,38 @@ def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSe
         return sequence.first_at_or_after(max(time, op.current_watermark + 1))
 
     op.advance_watermark_stepwise(watermark, resolve)
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs, broadcasts)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@dataclass
+class InTask:
+    """A value shipped inside the task's closure: what a broadcast is on Spark Connect,
+    which has none (``.value``, as a broadcast's)."""
+
+    value: Any
+
+
+def share_with_tasks(spark: Any, value: Any) -> Any:
+    """``value`` for every task: a broadcast on a classic session, else in the closure."""
+    if is_connect(spark):
+        return InTask(value)
+    return spark.sparkContext.broadcast(value)
+
+
+def _parallelism(spark: Any) -> int:
+    """Range partitions for the scan: the default parallelism (cores) on a classic
+    session; over Connect, which has no SparkContext, the configured value if any, else
+    the shuffle partitions."""
+    if not is_connect(spark):
+        return max(1, spark.sparkContext.defaultParallelism)
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured is None:
+        configured = spark.conf.get("spark.sql.shuffle.partitions")
+    return max(1, int(configured))
 
 
 def _partition_id() -> int:
@@ -170,7 +204,7 @@ def stamp_replay_watermarks(
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
-    partitions = max(1, spark.sparkContext.defaultParallelism)
+    partitions = _parallelism(spark)
     ranged = frame.repartitionByRange(partitions, ORDER).sortWithinPartitions(ORDER)
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
     recorded = WM in frame.columns
