@@ -261,6 +261,9 @@ def with_function_key(df: Any, names: list[str], function: Any) -> Any:
 
 def run_window(op: WindowOp, spark: Any) -> Any:
     """One run of the window operator: results and side outputs in one DataFrame."""
+    from tidemark.spark.preflight import ensure_workers_import_tidemark
+
+    ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker
     if op.upstream.source.df.isStreaming:
         from tidemark.spark.streaming.plan import run_streaming_window
 

@@ -471,7 +471,10 @@ def write_outputs(
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    return writer.outputMode("append").start()
+    from tidemark.spark.preflight import streaming_settings
+
+    with streaming_settings(df.sparkSession):  # the RocksDB state store, for this query
+        return writer.outputMode("append").start()
 
 
 class _BatchSplitter:
