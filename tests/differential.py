@@ -108,7 +108,9 @@ class Emit(tm.ProcessWindowFunction):
 
     def process(self, key, context, elements):  # type: ignore[no-untyped-def]
         window = context.window()
-        items = [[e.v, e.ts] if hasattr(e, "v") else list(e) for e in elements]
+        # None: a reduce whose evictor removed every element (Flink's null record)
+        items = [None if e is None else [e.v, e.ts] if hasattr(e, "v") else list(e)
+                 for e in elements]
         yield json.dumps(
             {
                 "key": key,
@@ -352,6 +354,8 @@ def normal(value: Any) -> str:
     """A result as JSON: a JSON string stays, a Row becomes the list of its values."""
     if isinstance(value, str):
         return value
+    if value is None:  # Flink's null record: a row of nulls on Spark
+        return json.dumps([None] * len(COLUMNS))
     return json.dumps(list(value))
 
 
