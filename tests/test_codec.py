@@ -122,3 +122,28 @@ def test_shorthand_result_from_an_accumulator_restored_in_a_fresh_function(aggre
     restored = pickle.loads(pickle.dumps(acc))
     fresh = pickle.loads(pickle.dumps(aggregation("v")))
     assert fresh.get_result(restored) == first.get_result(acc)
+
+
+def test_a_null_result_is_a_row_of_nulls():
+    # Flink's null record: a reduce whose evictor removed every element (TimeEvictor(0))
+    from tidemark.spark.codec import result_tuple
+
+    assert result_tuple(None, ["key", "v", "ts"]) == (None, None, None)
+
+
+@pytest.mark.parametrize("kind", [Sum, Min, Max], ids=["sum", "min", "max"])
+def test_shorthand_over_a_window_emptied_by_an_evictor_is_flinks_null_record(kind):
+    # Found by the differential suite: TimeEvictor(0) removes every element (cutoff
+    # max_ts - 0, `<=`); Flink's sum/min/max reduce over nothing and emit null, where the
+    # accumulator's get_result failed reading a field of no element.
+    import tidemark as tm
+    from tidemark.testing import WindowOperatorHarness
+
+    h = WindowOperatorHarness(
+        tm.TumblingEventTimeWindows.of(10), kind("v"), key_selector=lambda r: r.key,
+        evictor=tm.TimeEvictor.of(0),
+    )
+    h.process_element(Row(key="a", v=1), 3)
+    h.process_element(Row(key="a", v=2), 3)
+    h.process_watermark(9)
+    assert h.output() == [(None, 9)]

@@ -14,6 +14,7 @@ __all__ = [
     "InputDataError",
     "UserFunctionError",
     "UnsupportedMergeError",
+    "SessionSetupError",
 ]
 
 
@@ -31,6 +32,11 @@ class InputDataError(TidemarkError, ValueError):
 
 class UnsupportedMergeError(TidemarkError, RuntimeError):
     """A merge would move a window's end behind the watermark (Flink refuses this too)."""
+
+
+class SessionSetupError(TidemarkError, RuntimeError):
+    """The SparkSession cannot run tidemark as it is set up (a setting a streaming query
+    needs cannot be set, or the Python workers cannot import tidemark)."""
 
 
 class UserFunctionError(TidemarkError, RuntimeError):

@@ -89,6 +89,10 @@ class _KeepFirst(AggregateFunction):
 
     def get_result(self, accumulator: list[Any]) -> Any:
         first, aggregate = accumulator
+        if first is None:
+            # No element: an evictor removed them all (TimeEvictor(0) does). Flink's
+            # sum/min/max reduce over nothing and emit its null record.
+            return None
         if self._index is None:
             # An accumulator restored from state (a later micro-batch, a fresh worker)
             # reaches a function that has not seen an element yet.

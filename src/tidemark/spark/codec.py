@@ -87,7 +87,11 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
 
     Rows and dicts are matched by field name (a Row with exactly the output's fields is
     returned as it is); tuples and lists by position; a scalar fills a one-column schema.
+    None, Flink's null record (a reduce whose evictor removed every element: TimeEvictor
+    with interval 0 does), is a row of nulls.
     """
+    if value is None:
+        return (None,) * len(names)
     fields = getattr(value, "__fields__", None)
     if fields is not None:
         if fields == names or list(fields) == list(names):

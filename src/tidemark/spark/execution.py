@@ -30,6 +30,7 @@ from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
+from tidemark.spark.preflight import ensure_workers_import_tidemark
 from tidemark.spark.streaming.plan import run_streaming_window
 
 __all__ = ["ExecutionMode", "mode_of", "combined_frame", "element_frame"]
@@ -69,6 +70,7 @@ def combined_frame(op: WindowOp, spark: Any) -> Any:
 
 
 def _run(op: WindowOp, spark: Any) -> Any:
+    ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker
     mode = mode_of(op, spark)
     if mode is ExecutionMode.STREAMING:
         return run_streaming_window(op)

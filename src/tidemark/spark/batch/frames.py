@@ -15,7 +15,7 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructType
 
-from tidemark.spark.batch.replay import stamp_replay_watermarks
+from tidemark.spark.batch.replay import share_with_tasks, stamp_replay_watermarks
 from tidemark.spark.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
 from tidemark.spark.plan import Source
 from tidemark.spark.timestamps import timestamp_ms, with_assigned_timestamps
@@ -30,7 +30,7 @@ class ElementFrame:
     df: Any
     value_schema: StructType
     replay: bool
-    watermarks: Any = None  # a broadcast WatermarkSequence, for replays
+    watermarks: Any = None  # a replay's WatermarkSequence, shared with tasks
     timestamp_column: str | None = None
     has_processing_time: bool = False
     final_processing_time: int | None = None  # a replay's last arrival time
@@ -68,7 +68,7 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
     stamped, sequence = stamp_replay_watermarks(
         df.select(*columns), source.strategy.out_of_orderness_ms, spark
     )
-    broadcast = spark.sparkContext.broadcast(sequence)
+    broadcast = share_with_tasks(spark, sequence)  # no broadcasts on Spark Connect
     final_pt = None
     if source.processing_time is not None:
         final_pt = stamped.agg(F.max(PT)).first()[0]

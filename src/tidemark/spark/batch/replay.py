@@ -24,7 +24,13 @@ import pandas as pd
 from tidemark.spark.columns import ORDER, TS, WM
 from tidemark.time import LONG_MIN
 
-__all__ = ["WatermarkSequence", "stamp_replay_watermarks"]
+__all__ = [
+    "WatermarkSequence",
+    "stamp_replay_watermarks",
+    "advance_to_recorded_watermark",
+    "share_with_tasks",
+    "is_connect",
+]
 
 
 @dataclass
@@ -48,6 +54,57 @@ class WatermarkSequence:
             return int(self.positions[index]), previous
         last = int(self.values[-1]) if len(self.values) else LONG_MIN
         return 2**63 - 1, last
+
+
+def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSequence) -> None:
+    """Advance ``op``'s event time to ``watermark`` as the recorded stream did.
+
+    Only a watermark that advances reaches a Flink operator, and a due timer fires at
+    the first watermark that reaches it *after it was registered*: a timer registered at
+    or below the current watermark (a late element's trigger, a continuous trigger's
+    next firing) waits for the stream's next, higher watermark. So nothing happens when
+    ``watermark`` does not advance, and each timer resolves to the first watermark of
+    the stream above both its time and the current watermark.
+    """
+    if watermark <= op.current_watermark:
+        return
+
+    def resolve(time: int) -> int:
+        return sequence.first_at_or_after(max(time, op.current_watermark + 1))
+
+    op.advance_watermark_stepwise(watermark, resolve)
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs, broadcasts)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@dataclass
+class InTask:
+    """A value shipped inside the task's closure: what a broadcast is on Spark Connect,
+    which has none (``.value``, as a broadcast's)."""
+
+    value: Any
+
+
+def share_with_tasks(spark: Any, value: Any) -> Any:
+    """``value`` for every task: a broadcast on a classic session, else in the closure."""
+    if is_connect(spark):
+        return InTask(value)
+    return spark.sparkContext.broadcast(value)
+
+
+def _parallelism(spark: Any) -> int:
+    """Range partitions for the scan: the default parallelism (cores) on a classic
+    session; over Connect, which has no SparkContext, the configured value if any, else
+    the shuffle partitions."""
+    if not is_connect(spark):
+        return max(1, spark.sparkContext.defaultParallelism)
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured is None:
+        configured = spark.conf.get("spark.sql.shuffle.partitions")
+    return max(1, int(configured))
 
 
 def _partition_id() -> int:
@@ -146,7 +203,7 @@ def stamp_replay_watermarks(
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
-    partitions = max(1, spark.sparkContext.defaultParallelism)
+    partitions = _parallelism(spark)
     ranged = frame.repartitionByRange(partitions, ORDER).sortWithinPartitions(ORDER)
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
     recorded = WM in frame.columns

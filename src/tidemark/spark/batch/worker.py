@@ -33,6 +33,7 @@ import pyarrow.compute as pc
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError
+from tidemark.spark.batch.replay import advance_to_recorded_watermark
 from tidemark.spark.batch.sorting import sorted_batches
 from tidemark.spark.codec import (
     arrow_batch,
@@ -379,7 +380,7 @@ class ReplayDriver(PartitionDriver):
             if pts is not None and pts[i] is not None:
                 op.advance_processing_time_stepwise(int(pts[i]))
             order = int(orders[i])
-            op.advance_watermark_stepwise(int(wms[i]), sequence.first_at_or_after)
+            advance_to_recorded_watermark(op, int(wms[i]), sequence)
             self._drain(op, out, 2 * order - 1, False, sequence)
             op.process_element(keys[i], row, stamps[i])
             self._drain(op, out, 2 * order, True, sequence)
@@ -391,7 +392,7 @@ class ReplayDriver(PartitionDriver):
             # the stream's clock went on to its last arrival, for this key's timers too
             op.advance_processing_time_stepwise(self.config.final_processing_time)
         last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
-        op.advance_watermark_stepwise(last, sequence.first_at_or_after)
+        advance_to_recorded_watermark(op, last, sequence)
         op.process_watermark(LONG_MAX)
         self._drain(op, out, LONG_MAX, False, sequence)
         op.evict_key(key)

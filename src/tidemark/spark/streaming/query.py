@@ -147,6 +147,7 @@ from tidemark.spark.columns import (
     dropped_counts,
 )
 from tidemark.spark.columns import combined_schema as _combined_schema
+from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
@@ -511,7 +512,8 @@ def write_outputs(
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    with _partitions_capped_at_key_groups(df):
+    # the RocksDB state store and one state partition per key group, for this query
+    with streaming_settings(df.sparkSession), _partitions_capped_at_key_groups(df):
         return writer.outputMode("append").start()
 
 

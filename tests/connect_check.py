@@ -1,0 +1,117 @@
+"""All three modes on a Spark Connect session, as a script (a Connect client and a classic
+session do not share a process well): BATCH and replay on random differential scenarios,
+and a stream written by batch id through ``write_outputs`` on a session left with Spark's
+default state store. Prints one JSON line: the failures found (an empty list when all
+modes equal the engine harness).
+
+Run by tests/test_connect.py; by hand: ``python tests/connect_check.py <workdir>``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import differential as d  # noqa: E402
+
+
+def connect_session() -> Any:
+    from pyspark.sql import SparkSession
+
+    from tidemark.spark._java import ensure_java
+
+    ensure_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.remote("local[2]")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+
+
+def bounded(spark: Any, seed: int, count: int) -> list[str]:
+    failures = []
+    chosen = [d.random_scenario(random.Random(seed), i) for i in range(count)]
+    for replay in (False, True):
+        reference = d.reference_replay if replay else d.reference_batch
+        for scenario, got in zip(chosen, d.run_spark(spark, chosen, replay)):
+            diff = d.describe_difference(scenario, reference(scenario), got)
+            if diff:
+                failures.append(("replay " if replay else "BATCH ") + diff)
+    return failures
+
+
+def _parquet_sink(root: str, name: str) -> Any:
+    def sink(df: Any, batch_id: int) -> None:  # runs next to the server, not here
+        df.write.mode("overwrite").parquet(f"{root}/{name}/batch={batch_id}")
+
+    return sink
+
+
+def _read(spark: Any, path: Path) -> list[Any]:
+    return spark.read.parquet(str(path)).collect() if path.exists() else []
+
+
+def streaming(spark: Any, workdir: Path, seed: int) -> list[str]:
+    """One pipeline with a late-data side output, sinks written by batch id."""
+    from tidemark.spark.preflight import STATE_STORE_PROVIDER
+
+    rng = random.Random(seed)
+    scenario: dict[str, Any] = {}
+    while not scenario.get("side_output") or scenario["function"] != "process":
+        [scenario], batches = d.random_streaming_scenarios(rng, 1)
+    input_dir, out = workdir / "in", workdir / "out"
+    input_dir.mkdir(parents=True)
+    provider = spark.conf.get(STATE_STORE_PROVIDER, None)
+    df = spark.readStream.schema(d.SCHEMA).option("maxFilesPerTrigger", 1).json(str(input_dir))
+    result = d.spark_pipeline(scenario, df, replay=False)
+    sinks = {
+        "main": _parquet_sink(str(out), "main"),
+        d.LATE: _parquet_sink(str(out), "late"),
+        "__late_records_dropped": _parquet_sink(str(out), "dropped"),
+    }
+    query = result.write_outputs(sinks, str(workdir / "checkpoint"))
+    try:
+        for index, rows in enumerate(batches):
+            d._write_batch_file(input_dir, index, rows)
+            query.processAllAvailable()
+    finally:
+        query.stop()
+    want = d.reference_streaming(scenario, batches)
+    got = {
+        "main": Counter(r["result"] for r in _read(spark, out / "main")),
+        "late": Counter(d.normal(list(r)[:5]) for r in _read(spark, out / "late")),
+        "dropped": sum(r[0] for r in _read(spark, out / "dropped")),
+    }
+    expected = {
+        "main": Counter(v for (v, _, _), n in want["main"].items() for _ in range(n)),
+        "late": Counter(v for (v, _), n in want["late"].items() for _ in range(n)),
+        "dropped": want["dropped"],
+    }
+    failures = []
+    if got != expected:
+        failures.append(f"streaming {scenario['name']}: expected {expected}, got {got}")
+    if spark.conf.get(STATE_STORE_PROVIDER, None) != provider:
+        failures.append("streaming: the session's state store setting was not restored")
+    return failures
+
+
+def main(argv: list[str]) -> None:
+    workdir = Path(argv[0])
+    spark = connect_session()
+    assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+    failures = bounded(spark, seed=21, count=6) + streaming(spark, workdir, seed=21)
+    print("CONNECT-RESULT " + json.dumps(failures))
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

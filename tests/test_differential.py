@@ -1,0 +1,118 @@
+"""Randomized differential suite: every Spark mode equals the engine harness.
+
+Each scenario (:mod:`differential`) is a random pipeline over a random stream of many
+keys. Replay and BATCH run many scenarios per Spark job (the union of their outputs is
+collected once); the results, with the watermark before each firing, the late side
+output and the dropped count, must equal the harness fed the same input under the
+mode's semantics. A seeded sample runs in ``make test``; ``make test-slow`` runs several
+hundred scenarios per mode. Set ``TIDEMARK_DIFFERENTIAL_SEED`` to hunt with other seeds.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import differential as d
+import pytest
+import spark_transcripts as st
+from transcript import load_transcripts
+
+pytestmark = pytest.mark.spark
+
+SEED = int(os.environ.get("TIDEMARK_DIFFERENTIAL_SEED", "12"))
+QUICK = 12  # scenarios per mode in make test, one collect each
+SLOW_CHUNKS, CHUNK = 8, 40  # 320 scenarios per mode in make test-slow
+STREAM_QUICK = 3  # pipelines in the one streaming query of make test
+# 300 streaming pipelines in make test-slow: a query runs many (Spark's cost per query
+# and per micro-batch dominates); measured 4-8 min per 12-pipeline query on 2 cores
+# shared with other Spark jobs
+STREAM_QUERIES, STREAM_PIPELINES = 20, 15
+
+
+def scenarios(seed: int, count: int) -> list[dict]:
+    rng = random.Random(seed)
+    return [d.random_scenario(rng, i) for i in range(count)]
+
+
+def check(spark, chosen: list[dict], replay: bool) -> None:
+    outcomes = d.run_spark(spark, chosen, replay)
+    reference = d.reference_replay if replay else d.reference_batch
+    failures = [
+        diff
+        for scenario, got in zip(chosen, outcomes)
+        if (diff := d.describe_difference(scenario, reference(scenario), got)) is not None
+    ]
+    assert not failures, f"{len(failures)} of {len(chosen)} differ:\n" + "\n".join(failures)
+
+
+def test_generator_covers_the_vocabulary():
+    chosen = scenarios(SEED, QUICK * 20)
+    assigners = {s["assigner"]["type"] for s in chosen}
+    triggers = {(s["trigger"] or {}).get("type") for s in chosen}
+    functions = {s["function"] for s in chosen}
+    assert assigners == {"tumbling", "sliding", "session", "dynamic", "global", "count"}
+    assert {"event", "count", "purging", "continuous", "delta", "custom", None} <= triggers
+    assert functions == {"process", "reduce", "aggregate", "reduce_process",
+                         "aggregate_process", *d.SHORTHANDS}
+    assert any(s["rows"][0][2] < 0 for s in chosen)
+    assert any(s["assigner"].get("offset", 0) < 0 for s in chosen)
+
+
+def test_differential_replay_sample(spark):
+    check(spark, scenarios(SEED, QUICK), replay=True)
+
+
+def test_differential_batch_sample(spark):
+    check(spark, scenarios(SEED + 1, QUICK), replay=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(SLOW_CHUNKS))
+def test_differential_replay_many(spark, chunk):
+    check(spark, scenarios(SEED * 1000 + chunk, CHUNK), replay=True)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("chunk", range(SLOW_CHUNKS))
+def test_differential_batch_many(spark, chunk):
+    check(spark, scenarios(SEED * 2000 + chunk, CHUNK), replay=False)
+
+
+def check_streaming(spark, tmp_path, seed: int, count: int) -> None:
+    chosen, batches = d.random_streaming_scenarios(random.Random(seed), count)
+    outcomes = d.run_streaming(spark, chosen, batches, tmp_path)
+    failures = [
+        diff
+        for scenario, got in zip(chosen, outcomes)
+        if (diff := d.describe_difference(
+            scenario, d.reference_streaming(scenario, batches), got)) is not None
+    ]
+    cut = f"micro-batches {[len(b) for b in batches]}"
+    assert not failures, f"{len(failures)} of {len(chosen)} differ ({cut}):\n" + "\n".join(
+        failures
+    )
+
+
+def test_differential_streaming_sample(spark, tmp_path):
+    check_streaming(spark, tmp_path, SEED, STREAM_QUICK)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("query", range(STREAM_QUERIES))
+def test_differential_streaming_many(spark, tmp_path, query):
+    check_streaming(spark, tmp_path, SEED * 3000 + query, STREAM_PIPELINES)
+
+
+# ------------------------------------------------- what the suite found, as transcripts
+
+FOUND = [c for c in load_transcripts() if c.file == "replay_timers.yaml"]
+
+
+@pytest.mark.parametrize("case", FOUND, ids=[c.name for c in FOUND])
+def test_found_transcript_on_spark_replay(spark, case):
+    df = spark.createDataFrame(st.element_rows(case), st.SCHEMA)
+    results, late = st.spark_results(st.spark_pipeline(case, df, replay=True), case)
+    want_results, want_late, _ = st.engine_replay(case)
+    assert results == want_results
+    assert late == want_late

@@ -1,0 +1,62 @@
+"""Checks of the user's session: workers that cannot import tidemark, the state store."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidemark.errors import SessionSetupError
+from tidemark.spark.preflight import (
+    ROCKSDB_PROVIDER,
+    STATE_STORE_PROVIDER,
+    ensure_workers_import_tidemark,
+    streaming_settings,
+)
+
+pytestmark = pytest.mark.spark
+
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def test_workers_that_cannot_import_get_one_clear_message(spark):
+    with pytest.raises(SessionSetupError) as info:
+        ensure_workers_import_tidemark(spark, module="tidemark_not_installed_anywhere")
+    message = str(info.value)
+    assert "Spark's Python workers cannot import 'tidemark_not_installed_anywhere'" in message
+    assert "ModuleNotFoundError" in message
+    assert "--py-files" in message and "addArtifacts" in message and "wheel" in message
+
+
+def test_workers_that_import_tidemark_pass(spark):
+    ensure_workers_import_tidemark(spark)
+    ensure_workers_import_tidemark(spark)  # cached: no second job
+
+
+def test_streaming_settings_set_rocksdb_for_the_start_only(spark):
+    before = spark.conf.get(STATE_STORE_PROVIDER)
+    spark.conf.set(STATE_STORE_PROVIDER, HDFS_PROVIDER)
+    try:
+        with streaming_settings(spark):
+            assert spark.conf.get(STATE_STORE_PROVIDER) == ROCKSDB_PROVIDER
+        assert spark.conf.get(STATE_STORE_PROVIDER) == HDFS_PROVIDER
+    finally:
+        spark.conf.set(STATE_STORE_PROVIDER, before)
+
+
+class _RefusingConf:
+    def get(self, key, default=None):
+        return HDFS_PROVIDER
+
+    def set(self, key, value):
+        raise RuntimeError("[CANNOT_MODIFY_CONFIG] Cannot modify the value of a config")
+
+
+class _Session:
+    conf = _RefusingConf()
+
+
+def test_streaming_settings_fail_at_once_naming_setting_and_value():
+    with pytest.raises(SessionSetupError) as info, streaming_settings(_Session()):
+        pytest.fail("the query must not start")
+    message = str(info.value)
+    assert f"{STATE_STORE_PROVIDER}={ROCKSDB_PROVIDER}" in message
+    assert HDFS_PROVIDER in message and "CANNOT_MODIFY_CONFIG" in message
