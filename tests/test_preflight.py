@@ -26,6 +26,16 @@ def test_workers_that_cannot_import_get_one_clear_message(spark):
     assert "--py-files" in message and "addArtifacts" in message and "wheel" in message
 
 
+def test_workers_without_a_dependency_are_told_which_python_to_use(spark):
+    # A worker Python that lacks pyarrow cannot run an Arrow job, so the check itself is
+    # a plain UDF; what is missing is named, with the setting that picks the Python.
+    with pytest.raises(SessionSetupError) as info:
+        ensure_workers_import_tidemark(spark, dependencies=("no_such_dependency_here",))
+    message = str(info.value)
+    assert "cannot import 'no_such_dependency_here'" in message
+    assert "PYSPARK_PYTHON" in message and "spark.pyspark.python" in message
+
+
 def test_workers_that_import_tidemark_pass(spark):
     ensure_workers_import_tidemark(spark)
     ensure_workers_import_tidemark(spark)  # cached: no second job

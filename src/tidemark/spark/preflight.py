@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pyspark import cloudpickle
+from pyspark.sql import functions as F
 
 from tidemark.errors import SessionSetupError
 
@@ -34,7 +35,7 @@ __all__ = [
 
 STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_CHECKED: set[tuple[int, str]] = set()  # (id of a session, module its workers import)
+_CHECKED: set[tuple[Any, ...]] = set()  # (id of a session, modules its workers import)
 
 HOW_TO_SHIP = (
     "Make tidemark importable on every executor: install the same tidemark version on "
@@ -49,39 +50,58 @@ HOW_TO_SHIP = (
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-def _import_probe(module: str) -> Any:
-    """``mapInPandas`` function: import ``module`` in the worker; report, never raise."""
+PYTHON_HINT = (
+    "The workers' Python lacks tidemark's dependencies: point Spark at a Python that has "
+    "them (`PYSPARK_PYTHON` or `spark.pyspark.python`; on a local session the driver's "
+    "own interpreter, `sys.executable`), or install pyarrow and pandas in the executors' "
+    "Python."
+)
 
-    def probe(batches: Any) -> Any:
+
+def _import_probe(modules: tuple[str, ...]) -> Any:
+    """A plain (pickled, not Arrow) UDF's function: import ``modules`` in the worker and
+    report what failed, never raise. Not Arrow, so that it runs where pyarrow is missing."""
+
+    def probe() -> str:
         import importlib
 
-        import pandas as pd
-
-        for _ in batches:
-            pass
-        try:
-            importlib.import_module(module)
-            error = ""
-        except Exception as exc:  # report any failure to import, with its cause
-            error = f"{type(exc).__name__}: {exc}"
-        yield pd.DataFrame({"error": [error]})
+        errors = []
+        for module in modules:
+            try:
+                importlib.import_module(module)
+            except Exception as exc:  # report any failure to import, with its cause
+                errors.append(f"{module}: {type(exc).__name__}: {exc}")
+        return "\n".join(errors)
 
     return probe
 
 
-def ensure_workers_import_tidemark(spark: Any, module: str = "tidemark") -> None:
+def ensure_workers_import_tidemark(
+    spark: Any, module: str = "tidemark", dependencies: tuple[str, ...] = ("pyarrow", "pandas")
+) -> None:
     """Raise :class:`~tidemark.errors.SessionSetupError` unless Python workers of
-    ``spark`` import ``module``; checked once per session (one tiny job)."""
-    if (id(spark), module) in _CHECKED:
+    ``spark`` import ``module`` and the ``dependencies`` its Spark paths run on; checked
+    once per session (one tiny job)."""
+    checked = (id(spark), module, *dependencies)
+    if checked in _CHECKED:
         return
-    rows = spark.range(1).mapInPandas(_import_probe(module), "error string").collect()
-    errors = sorted({r["error"] for r in rows if r["error"]})
-    if errors:
+    probe = F.udf(_import_probe((module, *dependencies)), "string", useArrow=False)
+    try:
+        rows = spark.range(1).select(probe().alias("error")).collect()
+    except Exception as exc:  # the worker could not even run the probe
         raise SessionSetupError(
-            f"Spark's Python workers cannot import {module!r} ({'; '.join(errors)}), so "
-            f"tidemark's window operator cannot run in them. {HOW_TO_SHIP}"
+            f"Spark's Python workers could not run tidemark's import check ({exc}). "
+            f"{PYTHON_HINT} {HOW_TO_SHIP}"
+        ) from exc
+    errors = sorted({e for r in rows for e in r["error"].splitlines()})
+    if errors:
+        missing = [e.split(":", 1)[0] for e in errors]
+        hint = PYTHON_HINT if set(missing) & set(dependencies) else HOW_TO_SHIP
+        raise SessionSetupError(
+            f"Spark's Python workers cannot import {', '.join(map(repr, missing))} "
+            f"({'; '.join(errors)}), so tidemark's window operator cannot run in them. {hint}"
         )
-    _CHECKED.add((id(spark), module))
+    _CHECKED.add(checked)
 
 
 @contextlib.contextmanager
