@@ -529,16 +529,12 @@ def random_streaming_scenarios(
     rng: random.Random, count: int, first_index: int = 0
 ) -> tuple[list[dict[str, Any]], list[list[tuple]]]:
     """``count`` pipelines over ONE stream of micro-batches, all with the same watermark
-    strategy (one query runs them all, so they share Spark's watermark).
-
-    Count windows and GlobalWindows are left out: a stream serves them no watermark yet
-    (an issue-12 item of the streaming runtime), which every firing would show."""
+    strategy (one query runs them all, so they share Spark's watermark). Count windows
+    and GlobalWindows included: a stream serves them its watermark, as Flink does."""
     ooo = rng.choice([0, 2, 5])
     pipelines = []
     while len(pipelines) < count:
         scenario = random_scenario(rng, first_index + len(pipelines))
-        if scenario["assigner"]["type"] in ("count", "global"):
-            continue
         scenario["out_of_orderness"] = ooo
         pipelines.append(scenario)
     rows = _random_rows(rng, [f"k{i}" for i in range(rng.choice([3, 6, 12]))], False)
