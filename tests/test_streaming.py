@@ -39,6 +39,7 @@ from tidemark import (
     TumblingProcessingTimeWindows,
 )
 from tidemark.errors import WindowSpecError
+from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import STATE_NAME, window_stream, write_outputs
 
 pytestmark = pytest.mark.spark
@@ -306,7 +307,5 @@ def test_processing_time_timer_in_event_time_query_fails_loudly(spark, tmp_path)
 
 def test_result_schema_helper_types():
     # The combined output keeps result columns nullable (side-output rows leave them null).
-    from tidemark.spark.streaming.query import _combined_schema
-
-    schema = _combined_schema(StructType([StructField("n", LongType(), False)]))
+    schema = combined_schema(StructType([StructField("n", LongType(), False)]))
     assert schema["n"].nullable and schema.fieldNames()[0] == "__tm_output"

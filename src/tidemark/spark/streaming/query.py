@@ -144,9 +144,9 @@ from tidemark.spark.columns import (
     TS,
     WATERMARK_TIME,
     SideDecoder,
+    combined_schema,
     dropped_counts,
 )
-from tidemark.spark.columns import combined_schema as _combined_schema
 from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
@@ -270,7 +270,7 @@ def window_stream(
     grouped = prepared.groupBy(F.col(KEY_GROUP))
     combined = grouped.transformWithStateInPandas(
         WindowStatefulProcessor(config),
-        _combined_schema(result_schema),
+        combined_schema(result_schema),
         "Append",
         config.spark_time_mode(),
     )
