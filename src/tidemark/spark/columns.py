@@ -16,6 +16,14 @@ The combined schema, in column order::
     __tm_side     binary  a side-output row: the value, cloudpickled
     __tm_dropped  long    a "__late_records_dropped" row: late records dropped (a count
                           per task in a bounded run, per key and batch in streaming)
+    __tm_phase    long    streaming, a window feeding a further window only: 0 for a row
+                          emitted while the operator advanced to the batch's watermark, 1
+                          for one emitted while it processed the batch's elements
+
+A streaming chain of windows runs in one query, and the last window's combined frame
+carries every window's side outputs and dropped counts too: an output ``name`` of the
+``depth``-th window of the chain (1 = the first) that is not the last is named
+:func:`upstream_output_name` ``(depth, name)``, e.g. ``"__tm_window1/late"``.
 
 Values are encoded with ``cloudpickle`` (so instances of classes defined in a driver
 script survive the trip to a worker and back) and decoded with ``pickle.loads``. A key
@@ -61,6 +69,12 @@ __all__ = [
     "WATERMARK_TIME",
     "KEY_GROUP",
     "WINDOW_START",
+    "PHASE",
+    "EARLY",
+    "ON_ELEMENTS",
+    "upstream_output_name",
+    "is_upstream_output",
+    "is_dropped_output",
     "FIRST_ROW",
     "AGGREGATE",
     "combined_schema",
@@ -87,6 +101,7 @@ ALL_KEY = "__tm_all"
 KEY_GROUP = "__tm_key_group"  # streaming: the key group a key hashes to
 SIDE = "__tm_side"
 DROPPED = "__tm_dropped"
+PHASE = "__tm_phase"  # streaming: a row's place around the batch's watermark (chains)
 WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 
@@ -98,8 +113,17 @@ DROPPED_OUTPUT = "__late_records_dropped"
 REPLAY_COLUMNS = (ORDER, SEQ, WM)
 """A replay's placement columns, between ``__tm_ts`` and the results."""
 
+EARLY, ON_ELEMENTS = 0, 1
+"""The ``__tm_phase`` of a row emitted while advancing to the batch's watermark (which a
+downstream window must see before that watermark), and of one emitted on the batch's
+elements (after it)."""
 
-def combined_schema(output_schema: StructType, replay: bool = False) -> StructType:
+_UPSTREAM_PREFIX = "__tm_window"
+
+
+def combined_schema(
+    output_schema: StructType, replay: bool = False, phase: bool = False
+) -> StructType:
     """The combined frame of a window operation with results of ``output_schema``.
 
     >>> from pyspark.sql.types import StructType, StructField, LongType
@@ -111,7 +135,31 @@ def combined_schema(output_schema: StructType, replay: bool = False) -> StructTy
         fields += [StructField(n, LongType(), True) for n in REPLAY_COLUMNS]
     fields += [StructField(f.name, f.dataType, True) for f in output_schema.fields]
     fields += [StructField(SIDE, BinaryType(), True), StructField(DROPPED, LongType(), True)]
+    if phase:
+        fields.append(StructField(PHASE, LongType(), True))
     return StructType(fields)
+
+
+def upstream_output_name(depth: int, name: str) -> str:
+    """The name in a streaming chain's combined frame of output ``name`` ("main" is not
+    carried, a tag id or ``"__late_records_dropped"``) of the chain's ``depth``-th window.
+
+    >>> upstream_output_name(1, "late")
+    '__tm_window1/late'
+    """
+    return f"{_UPSTREAM_PREFIX}{depth}/{name}"
+
+
+def is_upstream_output(name: str) -> bool:
+    """Whether an ``__tm_output`` value names an output of an earlier window of a chain."""
+    return name.startswith(_UPSTREAM_PREFIX)
+
+
+def is_dropped_output(name: str) -> bool:
+    """Whether an ``__tm_output`` value names dropped counts (of a window of a chain)."""
+    return name == DROPPED_OUTPUT or (
+        is_upstream_output(name) and name.endswith("/" + DROPPED_OUTPUT)
+    )
 
 
 def encode_side(value: Any) -> bytes:
@@ -138,17 +186,23 @@ def decode_key(blob: bytes) -> Any:
     return pickle.loads(blob)
 
 
-def with_function_key(df: Any, names: list[str], function: Any) -> Any:
+def with_function_key(df: Any, names: list[str], function: Any, combined: bool = False) -> Any:
     """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
-    encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming)."""
+    encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming).
+    ``combined``: ``df`` is a combined frame; only its results get a key (others null)."""
     types = [type(df.schema[n].dataType).__name__ for n in names]
 
     def add_key(batches: Any) -> Any:
         for pdf in batches:
             rows = rows_from_pandas(pdf, names, types)
-            yield pdf.assign(**{KEY: [encode_key(function(row)) for row in rows]})
+            if not combined:
+                yield pdf.assign(**{KEY: [encode_key(function(row)) for row in rows]})
+                continue
+            results = (pdf[OUTPUT] == MAIN).tolist()
+            keys = [encode_key(function(r)) if on else None for r, on in zip(rows, results)]
+            yield pdf.assign(**{KEY: pd.Series(keys, dtype=object)})
 
-    schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), False)])
+    schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), combined)])
     return df.mapInPandas(add_key, schema)
 
 
@@ -164,9 +218,10 @@ def side_output(combined: Any, tag_id: str, schema: StructType) -> Any:
     return selected.mapInPandas(SideDecoder(schema.fieldNames()), schema)
 
 
-def dropped_counts(combined: Any) -> Any:
-    """The ``num_late_records_dropped`` column of the combined frame's count rows."""
-    rows = combined.where(F.col(OUTPUT) == F.lit(DROPPED_OUTPUT))
+def dropped_counts(combined: Any, name: str = DROPPED_OUTPUT) -> Any:
+    """The ``num_late_records_dropped`` column of the combined frame's count rows
+    (``name``: those of an earlier window of a streaming chain)."""
+    rows = combined.where(F.col(OUTPUT) == F.lit(name))
     return rows.select(F.col(DROPPED).alias("num_late_records_dropped"))
 
 
