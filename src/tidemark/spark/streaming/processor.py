@@ -21,6 +21,14 @@ key group and micro-batch: ``handleInputRows`` for a group with input rows,
 
 Keys the call does not visit keep their stored bytes untouched.
 
+In a chain of windows (``ProcessorConfig.upstream``), the input is an earlier window's
+combined frame in the same micro-batch, and step 4 follows Flink's forwarding: the
+upstream's rows emitted while it advanced to the batch's watermark (``__tm_phase`` 0)
+are fed first, under the key's previous watermark, then the operator advances to the
+same watermark, then the rows the upstream emitted on the batch's elements are fed. The
+upstream's side outputs and dropped counts pass through, renamed
+(:func:`~tidemark.spark.columns.upstream_output_name`).
+
 With idleness (``ProcessorConfig.idleness_ms``) the engine's timers are event-time but
 Spark runs the query in ProcessingTime mode, so that a micro-batch runs at every trigger
 interval without data. Step 3 then advances the key to the idle watermark
@@ -49,12 +57,16 @@ from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,
+    EARLY,
     MAIN,
+    ON_ELEMENTS,
     OUTPUT,
+    PHASE,
     SIDE,
     TS,
     encode_side,
 )
+from tidemark.spark.streaming.chain import UpstreamInput
 from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     MIN_TIMESTAMP_MS,
@@ -91,6 +103,10 @@ partitions it uses: each group costs a processor call per micro-batch, so fewer 
 faster until a group's row (all its keys) grows large (see benchmarks/README.md)."""
 
 
+# A key's rows in one call: (Rows, timestamps) fed before the watermark, and after it.
+_Run = tuple[list[Any], list[Any], list[Any], list[Any]]
+
+
 @dataclass(frozen=True)
 class ProcessorConfig:
     """Everything a worker needs to run the window operator for one query.
@@ -124,6 +140,11 @@ class ProcessorConfig:
         ProcessingTime mode, see :meth:`spark_time_mode`).
     max_parallelism : int
         The number of key groups; kept with the state (a restart must use the same).
+    upstream : UpstreamInput, optional
+        The input is an earlier window's combined frame (a chain): its results are the
+        elements, stamped with their ``__tm_ts``; no row is an end-of-input marker.
+    feeds_downstream : bool
+        A later window reads the output: each row carries ``__tm_phase``.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -139,9 +160,12 @@ class ProcessorConfig:
     engine_key: Callable[[tuple], Any] | None = None
     idleness_ms: int | None = None
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
+    upstream: UpstreamInput | None = None
+    feeds_downstream: bool = False
 
     def output_columns(self) -> list[str]:
-        return [OUTPUT, TS, *self.result_names, SIDE, DROPPED]
+        phase = [PHASE] if self.feeds_downstream else []
+        return [OUTPUT, TS, *self.result_names, SIDE, DROPPED, *phase]
 
     def spark_time_mode(self) -> str:
         """The ``timeMode`` Spark runs: ProcessingTime with idleness, else ``time_mode``."""
@@ -197,26 +221,33 @@ class WindowStatefulProcessor(StatefulProcessor):
         # A call builds and drops many small objects (Rows, key states) and no cycles:
         # Python's collector scanning every 700 allocations took 2/3 of a call's time.
         with fewer_gc_passes():
-            runs: dict[Any, tuple[list[Any], list[Any]]] = {}
+            runs: dict[Any, _Run] = {}
+            passed: list[tuple[Any, ...]] = []
             for pdf in rows:
-                self._split(pdf, runs)
-            return self._run(runs, timerValues, None)
+                self._split(pdf, runs, passed)
+            return self._run(runs, timerValues, None, passed)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
         with fewer_gc_passes():
-            return self._run({}, timerValues, expired)
+            return self._run({}, timerValues, expired, [])
 
     def close(self) -> None:
         pass
 
     # ------------------------------------------------------------------ input
 
-    def _split(self, pdf: pd.DataFrame, runs: dict[Any, tuple[list[Any], list[Any]]]) -> None:
-        """Append each row of ``pdf`` to its key's run: (Rows, timestamps), in order."""
+    def _split(
+        self, pdf: pd.DataFrame, runs: dict[Any, _Run], passed: list[tuple[Any, ...]]
+    ) -> None:
+        """Append each row of ``pdf`` to its key's run (Rows, timestamps; before or after
+        the watermark), in order; an upstream's other outputs go to ``passed``."""
         config = self._config
+        phases: Any = None
+        if config.upstream is not None:
+            pdf, phases = config.upstream.split(pdf, passed)
         event_time = config.time_mode == EVENT_TIME
         series = [column for _, column in pdf.items()]  # cheaper than iloc per column
         timestamps = column_values(series[config.timestamp_position], "LongType")
@@ -230,21 +261,26 @@ class WindowStatefulProcessor(StatefulProcessor):
             for i, t in zip(config.value_positions, config.value_types, strict=True)
         ]
         values = zip(*columns, strict=True) if columns else [()] * len(timestamps)
+        if phases is None:
+            phases = [ON_ELEMENTS] * len(timestamps)
+        markers = END_OF_INPUT_MS if config.upstream is None else None
         new, row_type = tuple.__new__, self._row_type
         engine_keys: dict[Any, Any] = {}
-        for spark_key, timestamp, row_values in zip(spark_keys, timestamps, values, strict=True):
+        rows = zip(spark_keys, timestamps, values, phases, strict=True)
+        for spark_key, timestamp, row_values, phase in rows:
             if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
                 check_timestamp(timestamp, spark_key, event_time)
-            elif timestamp >= END_OF_INPUT_MS:
+            elif markers is not None and timestamp >= markers:
                 continue  # an end-of-input marker: it only moves the watermark
             key = engine_keys.get(spark_key, engine_keys)
             if key is engine_keys:
                 key = engine_keys[spark_key] = self._engine_key(spark_key, len(key_columns))
             run = runs.get(key)
             if run is None:
-                run = runs[key] = ([], [])
-            run[0].append(new(row_type, row_values))
-            run[1].append(timestamp)
+                run = runs[key] = ([], [], [], [])
+            at = 0 if phase == EARLY else 2
+            run[at].append(new(row_type, row_values))
+            run[at + 1].append(timestamp)
 
     def _engine_key(self, spark_key: Any, columns: int) -> Any:
         as_tuple = (spark_key,) if columns == 1 else tuple(spark_key)
@@ -257,9 +293,10 @@ class WindowStatefulProcessor(StatefulProcessor):
 
     def _run(
         self,
-        runs: dict[Any, tuple[list[Any], list[Any]]],
+        runs: dict[Any, _Run],
         timer_values: TimerValues,
         expired: int | None,
+        passed: list[tuple[Any, ...]],
     ) -> Iterator[pd.DataFrame]:
         config = self._config
         group = StoredGroup.decode(self._state.get(), config.max_parallelism)
@@ -269,11 +306,11 @@ class WindowStatefulProcessor(StatefulProcessor):
             spark_watermark_ms,
             engine_watermark(spark_watermark_ms),
         )
-        cohorts: dict[tuple[int, int], list[_Visit]] = {}
+        cohorts: dict[tuple[int, int, int | None], list[_Visit]] = {}
         for key in self._keys_to_visit(group, runs, clock):
             visit = self._visit(key, group.keys.get(key, NEW_KEY), clock)
-            cohorts.setdefault((visit.watermark, visit.processing_time), []).append(visit)
-        records: list[tuple[Any, ...]] = []
+            cohorts.setdefault(_cohort(visit, runs.get(key)), []).append(visit)
+        records = passed
         for visits in cohorts.values():
             self._run_cohort(visits, runs, group, clock, records)
         self._save(group, expired)
@@ -329,19 +366,25 @@ class WindowStatefulProcessor(StatefulProcessor):
     def _run_cohort(
         self,
         visits: list[_Visit],
-        runs: dict[Any, tuple[list[Any], list[Any]]],
+        runs: dict[Any, _Run],
         group: StoredGroup,
         clock: _BatchClock,
         records: list[tuple[Any, ...]],
     ) -> None:
-        """One operator for keys that share their clocks: advance, feed, take state back."""
+        """One operator for keys that share their clocks: feed what comes before the
+        watermark (a chain's early rows), advance, feed the rest, take state back."""
         first = visits[0]
         operator = self._config.make_operator()
-        operator.current_watermark = first.watermark
-        operator.current_processing_time = first.processing_time
         advancing = [v for v in visits if v.advances]
+        early = _cohort(first, runs.get(first.key))[2] if advancing else None
+        operator.current_watermark = first.watermark if early is None else early
+        operator.current_processing_time = first.processing_time
         for visit in advancing:
             _restore(operator, visit)
+        for visit in advancing:
+            run = runs.get(visit.key)
+            if run is not None and run[0]:
+                operator.process_elements(visit.key, run[0], run[1])
         if advancing:
             if self._config.time_mode == PROCESSING_TIME:
                 operator.advance_processing_time(first.processing_time)
@@ -350,34 +393,45 @@ class WindowStatefulProcessor(StatefulProcessor):
         for visit in visits:
             if not visit.advances:
                 _restore(operator, visit)
+        before_elements = len(operator.output)
         for visit in visits:
             run = runs.get(visit.key)
-            if run is not None:
+            if run is None:
+                continue
+            if run[0] and not visit.advances:
                 operator.process_elements(visit.key, run[0], run[1])
-        records.extend(self._output_records(operator))
+            operator.process_elements(visit.key, run[2], run[3])
+        records.extend(self._output_records(operator, before_elements))
         for visit in visits:
             self._take_back(operator, visit, group, clock)
 
     # ------------------------------------------------------------------ output
 
-    def _output_records(self, operator: WindowOperator) -> list[tuple[Any, ...]]:
-        """The operator's results, side outputs and dropped count as combined-schema rows."""
+    def _output_records(
+        self, operator: WindowOperator, before_elements: int
+    ) -> list[tuple[Any, ...]]:
+        """The operator's results, side outputs and dropped count as combined-schema rows;
+        the first ``before_elements`` results were emitted on the watermark."""
         config = self._config
         blanks = (None,) * len(config.result_names)
+        phased = config.feeds_downstream
+        late = (ON_ELEMENTS,) if phased else ()
         records: list[tuple[Any, ...]] = []
-        for value, timestamp in operator.output:
+        for n, (value, timestamp) in enumerate(operator.output):
             result = tuple(config.result_to_row(value, timestamp))
             if len(result) != len(blanks):
                 raise WindowSpecError(
                     f"`result_to_row` must return {len(blanks)} values {list(config.result_names)};"
                     f" got {result!r}"
                 )
-            records.append((MAIN, timestamp, *result, None, None))
+            phase = ((EARLY if n < before_elements else ON_ELEMENTS),) if phased else ()
+            records.append((MAIN, timestamp, *result, None, None, *phase))
         for tag, items in operator.side_outputs.items():
             for value, timestamp in items:
-                records.append((tag.tag_id, timestamp, *blanks, encode_side(value), None))
+                records.append((tag.tag_id, timestamp, *blanks, encode_side(value), None, *late))
         if operator.num_late_records_dropped:
-            records.append((DROPPED_OUTPUT, None, *blanks, None, operator.num_late_records_dropped))
+            dropped = operator.num_late_records_dropped
+            records.append((DROPPED_OUTPUT, None, *blanks, None, dropped, *late))
         return records
 
     # ------------------------------------------------------------------ state and timers
@@ -480,6 +534,13 @@ class WindowStatefulProcessor(StatefulProcessor):
                 f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}: event-time "
                 "windows and triggers need time_mode='EventTime' and a watermark"
             )
+
+
+def _cohort(visit: _Visit, run: _Run | None) -> tuple[int, int, int | None]:
+    """The operator ``visit``'s key shares: its clocks and, when it advances with rows
+    to feed before the watermark (a chain), the watermark they are fed under (its own)."""
+    early = visit.stored.watermark if visit.advances and run is not None and run[0] else None
+    return visit.watermark, visit.processing_time, early
 
 
 def _restore(operator: WindowOperator, visit: _Visit) -> None:

@@ -140,14 +140,22 @@ from tidemark.spark.columns import (
     KEY_GROUP,
     MAIN,
     OUTPUT,
+    PHASE,
     SIDE,
     TS,
     WATERMARK_TIME,
     SideDecoder,
     combined_schema,
     dropped_counts,
+    is_dropped_output,
 )
 from tidemark.spark.preflight import streaming_settings
+from tidemark.spark.streaming.chain import (
+    UpstreamInput,
+    check_chain,
+    prepare_upstream,
+    upstream_schemas,
+)
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
@@ -196,6 +204,8 @@ def window_stream(
     idleness_ms: int | None = None,
     engine_key: Callable[[tuple], Any] | None = None,
     max_parallelism: int = DEFAULT_MAX_PARALLELISM,
+    upstream_depth: int | None = None,
+    feeds_downstream: bool = False,
 ) -> DataFrame:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
@@ -233,6 +243,15 @@ def window_stream(
         group and micro-batch serves all its keys. Fixed when the query first starts
         and kept with its state; a restart with another value fails. More groups: less
         state read and written per call, more calls (about half a millisecond each).
+    upstream_depth : int, optional
+        A chain: ``df`` is the combined frame (with ``__tm_phase``) of the chain's
+        ``upstream_depth``-th window in the same query, ``timestamp_column`` its
+        ``__tm_ts`` and ``value_columns`` its result columns. Its results are fed around
+        the watermark as Flink forwards them (see "Chains of windows" above); its other
+        outputs pass through, renamed by
+        :func:`~tidemark.spark.columns.upstream_output_name`. Event time only.
+    feeds_downstream : bool
+        A later window of a chain reads the result: add ``__tm_phase``.
 
     Returns
     -------
@@ -246,12 +265,21 @@ def window_stream(
     _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
     _check_time_mode(make_operator, time_mode, out_of_orderness_ms, idleness_ms)
     _check_max_parallelism(max_parallelism)
-    prepared = _prepare_input(
-        df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
-    )
-    prepared = prepared.withColumn(KEY_GROUP, _key_group(key_columns, max_parallelism))
-    value_types = tuple(type(df.schema[c].dataType).__name__ for c in value_columns)
+    check_chain(df, upstream_depth, time_mode, idleness_ms)
     input_names = _input_names(key_columns, value_columns)
+    upstream = None
+    if upstream_depth is None:
+        prepared = _prepare_input(
+            df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+        )
+        prepared = prepared.withColumn(KEY_GROUP, _key_group(key_columns, max_parallelism))
+    else:
+        group = _key_group(key_columns, max_parallelism)
+        prepared = prepare_upstream(df, input_names, group, max_parallelism)
+        upstream = UpstreamInput(
+            upstream_depth, len(input_names), len(result_schema.fields), feeds_downstream
+        )
+    value_types = tuple(type(df.schema[c].dataType).__name__ for c in value_columns)
     config = ProcessorConfig(
         make_operator=make_operator,
         time_mode=time_mode,
@@ -266,15 +294,17 @@ def window_stream(
         engine_key=engine_key,
         idleness_ms=idleness_ms,
         max_parallelism=max_parallelism,
+        upstream=upstream,
+        feeds_downstream=feeds_downstream,
     )
     grouped = prepared.groupBy(F.col(KEY_GROUP))
     combined = grouped.transformWithStateInPandas(
         WindowStatefulProcessor(config),
-        combined_schema(result_schema),
+        combined_schema(result_schema, phase=feeds_downstream),
         "Append",
         config.spark_time_mode(),
     )
-    schemas = {}
+    schemas = upstream_schemas(_known_schemas(df), upstream_depth)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
     return _with_side_schemas(combined, schemas, max_parallelism)
@@ -455,10 +485,10 @@ def select_output(combined: DataFrame, name: str, schema: StructType | None = No
     """
     rows = combined.where(F.col(OUTPUT) == F.lit(name))
     if name == MAIN:
-        internal = (OUTPUT, TS, SIDE, DROPPED)
+        internal = (OUTPUT, TS, SIDE, DROPPED, PHASE)
         return rows.select(*[F.col(f"`{c}`") for c in combined.columns if c not in internal])
-    if name == DROPPED_OUTPUT:
-        return dropped_counts(combined)
+    if is_dropped_output(name):
+        return dropped_counts(combined, name)
     schema = schema if schema is not None else _known_schemas(combined).get(name)
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))

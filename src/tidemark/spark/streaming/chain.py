@@ -1,0 +1,163 @@
+"""Windows chained on a stream: a window reading an earlier window's results in the
+same query.
+
+Spark 4 runs several stateful operators in one streaming query
+(``spark.sql.streaming.statefulOperator.allowMultiple``, on by default), and in a
+micro-batch every ``transformWithStateInPandas`` in EventTime mode is given the same
+watermark: the query's, from the first window's input (Spark's ``WatermarkPropagator``;
+a ``transformWithState`` in EventTime mode forwards its input watermark unchanged). So a
+later window is one more ``transformWithStateInPandas`` on the earlier one's combined
+frame, without a ``withWatermark`` of its own, and without an event-time column Spark
+could filter late rows on: every result the earlier window emits reaches the later
+one, which judges lateness by its own window semantics.
+
+What Flink forwards, and in which order: the earlier window emits its firings at a
+watermark ``W`` and then forwards ``W``; its results on elements come after ``W``. In
+micro-batch ``n`` both windows are presented the same ``W``; the earlier one marks each
+result with ``__tm_phase`` (:data:`~tidemark.spark.columns.EARLY` when it fired on
+advancing to ``W``, :data:`~tidemark.spark.columns.ON_ELEMENTS` on the batch's
+elements), and the later one feeds the early results, advances to ``W``, then feeds the
+rest (:mod:`.processor`). The earlier window's side outputs and dropped counts pass
+through the later one's processor, renamed by
+:func:`~tidemark.spark.columns.upstream_output_name`, so the last window's combined
+frame carries every output of the chain and one query writes them all.
+
+The early results are fed under the key's previous watermark: Spark tells a processor
+only the current watermark. A result fired on advancing to ``W`` is stamped with a
+window's ``max_timestamp`` above the previous watermark (its timer was not due then), so
+it is never late under any earlier watermark, and this gives Flink's results.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from tidemark.errors import WindowSpecError
+from tidemark.spark.codec import column_values
+from tidemark.spark.columns import (
+    DROPPED,
+    KEY_GROUP,
+    MAIN,
+    ON_ELEMENTS,
+    OUTPUT,
+    PHASE,
+    SIDE,
+    TS,
+    is_upstream_output,
+    upstream_output_name,
+)
+
+__all__ = ["UpstreamInput", "check_chain", "prepare_upstream", "upstream_schemas"]
+
+_EVENT_TIME = "EventTime"
+
+
+@dataclass(frozen=True)
+class UpstreamInput:
+    """How a chained processor reads an earlier window's combined frame.
+
+    Attributes
+    ----------
+    depth : int
+        The earlier window's place in the chain (1 = the first window); its outputs
+        other than the results pass through under
+        :func:`~tidemark.spark.columns.upstream_output_name`.
+    timestamp_position : int
+        Where ``__tm_ts`` is in the processor's input; ``__tm_output``, ``__tm_side``,
+        ``__tm_dropped`` and ``__tm_phase`` follow it (:func:`prepare_upstream`).
+    result_count : int
+        The number of this window's result columns (blank on a passed-through row).
+    phased : bool
+        Whether this window's output carries ``__tm_phase`` (it feeds a later window).
+    """
+
+    depth: int
+    timestamp_position: int
+    result_count: int
+    phased: bool
+
+    def split(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, list[Any]]:
+        """The earlier window's results in ``pdf`` and their phases; its other outputs
+        are appended to ``passed`` as rows of this processor's output, renamed."""
+        at = self.timestamp_position
+        is_main = (pdf.iloc[:, at + 1] == MAIN).to_numpy()
+        if not is_main.all():
+            blanks = (None,) * self.result_count
+            phase = (ON_ELEMENTS,) if self.phased else ()
+            others = pdf[~is_main]
+            for ts, name, side, dropped in zip(
+                column_values(others.iloc[:, at], "LongType"),
+                others.iloc[:, at + 1].tolist(),
+                others.iloc[:, at + 2].tolist(),
+                column_values(others.iloc[:, at + 3], "LongType"),
+                strict=True,
+            ):
+                if not is_upstream_output(name):
+                    name = upstream_output_name(self.depth, name)
+                ts = None if dropped is not None else ts  # a count row has no timestamp
+                passed.append((name, ts, *blanks, side, dropped, *phase))
+            pdf = pdf[is_main]
+        return pdf, column_values(pdf.iloc[:, at + 4], "LongType")
+
+
+def check_chain(
+    df: DataFrame, upstream_depth: int | None, time_mode: str, idleness_ms: int | None
+) -> None:
+    """Refuse a chained window that is not on event time, or a frame that is not an
+    earlier window's combined frame with ``__tm_phase``."""
+    if upstream_depth is None:
+        return
+    missing = [c for c in (OUTPUT, TS, SIDE, DROPPED, PHASE) if c not in df.columns]
+    if missing:
+        raise WindowSpecError(
+            f"`upstream_depth` needs `df` to be the combined frame of an earlier window "
+            f"built with feeds_downstream=True; missing columns {missing}"
+        )
+    if time_mode != _EVENT_TIME or idleness_ms is not None:
+        raise WindowSpecError(
+            "a window on a streaming window's results runs on the watermark the first "
+            f"window forwards: it needs time_mode='EventTime' without idleness; got "
+            f"time_mode={time_mode!r}, idleness={idleness_ms}ms"
+        )
+
+
+def prepare_upstream(
+    df: DataFrame, names: list[str], key_group: Any, max_parallelism: int
+) -> DataFrame:
+    """An earlier window's combined frame as a chained processor's input: the columns
+    ``names`` (keys, then values), then ``__tm_ts``, ``__tm_output``, ``__tm_side``,
+    ``__tm_dropped``, ``__tm_phase`` and the key group.
+
+    No ``withWatermark``: the query's watermark is the first window's. A row of another
+    output (side output, dropped count) is spread over the key groups by its value.
+    """
+    is_main = F.col(OUTPUT) == F.lit(MAIN)
+    spread = F.pmod(F.hash(F.col(TS), F.col(SIDE)), F.lit(max_parallelism))
+    return df.select(
+        *[F.col(f"`{c}`") for c in names],
+        # a count row has no timestamp; 0 keeps the column integral for pandas
+        F.coalesce(F.col(TS), F.lit(0)).alias(TS),
+        F.col(OUTPUT),
+        F.col(SIDE),
+        F.col(DROPPED),
+        F.col(PHASE),
+        F.when(is_main, key_group).otherwise(spread).alias(KEY_GROUP),
+    )
+
+
+def upstream_schemas(known: dict[str, StructType], upstream_depth: int | None) -> dict[str, str]:
+    """The side-output schemas (JSON) of the earlier windows of a chain, under the names
+    their outputs pass by."""
+    if upstream_depth is None:
+        return {}
+    return {
+        name if is_upstream_output(name) else upstream_output_name(upstream_depth, name):
+        schema.json()
+        for name, schema in known.items()
+    }
