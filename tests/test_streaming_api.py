@@ -98,16 +98,6 @@ def test_seed_example_streams_through_the_public_api(spark, tmp_path):
     assert [r[1] for r in collected["late"]] == ["event3"]
 
 
-def test_chaining_on_a_stream_is_refused_clearly(spark, tmp_path):
-    (tmp_path / "in").mkdir()
-    source = spark.readStream.schema("k string, v long, ts long").json(str(tmp_path / "in"))
-    stream = tm.from_dataframe(source, timestamp="ts")
-    first = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(10)).sum("v")
-    second = first.window_all(tm.TumblingEventTimeWindows.of(10)).sum("v")
-    with pytest.raises(tm.WindowSpecError, match="not supported yet"):
-        second.to_dataframe()
-
-
 def test_shorthand_sum_fires_windows_restored_from_state(spark, tmp_path):
     # Windows of batch 0 fire in batches 1 and 2: their accumulators come back from the
     # state store into functions that never saw an element (issue 12's crash).

@@ -34,6 +34,7 @@ from tidemark.spark import aggregations, columns, execution
 from tidemark.spark.codec import RowResultReduce, parse_schema
 from tidemark.spark.plan import KeySpec, PlanNode, Source, WindowOp, source_of
 from tidemark.spark.session import get_spark
+from tidemark.spark.streaming import plan as streaming_plan
 from tidemark.spark.streaming.query import write_outputs as _write_outputs
 from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeLike, to_millis
@@ -191,11 +192,12 @@ class WindowedStream:
     outputs is asked for.
 
     Supported: every combination the engine supports, on bounded DataFrames (BATCH
-    semantics, or a replay with ``order_by``) and streaming DataFrames.
+    semantics, or a replay with ``order_by``) and streaming DataFrames, including windows
+    on a window's results (on a stream: in one query, event time only).
 
-    Not supported: on a streaming DataFrame, windows on a window's results, and
-    processing-time and event-time timers in one pipeline (Spark serves one time domain
-    per query).
+    Not supported: on a streaming DataFrame, processing-time and event-time timers in one
+    pipeline (Spark serves one time domain per query), and chained windows in processing
+    time or with idleness.
     """
 
     def __init__(self, op: WindowOp, spark: Any):
@@ -386,7 +388,12 @@ class WindowedStream:
 
 class WindowResultStream(DataStream):
     """The results of a window operation: elements stamped with ``window.max_timestamp()``,
-    so further windows can be chained on them (bounded DataFrames only).
+    so further windows can be chained on them.
+
+    On a stream a chain runs as ONE query: each window reads the one before in the same
+    micro-batch, fed its results and then the watermark, as Flink forwards them; the
+    last window's :meth:`write_outputs` also writes the earlier windows' side outputs
+    and dropped counts.
 
     Every output of one WindowResultStream (:meth:`to_dataframe`, each side output,
     :meth:`num_late_records_dropped`) comes from ONE run of the operator, which
@@ -439,7 +446,9 @@ class WindowResultStream(DataStream):
         sinks : dict
             ``"main"`` (the results), an :class:`OutputTag` or
             ``"__late_records_dropped"`` -> ``sink(batch_df, batch_id)``; the operator
-            runs once per micro-batch however many outputs are written.
+            runs once per micro-batch however many outputs are written. For an earlier
+            window of a chain: its ``get_side_output(tag)``, or the pair
+            ``(earlier, "__late_records_dropped")`` (or ``(earlier, tag)``).
         checkpoint : str
             The query's checkpoint location.
         trigger : dict, optional
@@ -452,13 +461,20 @@ class WindowResultStream(DataStream):
         Raises
         ------
         WindowSpecError
-            No sinks, a sink that is not callable, or a side output without a schema.
+            No sinks, a sink that is not callable, a side output without a schema, or an
+            output of a window that is not this one or before it in the chain.
         """
-        named = {getattr(k, "tag_id", k): v for k, v in sinks.items()}
-        schemas = {}
-        for key in sinks:
-            if isinstance(key, OutputTag) and key != self._plan.late_tag and key.type_info:
-                schemas[key.tag_id] = self.get_side_output(key).schema
+        named: dict[str, Any] = {}
+        schemas: dict[str, Any] = {}
+        for key, sink in sinks.items():
+            stream, output = (key.parent, key.tag) if isinstance(key, SideOutputStream) else (
+                key if isinstance(key, tuple) and len(key) == 2 else (self, key)
+            )
+            target = stream.plan if isinstance(stream, WindowResultStream) else None
+            name = streaming_plan.chain_output_name(self._plan, target, output)
+            named[name] = sink
+            if isinstance(output, OutputTag) and output != stream._plan.late_tag and output.type_info:
+                schemas[name] = stream.get_side_output(output).schema
         return _write_outputs(self.combined_dataframe(), named, checkpoint, trigger,
                               schemas=schemas)
 
@@ -485,9 +501,10 @@ class WindowResultStream(DataStream):
         return SideOutputStream(self, tag, schema)
 
 
-@dataclass
+@dataclass(eq=False)
 class SideOutputStream:
-    """One side output of a window operation."""
+    """One side output of a window operation (hashable, so that it can key a sink in
+    :meth:`WindowResultStream.write_outputs`)."""
 
     parent: WindowResultStream
     tag: OutputTag

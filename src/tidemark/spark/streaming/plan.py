@@ -10,14 +10,27 @@ from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import result_tuple
-from tidemark.spark.columns import ALL_KEY, KEY, TS, decode_key, with_function_key
-from tidemark.spark.plan import Source, WindowOp
+from tidemark.spark.columns import (
+    ALL_KEY,
+    KEY,
+    TS,
+    decode_key,
+    upstream_output_name,
+    with_function_key,
+)
+from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
 from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
 from tidemark.spark.streaming.query import window_stream
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
-__all__ = ["run_streaming_window", "time_mode_of", "MAX_PARALLELISM_CONF"]
+__all__ = [
+    "run_streaming_window",
+    "time_mode_of",
+    "chain_depth",
+    "chain_output_name",
+    "MAX_PARALLELISM_CONF",
+]
 
 MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
 """The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
@@ -71,22 +84,40 @@ def _no_key(key: tuple[Any, ...]) -> Any:
 
 
 def run_streaming_window(op: WindowOp) -> Any:
-    """The combined streaming output (results and side outputs) of one window operation."""
+    """The combined streaming output (results and side outputs) of one window operation.
+
+    A window on an earlier window's results runs in the same query: the chain becomes
+    one ``transformWithStateInPandas`` per window, each reading the one before in the
+    same micro-batch, and the last one's combined frame carries every window's side
+    outputs and dropped counts (see :mod:`tidemark.spark.streaming.query`).
+    """
+    return _window_frame(op, feeds_downstream=False)
+
+
+def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
     source = _streaming_source(op)
-    df = source.df
-    values = list(df.columns)
-    timestamp = source.timestamp
-    if timestamp is None and source.strategy.timestamp_assigner is not None:
-        df, timestamp = with_assigned_timestamps(df, source.strategy.timestamp_assigner), TS
+    upstream = op.upstream
+    chained = isinstance(upstream, WindowOp)
+    timestamp: str | None
+    if isinstance(upstream, WindowOp):
+        df = _window_frame(upstream, feeds_downstream=True)
+        values, timestamp = list(upstream.output_schema.fieldNames()), TS
+    else:
+        df, values, timestamp = source.df, list(source.df.columns), source.timestamp
+        if timestamp is None and source.strategy.timestamp_assigner is not None:
+            df = with_assigned_timestamps(df, source.strategy.timestamp_assigner)
+            timestamp = TS
     engine_key = None
     if op.key is None:
         df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
     elif op.key.function is not None:
-        df = with_function_key(df, values, op.key.function)
+        df = with_function_key(df, values, op.key.function, combined=chained)
         keys, engine_key = [KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
     mode = _served_time_mode(time_mode_of(op), timestamp, source.strategy.out_of_orderness_ms)
+    if chained or feeds_downstream:
+        _check_chain_mode(op, mode, source)
     return window_stream(
         df,
         key_columns=keys,
@@ -101,17 +132,51 @@ def run_streaming_window(op: WindowOp) -> Any:
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
         max_parallelism=_max_parallelism(df),
+        upstream_depth=chain_depth(upstream) if chained else None,
+        feeds_downstream=feeds_downstream,
     )
 
 
-def _streaming_source(op: WindowOp) -> Source:
-    """The source of a window on a stream; what streaming cannot run is an error."""
-    source = op.upstream
-    if not isinstance(source, Source):
+def chain_depth(node: PlanNode) -> int:
+    """How many window operations lead from the source to ``node`` (1 = the first)."""
+    depth = 0
+    while isinstance(node, WindowOp):
+        depth, node = depth + 1, node.upstream
+    return depth
+
+
+def chain_output_name(last: WindowOp, window: Any, output: Any) -> str:
+    """The ``__tm_output`` name, in the combined frame of ``last`` (the last window of a
+    chain), of ``output`` (a name or an OutputTag) of ``window``: ``last`` or an earlier
+    window of its chain."""
+    name = getattr(output, "tag_id", output)
+    node: PlanNode = last
+    while isinstance(node, WindowOp) and node is not window:
+        node = node.upstream
+    if node is not window or not isinstance(name, str):
         raise WindowSpecError(
-            "windows chained on a streaming window's results are not supported yet: write "
-            "the first results to a sink and read them as a new stream"
+            f"`sinks` must name outputs of this window or of an earlier window of its "
+            f"chain; got {output!r} of a window that is not this one or an earlier window"
         )
+    return name if window is last else upstream_output_name(chain_depth(window), name)
+
+
+def _check_chain_mode(op: WindowOp, mode: str, source: Source) -> None:
+    """Windows chained on a stream hand results on with the watermark: event time only."""
+    if mode != "EventTime" or source.strategy.idleness_ms is not None:
+        raise WindowSpecError(
+            "windows chained on a streaming window's results run on the event-time "
+            f"watermark the first window forwards: every window of the chain needs event "
+            f"time (a timestamp and a WatermarkStrategy, no with_idleness); got "
+            f"{op.assigner!r} in Spark time mode {mode!r}, idleness="
+            f"{source.strategy.idleness_ms}ms"
+        )
+
+
+def _streaming_source(op: WindowOp) -> Source:
+    """The source of a window (or chain of windows) on a stream; what streaming cannot
+    run is an error."""
+    source = source_of(op)
     if source.replay or source.watermark is not None:
         raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
                               "DataFrame arrives in its own order; drop them")
