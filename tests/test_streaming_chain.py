@@ -16,12 +16,27 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 from pyspark.sql import Row
+from streaming_scenarios import VALUE_COLUMNS, Describe, _op, describe_row
+from test_streaming_keygroups import _Handle, _TimerValues
 
 import tidemark as tm
 from tidemark.spark import aggregations
+from tidemark.spark.columns import (
+    EARLY,
+    ON_ELEMENTS,
+    OUTPUT,
+    PHASE,
+    SIDE,
+    TS,
+    decode_side,
+    encode_side,
+)
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
+from tidemark.spark.streaming.chain import UpstreamInput
+from tidemark.spark.streaming.processor import ProcessorConfig, WindowStatefulProcessor
 from tidemark.testing import Watermark, WindowOperatorHarness
 
 pytestmark = pytest.mark.spark
@@ -340,3 +355,54 @@ def test_a_sink_for_a_window_outside_the_chain_is_refused(spark, tmp_path):
     last = _docs_chain(stream)
     with pytest.raises(tm.WindowSpecError, match="not this one or an earlier window"):
         last.write_outputs({(other, DROPPED_OUTPUT): print}, str(tmp_path / "cp"))
+
+
+# ---------------------------------------------------------------------- the processor by hand
+
+#   A chained window (tumbling 10, late tag LATE2) driven without Spark, two calls:
+#
+#   call 1  W none   on elements: x@5
+#   call 2  W 9      early: x@9 (fired upstream on W 9)  -> fed BEFORE W 9: [0,10) holds
+#                    5 and 9 and fires with W 9
+#                    on elements: x@8 (a late firing upstream) -> after W 9: [0,10) is
+#                    gone -> LATE2
+#                    passed through: the upstream's late row and its dropped count
+def test_chained_processor_feeds_early_results_before_the_watermark():
+    result_names = ("key", "start", "end", "n", "total", "watermark")
+    config = ProcessorConfig(
+        make_operator=_op(tm.TumblingEventTimeWindows.of(10), late_data_tag=LATE2,
+                          function=Describe()),
+        time_mode="EventTime",
+        value_names=tuple(VALUE_COLUMNS),
+        value_types=("StringType", "LongType", "LongType"),
+        value_positions=(0, 1, 2),
+        result_names=result_names,
+        result_to_row=describe_row,
+        timestamp_position=3,
+        upstream=UpstreamInput(1, 3, len(result_names), phased=False),
+    )
+    processor, handle = WindowStatefulProcessor(config), _Handle()
+    processor.init(handle)  # type: ignore[arg-type]
+    columns = [*VALUE_COLUMNS, TS, OUTPUT, SIDE, "__tm_dropped", PHASE]
+    late_row = Row(key="y", v=7, ts=1)
+    calls = [
+        (None, [("x", 1, 5, 5, "main", None, None, ON_ELEMENTS)]),
+        (9, [
+            ("x", 4, 8, 8, "main", None, None, ON_ELEMENTS),
+            ("x", 2, 9, 9, "main", None, None, EARLY),
+            (None, None, None, 1, "late", encode_side(late_row), None, ON_ELEMENTS),
+            (None, None, None, 0, "__late_records_dropped", None, 3, ON_ELEMENTS),
+        ]),
+    ]
+    got = []
+    for watermark, rows in calls:
+        pdf = pd.DataFrame(rows, columns=columns, dtype=object)
+        frames = processor.handleInputRows((0,), iter([pdf]), _TimerValues(watermark))
+        got += [tuple(r) for frame in frames for r in frame.itertuples(index=False)]
+    main = [r[2:8] for r in got if r[0] == "main"]
+    assert main == [("x", 0, 10, 2, 3, 9)]  # fed after W 9, x@9 would be late too
+    late = [decode_side(r[8]) for r in got if r[0] == "late2"]
+    assert late == [Row(key="x", v=4, ts=8)]
+    passed = sorted((r[0], r[1], r[9]) for r in got if r[0].startswith("__tm_window1/"))
+    assert passed == [("__tm_window1/__late_records_dropped", None, 3),
+                      ("__tm_window1/late", 1, None)]
