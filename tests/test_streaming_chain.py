@@ -355,6 +355,10 @@ def test_a_sink_for_a_window_outside_the_chain_is_refused(spark, tmp_path):
     last = _docs_chain(stream)
     with pytest.raises(tm.WindowSpecError, match="not this one or an earlier window"):
         last.write_outputs({(other, DROPPED_OUTPUT): print}, str(tmp_path / "cp"))
+    first = stream.key_by("user").window(FIVE_SECONDS).sum("amount")
+    last = first.window_all(FIVE_SECONDS).process(TopTwo(), TOP_SCHEMA)
+    with pytest.raises(tm.WindowSpecError, match="results of an earlier window"):
+        last.write_outputs({(first, "main"): print}, str(tmp_path / "cp"))
 
 
 # ---------------------------------------------------------------------- the processor by hand

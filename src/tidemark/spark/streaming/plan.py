@@ -13,6 +13,7 @@ from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import (
     ALL_KEY,
     KEY,
+    MAIN,
     TS,
     decode_key,
     upstream_output_name,
@@ -158,7 +159,14 @@ def chain_output_name(last: WindowOp, window: Any, output: Any) -> str:
             f"`sinks` must name outputs of this window or of an earlier window of its "
             f"chain; got {output!r} of a window that is not this one or an earlier window"
         )
-    return name if window is last else upstream_output_name(chain_depth(window), name)
+    if window is last:
+        return name
+    if name == MAIN:
+        raise WindowSpecError(
+            "`sinks` cannot take the results of an earlier window of a chain: the query "
+            "carries them into the next window only; write them from a query of their own"
+        )
+    return upstream_output_name(chain_depth(window), name)
 
 
 def _check_chain_mode(op: WindowOp, mode: str, source: Source) -> None:
