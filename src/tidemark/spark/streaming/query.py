@@ -57,6 +57,23 @@ are ignored) and it moves the watermark to ``Long.MAX_VALUE`` in the next micro-
 which Spark runs at once (a no-data batch), firing every remaining timer, as Flink does at
 the end of a bounded source. Rows after the marker are late.
 
+Chains of windows
+-----------------
+A window on an earlier window's results (``upstream_depth``) runs in the same query, as
+one more ``transformWithStateInPandas`` on the earlier one's combined frame: Spark
+presents every event-time operator of a query the same watermark ``W_n`` in a
+micro-batch. The earlier window marks each result it fired on advancing to ``W_n`` as
+early; the later one feeds those, then advances to ``W_n``, then feeds the results the
+earlier window emitted on the batch's elements, which is what Flink delivers to a
+chained operator (firings, the forwarded watermark, then what later elements cause).
+So the equivalence above holds for the whole chain: the last window emits what the
+engine chain emits when the first is fed ``E_0, W_0, E_1, W_1, ...`` and every later one
+what the one before emitted and forwarded, in order. Nothing is filtered by Spark in
+between: a late firing of the earlier window reaches the later one and is judged by its
+window semantics (added, a late firing, its side output or dropped count). The earlier
+windows' side outputs and dropped counts come out of the last one's frame (see
+:mod:`.chain`). Every window of a chain runs on event time, without idleness.
+
 Output mode and late firings
 ----------------------------
 The query is append-only: a late firing (allowed lateness) or a continuous trigger's
