@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -120,38 +121,52 @@ def batch_results(spark: Any, batches: list[list[tuple]], build: Any) -> Counter
 # ---------------------------------------------------------------------- the stream
 
 
-def write_batches(directory: Path, batches: list[list[tuple]]) -> None:
-    directory.mkdir(parents=True)
+def write_batches(directory: Path, batches: list[list[tuple]], first: int = 0) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
     names = [c.split()[0] for c in INPUT_SCHEMA.split(", ")]
-    for n, rows in enumerate(batches):
+    for n, rows in enumerate(batches, first):
         path = directory / f"batch-{n:03d}.json"
         path.write_text("".join(json.dumps(dict(zip(names, r))) + "\n" for r in rows))
         os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
 
 
-def run_stream(spark: Any, tmp_path: Path, batches: list, build: Any) -> dict[str, Counter]:
+def run_stream(
+    spark: Any, tmp_path: Path, batches: list, build: Any, restart_after: int | None = None
+) -> dict[str, Counter]:
     """Build the chain on a file stream with ``build(stream) -> (last, {label: sink
-    key})``, run it to the end in one query; every output's rows by label."""
-    write_batches(tmp_path / "in", batches)
-    source = (
-        spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(
+    key})`` and run it to the end; every output's rows by label. With ``restart_after``
+    the query stops after that many batches and a new one carries on from its checkpoint.
+    """
+    collected: dict[tuple[str, int], list] = {}
+    parts = [batches] if restart_after is None else [batches[:restart_after],
+                                                     batches[restart_after:]]
+    first, labels = 0, []
+    for part in parts:
+        write_batches(tmp_path / "in", part, first)
+        first += len(part)
+        source = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(
             str(tmp_path / "in")
         )
-    )
-    last, keys = build(source)
-    collected: dict[str, Counter] = {label: Counter() for label in keys}
+        last, keys = build(source)
+        labels = list(keys)
 
-    def sink(label: str) -> Any:
-        return lambda df, batch_id: collected[label].update(tuple(r) for r in df.collect())
+        def sink(label: str) -> Any:
+            def write(df: Any, batch_id: int) -> None:  # by batch id: a replay replaces
+                collected[(label, batch_id)] = [tuple(r) for r in df.collect()]
 
-    query = last.write_outputs(
-        {key: sink(label) for label, key in keys.items()},
-        checkpoint=str(tmp_path / "checkpoint"),
-        trigger={"availableNow": True},
-    )
-    query.awaitTermination(600)
-    assert query.exception() is None
-    return collected
+            return write
+
+        query = last.write_outputs(
+            {key: sink(label) for label, key in keys.items()},
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+        query.awaitTermination(600)
+        assert query.exception() is None
+    totals: dict[str, Counter] = {label: Counter() for label in labels}
+    for (label, _), rows in collected.items():
+        totals[label].update(rows)
+    return totals
 
 
 def _dropped(rows: Counter) -> int:
@@ -410,3 +425,109 @@ def test_chained_processor_feeds_early_results_before_the_watermark():
     passed = sorted((r[0], r[1], r[9]) for r in got if r[0].startswith("__tm_window1/"))
     assert passed == [("__tm_window1/__late_records_dropped", None, 3),
                       ("__tm_window1/late", 1, None)]
+
+
+# ---------------------------------------------------------------------- random three-window chains
+
+
+class Summary(tm.ProcessWindowFunction):
+    """(start, n, total, wm) over a window of region totals."""
+
+    def process(self, key, context, elements):  # type: ignore[no-untyped-def]
+        items = list(elements)
+        total = sum(e.total for e in items)
+        yield (context.window().start, len(items), total, context.current_watermark())
+
+
+USER_SUM = "user string, region string, amount long, ts long"
+SUMMARY = "start long, n long, total long, wm long"
+LATE3 = tm.OutputTag("late3")
+REGIONS = {"a": "eu", "b": "eu", "c": "us", "d": "us"}
+
+
+def random_batches(seed: int) -> list[list[tuple]]:
+    """Six batches over about 15 s, a few rows each, some behind the watermark."""
+    rng = random.Random(seed)
+    batches: list[list[tuple]] = []
+    for n in range(6):
+        rows = []
+        for _ in range(rng.randint(1, 4)):
+            user = rng.choice("abcd")
+            ts = max(0, 2500 * n + rng.randint(-6000, 2500))
+            rows.append((user, REGIONS[user], rng.randint(1, 9), ts))
+        batches.append(rows)
+    return [*batches, [END]]
+
+
+def _three_windows(stream: Any) -> tuple[Any, Any, Any]:
+    first = (
+        stream.key_by("user").window(tm.TumblingEventTimeWindows.of(4000))
+        .allowed_lateness(1500).side_output_late_data(LATE1).process(UserSum(), USER_SUM)
+    )
+    second = (
+        first.key_by("region").window(tm.TumblingEventTimeWindows.of(4000))
+        .allowed_lateness(500).process(RegionTotal(), REGION_SCHEMA)
+    )
+    third = (
+        second.window_all(tm.TumblingEventTimeWindows.of(4000))
+        .side_output_late_data(LATE3).process(Summary(), SUMMARY)
+    )
+    return first, second, third
+
+
+def _three_harnesses() -> list[WindowOperatorHarness]:
+    return [
+        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), UserSum(),
+                              key_selector=lambda r: r.user, allowed_lateness=1500,
+                              late_data_tag=LATE1),
+        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), RegionTotal(),
+                              key_selector=_region, allowed_lateness=500),
+        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), Summary(),
+                              late_data_tag=LATE3),
+    ]
+
+
+def _names(schema: str) -> list[str]:
+    return schema.replace(",", "").split()[::2]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("seed", "restart_after"),
+    [
+        # late1 1, the first window's late firings dropped by the second (3)
+        pytest.param(36, None, id="late-firings-dropped-downstream"),
+        # the first window's late firings fire the second late (2), late there for the
+        # third (3); the query stops after batch 3 and resumes from its checkpoint
+        pytest.param(5, 3, id="late-firings-through-two-windows-restarted"),
+    ],
+)
+def test_random_three_window_chain_equals_the_harness_chain(spark, tmp_path, seed, restart_after):
+    """Per user 4 s (lateness 1.5 s, late tag), per region 4 s (lateness 0.5 s, drops
+    counted), over all 4 s (late tag): a late firing upstream can be added, fire again,
+    go to the side output or be dropped downstream, as in the harness chain."""
+    batches = random_batches(seed)
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
+
+    def build(source: Any) -> Any:
+        stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        first, second, third = _three_windows(stream)
+        return third, {
+            "main": "main",
+            "late1": first.get_side_output(LATE1),
+            "dropped1": (first, DROPPED_OUTPUT),
+            "dropped2": (second, DROPPED_OUTPUT),
+            "late3": LATE3,
+            "dropped3": DROPPED_OUTPUT,
+        }
+
+    streamed = run_stream(spark, tmp_path, batches, build, restart_after)
+    harnesses = _three_harnesses()
+    schemas = [INPUT_SCHEMA, USER_SUM, REGION_SCHEMA]
+    chain_reference(list(zip(harnesses, map(_names, schemas))), batches, 1000)
+    first, second, third = harnesses
+    assert streamed["main"] == Counter(tuple(v) for v, _ in third.output())
+    assert streamed["late1"] == Counter(tuple(v) for v, _ in first.side_output(LATE1))
+    assert streamed["late3"] == Counter(tuple(v) for v, _ in third.side_output(LATE3))
+    dropped = [_dropped(streamed[f"dropped{n}"]) for n in (1, 2, 3)]
+    assert dropped == [h.num_late_records_dropped for h in harnesses]
