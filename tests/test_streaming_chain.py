@@ -37,6 +37,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
 from tidemark.spark.streaming.chain import UpstreamInput
+from tidemark.spark.streaming.plan import chain_depth
 from tidemark.spark.streaming.processor import ProcessorConfig, WindowStatefulProcessor
 from tidemark.testing import Watermark, WindowOperatorHarness
 
@@ -163,10 +164,19 @@ def run_stream(
         )
         query.awaitTermination(600)
         assert query.exception() is None
+        # one stateful operator per window, and Spark dropped no row between them
+        operators = [op for p in query.recentProgress for op in p["stateOperators"]]
+        assert {len(p["stateOperators"]) for p in query.recentProgress} == {_windows(last)}
+        assert sum(op["numRowsDroppedByWatermark"] for op in operators) == 0
     totals: dict[str, Counter] = {label: Counter() for label in labels}
     for (label, _), rows in collected.items():
         totals[label].update(rows)
     return totals
+
+
+def _windows(stream: Any) -> int:
+    """The number of window operations of the chain ending in ``stream``."""
+    return chain_depth(stream.plan)
 
 
 def _dropped(rows: Counter) -> int:

@@ -11,6 +11,17 @@ frame, without a ``withWatermark`` of its own, and without an event-time column 
 could filter late rows on: every result the earlier window emits reaches the later
 one, which judges lateness by its own window semantics.
 
+Measured on PySpark 4.3.0 (``tests/test_streaming_chain.py`` asserts it per query): the
+query has one stateful operator per window, both are handed the same
+``getCurrentWatermarkInMs()`` in every micro-batch, the earlier one's timer firings
+reach the later one in the same micro-batch, and ``numRowsDroppedByWatermark`` stays 0.
+Spark's sources say why: ``PropagateWatermarkSimulator.getInputWatermark`` returns the
+batch's one watermark for every operator, ``TransformWithStateExec.produceOutputWatermark``
+passes its input watermark on in EventTime mode, and only an operator whose input has
+an event-time column filters late rows (``eventTimeColumnName`` would add one, and
+Spark would fail the query on any result stamped behind the watermark, which a late
+firing is: ``EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED``; tidemark gives none).
+
 What Flink forwards, and in which order: the earlier window emits its firings at a
 watermark ``W`` and then forwards ``W``; its results on elements come after ``W``. In
 micro-batch ``n`` both windows are presented the same ``W``; the earlier one marks each
