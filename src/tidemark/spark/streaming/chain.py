@@ -18,9 +18,10 @@ reach the later one in the same micro-batch, and ``numRowsDroppedByWatermark`` s
 Spark's sources say why: ``PropagateWatermarkSimulator.getInputWatermark`` returns the
 batch's one watermark for every operator, ``TransformWithStateExec.produceOutputWatermark``
 passes its input watermark on in EventTime mode, and only an operator whose input has
-an event-time column filters late rows (``eventTimeColumnName`` would add one, and
-Spark would fail the query on any result stamped behind the watermark, which a late
-firing is: ``EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED``; tidemark gives none).
+an event-time column filters late rows. ``eventTimeColumnName`` would add one, and
+``UpdateEventTimeColumnExec`` fails the query on a result stamped at or behind the
+previous batch's watermark (``EMITTING_ROWS_OLDER_THAN_WATERMARK_NOT_ALLOWED``), which
+a late firing can be; so tidemark gives none.
 
 What Flink forwards, and in which order: the earlier window emits its firings at a
 watermark ``W`` and then forwards ``W``; its results on elements come after ``W``. In
