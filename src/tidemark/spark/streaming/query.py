@@ -154,6 +154,7 @@ from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     watermark_delay_ms,
 )
+from tidemark.spark.streaming.keygroups import slot_column
 from tidemark.spark.streaming.processor import (
     DEFAULT_MAX_PARALLELISM,
     EVENT_TIME,
@@ -249,7 +250,7 @@ def window_stream(
     prepared = _prepare_input(
         df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
     )
-    prepared = prepared.withColumn(KEY_GROUP, _key_group(key_columns, max_parallelism))
+    prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, max_parallelism))
     value_types = tuple(type(df.schema[c].dataType).__name__ for c in value_columns)
     input_names = _input_names(key_columns, value_columns)
     config = ProcessorConfig(
@@ -325,13 +326,6 @@ def _check_max_parallelism(max_parallelism: int) -> None:
             f"`max_parallelism` must be an int in [1, {_MAX_KEY_GROUPS}]; got "
             f"max_parallelism={max_parallelism!r}"
         )
-
-
-def _key_group(key_columns: list[str], max_parallelism: int) -> Any:
-    """A row's key group: Spark's Murmur3 ``hash`` of the key columns, modulo the
-    number of groups (stable across Spark versions and restarts)."""
-    hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns])
-    return F.pmod(hashed, F.lit(max_parallelism))
 
 
 def _check_time_mode(
