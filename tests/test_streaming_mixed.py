@@ -22,6 +22,7 @@ from streaming_scenarios import (
     END,
     RESULT_SCHEMA,
     VALUE_COLUMNS,
+    Describe,
     EarlyFirings,
     WatermarkFiring,
     _op,
@@ -29,6 +30,7 @@ from streaming_scenarios import (
     write_batch_file,
 )
 
+import tidemark as tm
 from tidemark import (
     ContinuousProcessingTimeTrigger,
     PurgingTrigger,
@@ -417,6 +419,35 @@ def test_processing_time_window_fires_early_by_the_watermark(spark, tmp_path):
     assert fired == [("a", 1, 1, 49), ("a", 1, 1, 49), ("b", 1, 2, 49)], got
     assert all(r[2] - r[1] == size for r in got)
     assert len({r[1] for r in got if r[0] != "w"}) == 1  # a and b in one window
+
+
+@pytest.mark.spark
+def test_the_public_api_streams_mixed_domains(spark, tmp_path):
+    """``from_dataframe(...).window(...).trigger(...)`` picks the mixed time mode from
+    the declarations and keeps the stream's watermark: a[0,100) fires at its end by the
+    watermark (149, after b@150), b[100,200) early by processing time."""
+    (tmp_path / "in").mkdir()
+    source = spark.readStream.schema("key string, v long, ts long").json(str(tmp_path / "in"))
+    result = (
+        tm.from_dataframe(source, timestamp="ts")
+        .key_by("key")
+        .window(TumblingEventTimeWindows.of(100))
+        .trigger(EarlyFirings(300))
+        .process(Describe(), RESULT_SCHEMA)
+    )
+    got: list[tuple] = []
+    query = result.write_outputs(
+        {"main": lambda d, b: got.extend(tuple(r) for r in d.collect())},
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger={"processingTime": "500 milliseconds"},
+    )
+    try:
+        write_batch_file(tmp_path / "in", 0, [("a", 1, 5), ("b", 2, 150)], "long")
+        assert _wait(lambda: {r[0] for r in got} == {"a", "b"}, 90), got
+    finally:
+        query.stop()
+    assert [r for r in got if r[0] == "a"] == [("a", 0, 100, 1, 1, 149)]
+    assert all(r[1:5] == (100, 200, 1, 2) for r in got if r[0] == "b")
 
 
 def _rows_in(query: Any) -> int:
