@@ -388,6 +388,7 @@ def test_event_time_window_fires_early_by_processing_time_and_at_its_end(spark, 
     assert _state_rows(spark, str(tmp_path / "checkpoint")) == []
 
 
+@pytest.mark.slow  # waits for a 20 s processing-time window; exact by hand above
 @pytest.mark.spark
 def test_processing_time_window_fires_early_by_the_watermark(spark, tmp_path):
     """Processing-time windows of 20 s with WatermarkFiring (both domains by default):
