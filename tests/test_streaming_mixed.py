@@ -185,7 +185,10 @@ class _Expired:
         return self.expiry
 
 
-def _harness(make: Any, batches: list[tuple[int | None, int, list[tuple[str, int]]]]) -> Counter:
+Batches = list[tuple[int | None, int, list[tuple[str, int]]]]
+
+
+def _engine_reference(make: Any, batches: Batches) -> Counter:
     """The engine fed, per batch: Spark's watermark (when it rose), the batch's
     processing time, then the batch's elements."""
     op = make()
@@ -208,7 +211,7 @@ def _harness(make: Any, batches: list[tuple[int | None, int, list[tuple[str, int
 #          window's timer at 30 is gone; then T=31: b[100,200) fires early
 #   T=45   b[100,200) fires early at 40
 #   T=50   W MAX: everything ends; no state and no timer is left
-BATCHES: list[tuple[int | None, int, list[tuple[str, int]]]] = [
+BATCHES: Batches = [
     (None, 1, [("a", 5), ("b", 7)]),
     (None, 12, []),
     (6, 15, [("a", 20)]),
@@ -243,7 +246,7 @@ def test_event_time_windows_with_processing_time_firings_equal_the_engine(make):
     group = _OneGroup(make)
     for step in BATCHES:
         group.batch(*step)
-    want = _harness(make, BATCHES)
+    want = _engine_reference(make, BATCHES)
     assert group.got == want
     assert ("b", 100, 200, 1, 150, 149) in want  # early, after [0,100) ended at W 149
     at_end = [r for r in want if r[:3] == ("a", 0, 100) and r[5] == 149]
@@ -276,7 +279,7 @@ def test_pending_event_time_timers_poll_the_next_batch_and_visit_only_due_keys()
 #   T=20   W 8, a@40 (its timer stays at 5: fired already)
 #   T=49   W 39: b fires early; T=49 is the window's max timestamp: a and b fire
 #   T=60   a@70 [50,100); T=99 it fires; nothing is left
-REVERSE = [
+REVERSE: Batches = [
     (None, 1, [("a", 5), ("b", 30)]),
     (8, 10, []),
     (8, 20, [("a", 40)]),
@@ -291,7 +294,7 @@ def test_processing_time_windows_with_an_event_time_trigger_equal_the_engine():
     group = _OneGroup(make)
     for step in REVERSE:
         group.batch(*step)
-    want = _harness(make, REVERSE)
+    want = _engine_reference(make, REVERSE)
     assert group.got == want
     assert want[("a", 0, 50, 1, 5, 8)] == 1  # early, by the watermark
     assert want[("b", 0, 50, 1, 30, 39)] == 2  # early at W 39, then at the window's end
