@@ -193,9 +193,9 @@ class WindowedStream:
     Supported: every combination the engine supports, on bounded DataFrames (BATCH
     semantics, or a replay with ``order_by``) and streaming DataFrames.
 
-    Not supported: on a streaming DataFrame, windows on a window's results, and
-    processing-time and event-time timers in one pipeline (Spark serves one time domain
-    per query).
+    Not supported: on a streaming DataFrame, windows on a window's results. A pipeline
+    with timers in both time domains streams as a ProcessingTime query (a micro-batch at
+    every trigger interval; see :mod:`tidemark.spark.streaming.query`).
     """
 
     def __init__(self, op: WindowOp, spark: Any):

@@ -67,7 +67,7 @@ class TriggerContext(ABC):
     -------------
     - timers or state of other keys or windows;
     - registering a timer in a time domain the trigger did not declare in
-      :meth:`Trigger.timer_domains` (Spark's streaming mode runs one time domain).
+      :meth:`Trigger.timer_domains` (a streaming query serves the declared domains).
     """
 
     @abstractmethod
@@ -200,16 +200,16 @@ class Trigger(ABC, Generic[W]):
     def timer_domains(self) -> frozenset[TimeDomain]:
         """The time domains this trigger registers timers in.
 
-        Spark's streaming mode picks its time mode from it for assigners without a time
-        of their own (:class:`~tidemark.assigners.GlobalWindows`); a BATCH run reads the
-        wall clock only when processing time is among them.
+        Spark's streaming mode serves these domains and the assigner's: with both, the
+        query runs in Spark's ProcessingTime mode (a micro-batch at every trigger
+        interval) with the watermark still followed; a BATCH run reads the wall clock
+        only when processing time is among them.
 
         The default, both domains, is the safe answer for a trigger that does not say:
-        BATCH runs read the wall clock for it, and a streaming query on
-        ``GlobalWindows`` refuses it with a message asking to declare the domain (one
-        query runs one time domain). Override it to return exactly the domains used:
-        ``frozenset()`` for a trigger without timers, ``frozenset({TimeDomain.EVENT_TIME})``
-        for one on the watermark.
+        every mode serves it, at the cost of the wall clock in BATCH and of a
+        micro-batch at every trigger interval in streaming. Override it to return
+        exactly the domains used: ``frozenset()`` for a trigger without timers,
+        ``frozenset({TimeDomain.EVENT_TIME})`` for one on the watermark.
         """
         return _BOTH_DOMAINS
 

@@ -10,22 +10,31 @@ key group and micro-batch: ``handleInputRows`` for a group with input rows,
    query with a Spark key per engine key would have registered) is due;
 3. for each visited key works out the clocks it moves to, exactly as a processor called
    for that key alone would: ``process_watermark(W)`` when Spark's watermark maps to an
-   engine watermark ``W`` later than the key's (event time), or
-   ``advance_processing_time(T)`` with the batch's processing time ``T``;
+   engine watermark ``W`` later than the key's (event time), then
+   ``advance_processing_time(T)`` with the batch's processing time ``T`` (processing
+   time);
 4. runs one window operator per distinct pair of clocks (nearly always one per call):
-   restores the keys that advance, advances it (due timers fire), restores the keys that
-   do not, feeds each key's rows, and takes the keys' state back;
+   restores the keys whose watermark advances and advances it, restores the keys whose
+   processing time advances and advances that (due timers fire, in the engine's order),
+   restores the other keys, feeds each key's rows, and takes the keys' state back;
 5. emits results, side outputs and the late-record count as rows of the combined schema;
 6. writes the group's row back once (or clears it when no key is left) and moves the
    group's one Spark timer per time domain to its keys' earliest.
 
 Keys the call does not visit keep their stored bytes untouched.
 
-With idleness (``ProcessorConfig.idleness_ms``) the engine's timers are event-time but
-Spark runs the query in ProcessingTime mode, so that a micro-batch runs at every trigger
-interval without data. Step 3 then advances the key to the idle watermark
-(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of its idle clock, and a key with
-pending event-time timers asks for a visit in the next micro-batch.
+A pipeline whose timers are in both time domains (``time_mode="EventTimeAndProcessingTime"``)
+and one with idleness (``ProcessorConfig.idleness_ms``) need a micro-batch at every trigger
+interval without data, so Spark runs them in ProcessingTime mode
+(:meth:`ProcessorConfig.spark_time_mode`), where Spark's watermark is still readable but
+Spark holds no event-time timer. The engine's event-time timers are then served by calls:
+a group whose keys wait for the watermark registers a processing-time timer for the next
+micro-batch, and step 2 visits a key when Spark's watermark reaches the key's own
+event-time timer, exactly when an EventTime query's Spark timer would have fired. With
+idleness step 3 advances the key to the idle watermark
+(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of its idle clock, which moves
+with processing time, so a key with pending event-time timers is visited in every
+micro-batch.
 """
 
 from __future__ import annotations
@@ -72,6 +81,7 @@ from tidemark.spark.streaming.state import (
     dump_key_state,
 )
 from tidemark.spark.worker_gc import fewer_gc_passes
+from tidemark.time import TimeDomain
 
 __all__ = [
     "ProcessorConfig",
@@ -80,10 +90,22 @@ __all__ = [
     "EVENT_TIME",
     "PROCESSING_TIME",
     "NONE",
+    "EVENT_AND_PROCESSING_TIME",
+    "TIME_MODES",
+    "time_mode_for",
     "DEFAULT_MAX_PARALLELISM",
 ]
 
 EVENT_TIME, PROCESSING_TIME, NONE = "EventTime", "ProcessingTime", "None"
+EVENT_AND_PROCESSING_TIME = "EventTimeAndProcessingTime"
+
+TIME_MODES: dict[str, frozenset[TimeDomain]] = {
+    EVENT_TIME: frozenset((TimeDomain.EVENT_TIME,)),
+    PROCESSING_TIME: frozenset((TimeDomain.PROCESSING_TIME,)),
+    EVENT_AND_PROCESSING_TIME: frozenset((TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME)),
+    NONE: frozenset(),
+}
+"""Each ``time_mode`` and the engine clocks it moves: the time domains of the timers it serves."""
 
 DEFAULT_MAX_PARALLELISM = 32
 """Key groups of a streaming query (Flink's ``maxParallelism``), and so the most state
@@ -99,8 +121,10 @@ class ProcessorConfig:
     ----------
     make_operator : callable
         ``() -> WindowOperator``; called once per key group and micro-batch.
-    time_mode : {"EventTime", "ProcessingTime", "None"}
-        The ``timeMode`` of ``transformWithStateInPandas``: which engine timers Spark serves.
+    time_mode : {"EventTime", "ProcessingTime", "EventTimeAndProcessingTime", "None"}
+        Which engine clocks the query moves (:data:`TIME_MODES`): event time follows
+        Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
+        :meth:`spark_time_mode`.
     key_positions, key_types : tuple
         Where the key columns are in the processor's input, and their Spark type names.
     value_names, value_types : tuple of str
@@ -143,9 +167,31 @@ class ProcessorConfig:
     def output_columns(self) -> list[str]:
         return [OUTPUT, TS, *self.result_names, SIDE, DROPPED]
 
+    @property
+    def event_time(self) -> bool:
+        """Whether the engine's watermark follows Spark's."""
+        return TimeDomain.EVENT_TIME in TIME_MODES[self.time_mode]
+
+    @property
+    def processing_time(self) -> bool:
+        """Whether the engine's processing time follows the batches'."""
+        return TimeDomain.PROCESSING_TIME in TIME_MODES[self.time_mode]
+
     def spark_time_mode(self) -> str:
-        """The ``timeMode`` Spark runs: ProcessingTime with idleness, else ``time_mode``."""
-        return PROCESSING_TIME if self.idleness_ms is not None else self.time_mode
+        """The ``timeMode`` Spark runs: ProcessingTime whenever a micro-batch must run
+        without data (processing-time timers, or idleness), else ``time_mode``."""
+        if self.processing_time or self.idleness_ms is not None:
+            return PROCESSING_TIME
+        return self.time_mode
+
+
+def time_mode_for(domains: frozenset[TimeDomain]) -> str:
+    """The ``time_mode`` that serves timers in ``domains``.
+
+    >>> time_mode_for(frozenset((TimeDomain.PROCESSING_TIME, TimeDomain.EVENT_TIME)))
+    'EventTimeAndProcessingTime'
+    """
+    return next(mode for mode, served in TIME_MODES.items() if served == domains)
 
 
 @dataclass(frozen=True)
@@ -165,7 +211,8 @@ class _Visit:
     stored: StoredKey
     watermark: int  # the key's engine watermark once advanced
     processing_time: int
-    advances: bool  # whether the operator is advanced to ``watermark`` with this key in it
+    advances_watermark: bool  # whether the operator advances to ``watermark`` with it
+    advances_processing_time: bool  # and to ``processing_time``
     seen_watermark: int | None = None
     seen_at: int | None = None
 
@@ -174,12 +221,11 @@ class WindowStatefulProcessor(StatefulProcessor):
     """Runs a tidemark window operator per key group in ``transformWithStateInPandas``.
 
     Supported: every assigner, trigger, evictor and window function of the engine;
-    event-time timers (``timeMode="EventTime"``) or processing-time timers
-    (``timeMode="ProcessingTime"``); late data to the side output or the dropped count.
+    event-time timers, processing-time timers, or both (see the module docstring); late
+    data to the side output or the dropped count.
 
-    Not supported: processing-time timers in an event-time query and event-time timers
-    in a processing-time query (Spark serves one time domain per query); registering
-    either fails the query with :class:`~tidemark.errors.WindowSpecError`.
+    Not supported: a timer in a time domain the query does not serve (``time_mode``):
+    registering one fails the query with :class:`~tidemark.errors.WindowSpecError`.
     """
 
     def __init__(self, config: ProcessorConfig):
@@ -188,6 +234,10 @@ class WindowStatefulProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._idle = self._config.idleness_ms is not None
+        # In a ProcessingTime query Spark holds no event-time timer: calls serve them.
+        self._polls_watermark = (
+            self._config.event_time and self._config.spark_time_mode() == PROCESSING_TIME
+        )
         self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
         self._row_type = row_type_of(self._config.value_names)
 
@@ -217,7 +267,7 @@ class WindowStatefulProcessor(StatefulProcessor):
     def _split(self, pdf: pd.DataFrame, runs: dict[Any, tuple[list[Any], list[Any]]]) -> None:
         """Append each row of ``pdf`` to its key's run: (Rows, timestamps), in order."""
         config = self._config
-        event_time = config.time_mode == EVENT_TIME
+        event_time = config.event_time
         series = [column for _, column in pdf.items()]  # cheaper than iloc per column
         timestamps = column_values(series[config.timestamp_position], "LongType")
         key_columns = [
@@ -276,13 +326,13 @@ class WindowStatefulProcessor(StatefulProcessor):
         records: list[tuple[Any, ...]] = []
         for visits in cohorts.values():
             self._run_cohort(visits, runs, group, clock, records)
-        self._save(group, expired)
+        self._save(group, expired, clock.now)
         if not records:
             return iter([])
         return iter([object_frame(config.output_columns(), records)])
 
     def _watermarked(self) -> bool:
-        return self._config.time_mode == EVENT_TIME
+        return self._config.event_time
 
     def _keys_to_visit(
         self, group: StoredGroup, runs: dict[Any, Any], clock: _BatchClock
@@ -306,24 +356,23 @@ class WindowStatefulProcessor(StatefulProcessor):
 
     def _visit(self, key: Any, stored: StoredKey, clock: _BatchClock) -> _Visit:
         """The clocks ``key`` moves to, as a processor called for it alone moves them."""
+        config = self._config
         processing_time = max(clock.now, stored.processing_time)
-        mode = self._config.time_mode
-        if mode == PROCESSING_TIME:
-            # Past processing-time timers fire as soon as possible, as in Flink.
-            return _Visit(key, stored, stored.watermark, processing_time, True)
-        if mode != EVENT_TIME:
-            return _Visit(key, stored, stored.watermark, processing_time, False)
+        # Past processing-time timers fire as soon as possible, as in Flink.
+        ticks = config.processing_time
+        if not config.event_time:
+            return _Visit(key, stored, stored.watermark, processing_time, False, ticks)
         target = clock.watermark
         seen_watermark, seen_at = stored.seen_watermark, stored.seen_at
         if self._idle:
-            assert self._config.idleness_ms is not None
+            assert config.idleness_ms is not None
             if seen_watermark != clock.spark_watermark_ms or seen_at is None:
                 seen_watermark, seen_at = clock.spark_watermark_ms, clock.now
-            target = idle_watermark(target, seen_at, clock.now, self._config.idleness_ms)
-        if target > stored.watermark:
-            return _Visit(key, stored, target, processing_time, True, seen_watermark, seen_at)
+            target = idle_watermark(target, seen_at, clock.now, config.idleness_ms)
+        advances = target > stored.watermark
+        watermark = target if advances else stored.watermark
         return _Visit(
-            key, stored, stored.watermark, processing_time, False, seen_watermark, seen_at
+            key, stored, watermark, processing_time, advances, ticks, seen_watermark, seen_at
         )
 
     def _run_cohort(
@@ -334,22 +383,25 @@ class WindowStatefulProcessor(StatefulProcessor):
         clock: _BatchClock,
         records: list[tuple[Any, ...]],
     ) -> None:
-        """One operator for keys that share their clocks: advance, feed, take state back."""
+        """One operator for keys that share their clocks: advance, feed, take state back.
+
+        The watermark moves first (the one Spark moved to after the previous batch), then
+        processing time (the batch's): each key sees the order the engine fed those
+        clocks in that order would give it; a key joins the operator just before the
+        first clock it advances, so a clock it does not advance fires none of its timers.
+        """
         first = visits[0]
         operator = self._config.make_operator()
         operator.current_watermark = first.watermark
         operator.current_processing_time = first.processing_time
-        advancing = [v for v in visits if v.advances]
-        for visit in advancing:
-            _restore(operator, visit)
-        if advancing:
-            if self._config.time_mode == PROCESSING_TIME:
-                operator.advance_processing_time(first.processing_time)
-            else:
-                operator.process_watermark(first.watermark)
-        for visit in visits:
-            if not visit.advances:
-                _restore(operator, visit)
+        waiting = visits
+        if any(v.advances_watermark for v in visits):
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_watermark)
+            operator.process_watermark(first.watermark)
+        if any(v.advances_processing_time for v in visits):
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_processing_time)
+            operator.advance_processing_time(first.processing_time)
+        _restore_where(operator, waiting, lambda v: True)
         for visit in visits:
             run = runs.get(visit.key)
             if run is not None:
@@ -419,6 +471,7 @@ class WindowStatefulProcessor(StatefulProcessor):
         keep_clock: bool,
     ) -> tuple[int | None, int | None]:
         """The Spark (event-time, processing-time) timers the key needs, if any."""
+        processing_timer = min(processing_times) if processing_times else None
         if self._idle:
             assert self._config.idleness_ms is not None
             now = visit.processing_time
@@ -426,17 +479,27 @@ class WindowStatefulProcessor(StatefulProcessor):
             # moved or the idle advance reached it): visit the key in the next one. A
             # kept clock is checked once per idleness, to be cleared when Spark catches up.
             if event_times:
-                return None, now + 1
-            return None, (now + self._config.idleness_ms if keep_clock else None)
+                return None, _earliest(processing_timer, now + 1)
+            visit_again = now + self._config.idleness_ms if keep_clock else None
+            return None, _earliest(processing_timer, visit_again)
         event_timer = None
         if event_times:
             event_timer = spark_event_timer(min(event_times), visit.watermark)
-        return event_timer, min(processing_times) if processing_times else None
+        return event_timer, processing_timer
 
-    def _save(self, group: StoredGroup, expired: int | None) -> None:
-        """Write the group's row once and move its Spark timers to its keys' earliest."""
+    def _save(self, group: StoredGroup, expired: int | None, now: int) -> None:
+        """Write the group's row once and move its Spark timers to its keys' earliest.
+
+        Where Spark holds no event-time timer (a ProcessingTime query), the group's
+        earliest event-time timer is kept in its row only, and a processing-time timer
+        brings the group back in the next micro-batch to compare it with the watermark.
+        """
         event_timer, processing_timer = group.earliest_timers()
         registered_event, registered_processing = group.event_timer, group.processing_timer
+        if self._polls_watermark:
+            registered_event = None  # the row's note of the earliest, not a Spark timer
+            if event_timer is not None:
+                processing_timer = _earliest(processing_timer, now + 1)
         if expired is not None:
             # Spark deletes the expired timer after this call: re-registering the same
             # time would be lost, so a timer still due waits for the next batch (+1 ms).
@@ -446,7 +509,8 @@ class WindowStatefulProcessor(StatefulProcessor):
             if registered_processing == expired:
                 registered_processing = None
                 processing_timer = expired + 1 if processing_timer == expired else processing_timer
-        self._move_timer(registered_event, event_timer)
+        if not self._polls_watermark:
+            self._move_timer(registered_event, event_timer)
         self._move_timer(registered_processing, processing_timer)
         if not group.keys:
             if group.exists:
@@ -466,19 +530,24 @@ class WindowStatefulProcessor(StatefulProcessor):
     def _check_timer_domains(
         self, key: Any, event_times: list[int], processing_times: list[int]
     ) -> None:
-        mode = self._config.time_mode
-        if processing_times and mode != PROCESSING_TIME:
+        """Fail on a timer in a time domain the query does not serve, naming the fix."""
+        config, mode = self._config, self._config.time_mode
+        if processing_times and not config.processing_time:
             raise WindowSpecError(
                 f"a processing-time timer was registered (key={key!r}, times="
-                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}: Spark "
-                "serves one time domain per query; use time_mode='ProcessingTime' with "
-                "processing-time windows and triggers only"
+                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}, which "
+                "serves no processing time: the trigger must declare "
+                "TimeDomain.PROCESSING_TIME in timer_domains() (window_stream: "
+                "time_mode='EventTimeAndProcessingTime')"
             )
-        if event_times and mode != EVENT_TIME:
+        if event_times and not config.event_time:
             raise WindowSpecError(
                 f"an event-time timer was registered (key={key!r}, times="
-                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}: event-time "
-                "windows and triggers need time_mode='EventTime' and a watermark"
+                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}, which has "
+                "no watermark: give the stream an event-time column and a WatermarkStrategy "
+                "with bounded out-of-orderness (window_stream: out_of_orderness_ms and "
+                "time_mode='EventTimeAndProcessingTime'), or declare timer_domains() "
+                "without TimeDomain.EVENT_TIME if the trigger never uses it"
             )
 
 
@@ -486,6 +555,25 @@ def _restore(operator: WindowOperator, visit: _Visit) -> None:
     key_state: KeyState | None = visit.stored.load_state()
     if key_state is not None:
         operator.restore_key(visit.key, key_state)
+
+
+def _restore_where(
+    operator: WindowOperator, visits: list[_Visit], wanted: Callable[[_Visit], bool]
+) -> list[_Visit]:
+    """Restore the ``wanted`` visits into ``operator``; return the others."""
+    rest = []
+    for visit in visits:
+        if wanted(visit):
+            _restore(operator, visit)
+        else:
+            rest.append(visit)
+    return rest
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:

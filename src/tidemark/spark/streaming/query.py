@@ -70,9 +70,21 @@ Processing time and idleness
 Processing-time windows and triggers run with ``time_mode="ProcessingTime"``: the batch's
 processing time (``getCurrentProcessingTimeInMs``) is the engine's clock, rows of a batch
 arrive at that time, and Spark processing-time timers fire the engine's; Spark runs a
-batch at every trigger interval even without data, so windows close on idle input. One
-time domain per query: a processing-time timer in an event-time query (or the reverse)
-fails the query with :class:`~tidemark.errors.WindowSpecError`.
+batch at every trigger interval even without data, so windows close on idle input.
+
+Timers in both domains (an event-time window with a processing-time trigger, the reverse,
+or a custom trigger declaring both) run with ``time_mode="EventTimeAndProcessingTime"``:
+Spark runs the query in ProcessingTime mode with the watermark above. In micro-batch
+``n + 1`` at processing time ``T`` a key is advanced to ``W_n`` (event-time timers fire),
+then to ``T`` (processing-time timers fire), then fed its rows: the engine fed
+``..., E_n, watermark W_n, processing time T, E_n+1, ...``. Spark holds no event-time timer
+in that mode, so a key group whose keys wait for the watermark is called in every
+micro-batch (a processing-time timer for the next one) and visits a key once Spark's
+watermark reaches the key's timer: every firing sees the watermark it would see in an
+EventTime query. That costs a micro-batch at every trigger interval, with a call per such
+key group, where an EventTime query runs batches only for data and watermark advances.
+A timer in a domain the query does not serve (e.g. an event-time timer on a stream
+without a watermark) fails the query with :class:`~tidemark.errors.WindowSpecError`.
 
 Idleness (``WatermarkStrategy.with_idleness``) goes beyond Flink. In Flink it stops an idle
 split from holding back the minimum watermark over splits; Spark's watermark is the
@@ -104,8 +116,8 @@ idle-advanced watermark are late by the usual rules (late firing, side output or
 ``numLateRecordsDropped``). Give the query a processing-time trigger (e.g.
 ``{"processingTime": "1 second"}``): the default trigger would run no-data batches back to
 back, and ``processAllAvailable()`` never returns. Idleness needs event-time windows or
-triggers (``time_mode="EventTime"``); anything else is a
-:class:`~tidemark.errors.WindowSpecError`. Without idleness nothing of this applies.
+triggers (``time_mode="EventTime"`` or ``"EventTimeAndProcessingTime"``); anything else is
+a :class:`~tidemark.errors.WindowSpecError`. Without idleness nothing of this applies.
 
 Examples
 --------
@@ -131,7 +143,6 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from tidemark._engine.operator import WindowOperator
-from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.columns import (
@@ -158,13 +169,13 @@ from tidemark.spark.streaming.keygroups import slot_column
 from tidemark.spark.streaming.processor import (
     DEFAULT_MAX_PARALLELISM,
     EVENT_TIME,
-    NONE,
-    PROCESSING_TIME,
+    TIME_MODES,
     ProcessorConfig,
     WindowStatefulProcessor,
 )
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.timestamps import timestamp_ms
+from tidemark.time import TimeDomain
 
 __all__ = [
     "window_stream",
@@ -221,8 +232,10 @@ def window_stream(
         ``(result, timestamp_ms) -> tuple`` in the order of ``result_schema``.
     late_tag : OutputTag, optional
         The operator's late-data tag; its rows decode to ``value_columns``.
-    time_mode : {"EventTime", "ProcessingTime", "None"}
-        Which engine timers Spark serves ("None": count windows without timers).
+    time_mode : {"EventTime", "ProcessingTime", "EventTimeAndProcessingTime", "None"}
+        Which engine timers the query serves ("None": count windows without timers). With
+        processing time among them Spark runs the query in ProcessingTime mode: give it
+        a processing-time trigger (see the module docstring).
     idleness_ms : int, optional
         Event time only: let the watermark advance with processing time once it stood
         still this long (see the module docstring); the query then runs in Spark's
@@ -296,9 +309,9 @@ def _check_arguments(
             "`df` must be a streaming DataFrame (spark.readStream...); run bounded "
             "DataFrames with the batch runner"
         )
-    if time_mode not in (EVENT_TIME, PROCESSING_TIME, NONE):
+    if time_mode not in TIME_MODES:
         raise WindowSpecError(
-            f"`time_mode` must be 'EventTime', 'ProcessingTime' or 'None'; got {time_mode!r}"
+            f"`time_mode` must be one of {list(TIME_MODES)}; got {time_mode!r}"
         )
     names = df.columns
     wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
@@ -334,9 +347,10 @@ def _check_time_mode(
     out_of_orderness_ms: int | None,
     idleness_ms: int | None,
 ) -> None:
-    if time_mode == EVENT_TIME and out_of_orderness_ms is None:
+    event_time = TimeDomain.EVENT_TIME in TIME_MODES[time_mode]
+    if event_time and out_of_orderness_ms is None:
         raise WindowSpecError(
-            "time_mode='EventTime' needs a watermark: give a WatermarkStrategy with "
+            f"time_mode={time_mode!r} needs a watermark: give a WatermarkStrategy with "
             "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
             "Spark never fires event-time timers, so no event-time window would ever close"
         )
@@ -346,19 +360,19 @@ def _check_time_mode(
         )
     if idleness_ms is not None and idleness_ms <= 0:
         raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
-    if idleness_ms is not None and time_mode != EVENT_TIME:
+    if idleness_ms is not None and not event_time:
         raise WindowSpecError(
             f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
-            f"(event-time windows or triggers); got idleness={idleness_ms}ms, "
+            f"or 'EventTimeAndProcessingTime' (event-time windows or triggers); got "
+            f"idleness={idleness_ms}ms, "
             f"time_mode={time_mode!r}: remove with_idleness from the WatermarkStrategy"
         )
     assigner = make_operator().assigner
-    if isinstance(assigner, GlobalWindows):
-        return
-    wanted = EVENT_TIME if assigner.is_event_time() else PROCESSING_TIME
-    if time_mode != wanted:
+    if not assigner.timer_domains() <= TIME_MODES[time_mode]:
+        wanted = EVENT_TIME if assigner.is_event_time() else "ProcessingTime"
         raise WindowSpecError(
-            f"the assigner {assigner!r} needs time_mode={wanted!r}; got time_mode={time_mode!r}"
+            f"the assigner {assigner!r} needs time_mode={wanted!r} (or "
+            f"'EventTimeAndProcessingTime'); got time_mode={time_mode!r}"
         )
 
 
@@ -393,7 +407,7 @@ def _prepare_input(
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
     columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
     prepared = df.select(*columns, timestamp.alias(TS))
-    if time_mode != EVENT_TIME:
+    if TimeDomain.EVENT_TIME not in TIME_MODES[time_mode]:
         return prepared
     assert out_of_orderness_ms is not None
     ts = F.col(TS)
