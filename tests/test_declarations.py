@@ -128,7 +128,11 @@ def window_op(assigner: Any, trigger: Any = None) -> WindowOp:
         ),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), Undeclared()),
-            "EventTimeAndProcessingTime", id="custom-undeclared-on-event-time",
+            "EventTime", id="custom-undeclared-on-event-time-uses-the-windows-clock",
+        ),
+        pytest.param(
+            window_op(tm.TumblingEventTimeWindows.of(5), tm.PurgingTrigger.of(Undeclared())),
+            "EventTime", id="purging-delegates-the-declaration",
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5)), "ProcessingTime", id="processing"
@@ -168,7 +172,7 @@ def test_the_streaming_time_mode_asks_the_declarations(op: WindowOp, mode: str) 
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()), "ts",
-            "EventTimeAndProcessingTime", id="undeclared-with-event-time-gets-both",
+            "ProcessingTime", id="undeclared-with-event-time-uses-the-windows-clock",
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5), tm.EventTimeTrigger.create()),

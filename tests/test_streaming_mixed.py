@@ -456,3 +456,71 @@ def test_the_public_api_streams_mixed_domains(spark, tmp_path):
 
 def _rows_in(query: Any) -> int:
     return sum(p["numInputRows"] for p in query.recentProgress)
+
+
+class UndeclaredWindowEnd(tm.Trigger[tm.TimeWindow]):
+    """Fires at the window's end on the watermark, without declaring timer_domains()."""
+
+    def on_element(self, element: Any, timestamp: Any, window: Any, ctx: Any) -> Any:
+        ctx.register_event_time_timer(window.max_timestamp())
+        return tm.TriggerResult.CONTINUE
+
+    def on_event_time(self, time: int, window: Any, ctx: Any) -> Any:
+        return tm.TriggerResult.FIRE
+
+    def on_processing_time(self, time: int, window: Any, ctx: Any) -> Any:
+        return tm.TriggerResult.CONTINUE
+
+    def clear(self, window: Any, ctx: Any) -> None:
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+@pytest.mark.spark
+def test_an_undeclared_trigger_on_event_time_windows_ends_with_available_now(spark, tmp_path):
+    """It runs on the windows' clock, an EventTime query, which availableNow ends (a
+    ProcessingTime query would run no-data micro-batches forever)."""
+    (tmp_path / "in").mkdir()
+    write_batch_file(tmp_path / "in", 0, [("a", 1, 5)], "long")
+    write_batch_file(tmp_path / "in", 1, [("a", 2, 250)], "long")
+    source = (
+        spark.readStream.schema("key string, v long, ts long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
+    result = (
+        tm.from_dataframe(source, timestamp="ts")
+        .key_by("key")
+        .window(TumblingEventTimeWindows.of(100))
+        .trigger(UndeclaredWindowEnd())
+        .process(Describe(), RESULT_SCHEMA)
+    )
+    got: list[tuple] = []
+    query = result.write_outputs(
+        {"main": lambda d, b: got.extend(tuple(r) for r in d.collect())},
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+    try:
+        assert query.awaitTermination(120), "the query did not end"
+    finally:
+        query.stop()
+    assert got == [("a", 0, 100, 1, 1, 249)]
+
+
+@pytest.mark.spark
+def test_available_now_on_a_processing_time_query_is_refused_naming_the_trigger(
+    spark, tmp_path
+):
+    source = spark.readStream.schema("key string, v long, ts long").json(str(tmp_path))
+    result = (
+        tm.from_dataframe(source)
+        .key_by("key")
+        .window(tm.TumblingProcessingTimeWindows.of(100))
+        .process(Describe(), RESULT_SCHEMA)
+    )
+    with pytest.raises(WindowSpecError, match=r"availableNow.*never end.*'processingTime'"):
+        result.write_outputs(
+            {"main": lambda d, b: None},
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"availableNow": True},
+        )

@@ -206,12 +206,24 @@ class Trigger(ABC, Generic[W]):
         only when processing time is among them.
 
         The default, both domains, is the safe answer for a trigger that does not say:
-        every mode serves it, at the cost of the wall clock in BATCH and of a
-        micro-batch at every trigger interval in streaming. Override it to return
-        exactly the domains used: ``frozenset()`` for a trigger without timers,
-        ``frozenset({TimeDomain.EVENT_TIME})`` for one on the watermark.
+        BATCH reads the wall clock for it; a streaming query takes such a trigger on
+        windows with a clock of their own (event-time or processing-time windows) to use
+        that clock (:meth:`declares_timer_domains`), and on ``GlobalWindows`` serves it
+        both. Override it to return exactly the domains used: ``frozenset()`` for a
+        trigger without timers, ``frozenset({TimeDomain.EVENT_TIME})`` for one on the
+        watermark, both for one that mixes them.
         """
         return _BOTH_DOMAINS
+
+    def declares_timer_domains(self) -> bool:
+        """Whether :meth:`timer_domains` is this trigger's own answer, not the default.
+
+        A streaming query on windows with a clock of their own runs an undeclared
+        trigger on the windows' clock (as a query of that one domain, which ends with
+        ``availableNow``); a timer it registers on the other clock then fails the query
+        with a message asking to declare it. Wrapping triggers delegate.
+        """
+        return type(self).timer_domains is not Trigger.timer_domains
 
     def fires_only_at_window_end(self) -> bool:
         """Whether this trigger behaves exactly as :class:`EventTimeTrigger`.

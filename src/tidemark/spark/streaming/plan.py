@@ -37,10 +37,16 @@ def time_mode_of(op: WindowOp) -> str:
     timers) and its trigger declare (``timer_domains()``), as a ``time_mode``.
 
     Both domains (e.g. an event-time window with a processing-time trigger, or a custom
-    trigger that keeps the default declaration) make a query that Spark runs in
-    ProcessingTime mode, with a micro-batch at every trigger interval (:mod:`.query`).
+    trigger declaring both) make a query that Spark runs in ProcessingTime mode, with a
+    micro-batch at every trigger interval (:mod:`.query`). A custom trigger that does not
+    declare (``Trigger.declares_timer_domains``) is taken to use the windows' clock, or
+    both on ``GlobalWindows``: most such triggers time the window they are given, and a
+    query of one domain ends with ``availableNow`` where a ProcessingTime one never does.
     """
-    return time_mode_for(op.assigner.timer_domains() | _trigger_of(op).timer_domains())
+    trigger, windows = _trigger_of(op), op.assigner.timer_domains()
+    if windows and not trigger.declares_timer_domains():
+        return time_mode_for(windows)
+    return time_mode_for(windows | trigger.timer_domains())
 
 
 def _trigger_of(op: WindowOp) -> Any:

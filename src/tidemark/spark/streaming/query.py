@@ -169,6 +169,7 @@ from tidemark.spark.streaming.keygroups import slot_column
 from tidemark.spark.streaming.processor import (
     DEFAULT_MAX_PARALLELISM,
     EVENT_TIME,
+    PROCESSING_TIME,
     TIME_MODES,
     ProcessorConfig,
     WindowStatefulProcessor,
@@ -191,6 +192,7 @@ _MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
 _GROUPS_METADATA = "tidemark.max_parallelism"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_SPARK_TIME_MODE_METADATA = "tidemark.spark_time_mode"
 
 
 def window_stream(
@@ -291,7 +293,7 @@ def window_stream(
     schemas = {}
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
-    return _with_side_schemas(combined, schemas, max_parallelism)
+    return _with_side_schemas(combined, schemas, max_parallelism, config.spark_time_mode())
 
 
 # ---------------------------------------------------------------------- validation
@@ -428,9 +430,13 @@ def _prepare_input(
 
 
 def _with_side_schemas(
-    combined: DataFrame, schemas: dict[str, str], max_parallelism: int
+    combined: DataFrame, schemas: dict[str, str], max_parallelism: int, spark_time_mode: str
 ) -> DataFrame:
-    metadata = {_SCHEMAS_METADATA: json.dumps(schemas), _GROUPS_METADATA: max_parallelism}
+    metadata = {
+        _SCHEMAS_METADATA: json.dumps(schemas),
+        _GROUPS_METADATA: max_parallelism,
+        _SPARK_TIME_MODE_METADATA: spark_time_mode,
+    }
     columns = [
         F.col(f"`{c}`").alias(c, metadata=metadata)
         if c == SIDE
@@ -514,6 +520,7 @@ def write_outputs(
     bad = [name for name, sink in sinks.items() if not callable(sink)]
     if bad:
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
+    _check_trigger_ends(df, trigger)
     splitter = _BatchSplitter(dict(sinks), dict(schemas or {}))
     writer = df.writeStream.foreachBatch(splitter).option("checkpointLocation", checkpoint)
     if trigger:
@@ -523,6 +530,19 @@ def write_outputs(
     # the RocksDB state store and one state partition per key group, for this query
     with streaming_settings(df.sparkSession), _partitions_capped_at_key_groups(df):
         return writer.outputMode("append").start()
+
+
+def _check_trigger_ends(df: DataFrame, trigger: dict[str, Any] | None) -> None:
+    """Refuse ``availableNow`` where Spark would never end the query: in ProcessingTime
+    mode Spark runs a micro-batch at every trigger interval, data or not."""
+    mode = df.schema[SIDE].metadata.get(_SPARK_TIME_MODE_METADATA) if SIDE in df.columns else None
+    if trigger and trigger.get("availableNow") and mode == PROCESSING_TIME:
+        raise WindowSpecError(
+            "trigger={'availableNow': True} would never end this query: it serves "
+            "processing-time timers (or idleness), so Spark runs it in ProcessingTime mode, "
+            "with a micro-batch at every trigger interval, data or not. Use "
+            "trigger={'processingTime': '1 second'} and stop the query when done"
+        )
 
 
 @contextlib.contextmanager
