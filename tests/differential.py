@@ -102,6 +102,11 @@ class EvenValueTrigger(tm.Trigger):
     def clear(self, window, ctx):  # type: ignore[no-untyped-def]
         ctx.delete_event_time_timer(window.max_timestamp())
 
+    def timer_domains(self) -> frozenset[tm.TimeDomain]:
+        # event time only: undeclared (both domains), a stream would run it as a
+        # ProcessingTime query with a micro-batch at every trigger interval
+        return frozenset({tm.TimeDomain.EVENT_TIME})
+
 
 class Emit(tm.ProcessWindowFunction):
     """One JSON string: key, window, what the window held, the watermark it saw."""

@@ -38,13 +38,16 @@ from tidemark import (
     ProcessWindowFunction,
     PurgingTrigger,
     SlidingEventTimeWindows,
+    Trigger,
+    TriggerResult,
     TumblingEventTimeWindows,
+    ValueStateDescriptor,
 )
 from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS, window_stream, write_outputs
-from tidemark.time import LONG_MAX
+from tidemark.time import LONG_MAX, TimeDomain
 
 # Workers cannot import this module: ship its functions and classes by value.
 if __name__ != "__main__":
@@ -79,6 +82,79 @@ class Describe(ProcessWindowFunction):
                 f.write(f"{key} {start}\n")
         total = sum(e.v for e in elements)
         yield (key, start, end, len(elements), total, context.current_watermark())
+
+
+class EarlyFirings(Trigger):
+    """FIRE at the window's end by the watermark, and early every ``interval_ms`` of
+    processing time (Beam's ``AfterWatermark`` with early firings): it declares both time
+    domains, for event-time windows."""
+
+    def __init__(self, interval_ms: int):
+        self.interval_ms = interval_ms
+        self.next_early = ValueStateDescriptor("next-early")
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_event_time_timer(window.max_timestamp())
+        state = ctx.get_partitioned_state(self.next_early)
+        if state.value() is None:
+            now = ctx.get_current_processing_time()
+            self._arm(now - now % self.interval_ms + self.interval_ms, state, ctx)
+        return TriggerResult.CONTINUE
+
+    def _arm(self, time, state, ctx):  # type: ignore[no-untyped-def]
+        state.update(time)
+        ctx.register_processing_time_timer(time)
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        state = ctx.get_partitioned_state(self.next_early)
+        if state.value() != time:
+            return TriggerResult.CONTINUE
+        self._arm(time + self.interval_ms, state, ctx)
+        return TriggerResult.FIRE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_event_time_timer(window.max_timestamp())
+        state = ctx.get_partitioned_state(self.next_early)
+        if state.value() is not None:
+            ctx.delete_processing_time_timer(state.value())
+        state.clear()
+
+    def timer_domains(self) -> frozenset[TimeDomain]:
+        return frozenset((TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME))
+
+
+class WatermarkFiring(Trigger):
+    """For processing-time windows: FIRE at the window's end (processing time), and early
+    once the watermark passes the window's first element (an event-time timer). It keeps
+    the default declaration of a custom trigger: both time domains."""
+
+    def __init__(self) -> None:
+        self.first = ValueStateDescriptor("first-timestamp")
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_processing_time_timer(window.max_timestamp())
+        state = ctx.get_partitioned_state(self.first)
+        if state.value() is None:
+            state.update(timestamp)
+            ctx.register_event_time_timer(timestamp)
+        return TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        first = ctx.get_partitioned_state(self.first).value()
+        return TriggerResult.FIRE if time == first else TriggerResult.CONTINUE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return TriggerResult.FIRE if time == window.max_timestamp() else TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_processing_time_timer(window.max_timestamp())
+        state = ctx.get_partitioned_state(self.first)
+        if state.value() is not None:
+            ctx.delete_event_time_timer(state.value())
+        state.clear()
 
 
 def _sum_rows(a: Any, b: Any) -> Any:

@@ -14,11 +14,10 @@ import pytest
 import tidemark as tm
 from tidemark import TimeDomain
 from tidemark._engine.aligned import AlignedWindowOperator
-from tidemark.errors import WindowSpecError
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.execution import element_frame
 from tidemark.spark.plan import FAST_PATHS_CONF, OperatorFactory, WindowOp, fast_paths_enabled
-from tidemark.spark.streaming.plan import time_mode_of
+from tidemark.spark.streaming.plan import _served_time_mode, time_mode_of
 from tidemark.windows import AlignedLayout
 
 EVENT, PROCESSING = TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME
@@ -117,7 +116,23 @@ def window_op(assigner: Any, trigger: Any = None) -> WindowOp:
         pytest.param(window_op(tm.TumblingEventTimeWindows.of(5)), "EventTime", id="event-time"),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), tm.ContinuousProcessingTimeTrigger.of(2)),
-            "EventTime", id="event-time-windows-decide",
+            "EventTimeAndProcessingTime", id="event-time-windows-processing-trigger",
+        ),
+        pytest.param(
+            window_op(tm.TumblingProcessingTimeWindows.of(5), tm.EventTimeTrigger.create()),
+            "EventTimeAndProcessingTime", id="processing-windows-event-trigger",
+        ),
+        pytest.param(
+            window_op(tm.TumblingEventTimeWindows.of(5), tm.CountTrigger.of(2)),
+            "EventTime", id="event-time-windows-count-trigger",
+        ),
+        pytest.param(
+            window_op(tm.TumblingEventTimeWindows.of(5), Undeclared()),
+            "EventTime", id="custom-undeclared-on-event-time-uses-the-windows-clock",
+        ),
+        pytest.param(
+            window_op(tm.TumblingEventTimeWindows.of(5), tm.PurgingTrigger.of(Undeclared())),
+            "EventTime", id="purging-delegates-the-declaration",
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5)), "ProcessingTime", id="processing"
@@ -148,9 +163,42 @@ def test_the_streaming_time_mode_asks_the_declarations(op: WindowOp, mode: str) 
     assert time_mode_of(op) == mode
 
 
-def test_a_custom_trigger_on_global_windows_must_declare_one_time_domain() -> None:
-    with pytest.raises(WindowSpecError, match=r"override its timer_domains\(\)"):
-        time_mode_of(window_op(tm.GlobalWindows.create(), Undeclared()))
+@pytest.mark.parametrize(
+    ("op", "timestamp", "mode"),
+    [
+        pytest.param(
+            window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()), None,
+            "ProcessingTime", id="undeclared-without-event-time-uses-processing-time",
+        ),
+        pytest.param(
+            window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()), "ts",
+            "ProcessingTime", id="undeclared-with-event-time-uses-the-windows-clock",
+        ),
+        pytest.param(
+            window_op(tm.TumblingProcessingTimeWindows.of(5), tm.EventTimeTrigger.create()),
+            None, "EventTimeAndProcessingTime", id="certain-event-time-stays-to-be-refused",
+        ),
+        pytest.param(
+            window_op(tm.TumblingEventTimeWindows.of(5), tm.ContinuousProcessingTimeTrigger.of(2)),
+            None, "EventTimeAndProcessingTime", id="event-time-windows-stay-to-be-refused",
+        ),
+        pytest.param(
+            window_op(tm.GlobalWindows.create(), tm.CountTrigger.of(2)), "ts", "EventTime",
+            id="count-windows-see-the-watermark",
+        ),
+    ],
+)
+def test_the_stream_serves_what_it_can(op: WindowOp, timestamp: str | None, mode: str) -> None:
+    """Without an event-time column, a trigger that may use either clock (declares both)
+    on processing-time windows runs on processing time; certain event time stays, for
+    ``window_stream`` to refuse for want of a watermark."""
+    assert _served_time_mode(op, timestamp, 0) == mode
+
+
+def test_a_custom_trigger_that_does_not_declare_is_served_both_domains() -> None:
+    assert time_mode_of(window_op(tm.GlobalWindows.create(), Undeclared())) == (
+        "EventTimeAndProcessingTime"
+    )
 
 
 class FakeConf:

@@ -27,11 +27,11 @@ from streaming_scenarios import (
 
 from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
+from tidemark.spark.columns import TS
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
 from tidemark.spark.streaming.clock import spark_watermark
 from tidemark.spark.streaming.processor import (
     DEFAULT_MAX_PARALLELISM,
-    TS,
     ProcessorConfig,
     WindowStatefulProcessor,
 )

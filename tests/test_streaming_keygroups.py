@@ -24,8 +24,9 @@ from pyspark.sql import Row
 from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, describe_row
 
 from tidemark import TriggerResult, TumblingEventTimeWindows
+from tidemark.spark.columns import TS
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.processor import TS, ProcessorConfig, WindowStatefulProcessor
+from tidemark.spark.streaming.processor import ProcessorConfig, WindowStatefulProcessor
 from tidemark.spark.streaming.state import StoredGroup
 from tidemark.triggers import Trigger
 

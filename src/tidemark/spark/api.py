@@ -195,9 +195,10 @@ class WindowedStream:
     semantics, or a replay with ``order_by``) and streaming DataFrames, including windows
     on a window's results (on a stream: in one query, event time only).
 
-    Not supported: on a streaming DataFrame, processing-time and event-time timers in one
-    pipeline (Spark serves one time domain per query), and chained windows in processing
-    time or with idleness.
+    Not supported: on a streaming DataFrame, chained windows in processing time or with
+    idleness. A pipeline with timers in both time domains streams as a ProcessingTime
+    query (a micro-batch at every trigger interval; see
+    :mod:`tidemark.spark.streaming.query`).
     """
 
     def __init__(self, op: WindowOp, spark: Any):

@@ -67,7 +67,7 @@ class TriggerContext(ABC):
     -------------
     - timers or state of other keys or windows;
     - registering a timer in a time domain the trigger did not declare in
-      :meth:`Trigger.timer_domains` (Spark's streaming mode runs one time domain).
+      :meth:`Trigger.timer_domains` (a streaming query serves the declared domains).
     """
 
     @abstractmethod
@@ -200,18 +200,30 @@ class Trigger(ABC, Generic[W]):
     def timer_domains(self) -> frozenset[TimeDomain]:
         """The time domains this trigger registers timers in.
 
-        Spark's streaming mode picks its time mode from it for assigners without a time
-        of their own (:class:`~tidemark.assigners.GlobalWindows`); a BATCH run reads the
-        wall clock only when processing time is among them.
+        Spark's streaming mode serves these domains and the assigner's: with both, the
+        query runs in Spark's ProcessingTime mode (a micro-batch at every trigger
+        interval) with the watermark still followed; a BATCH run reads the wall clock
+        only when processing time is among them.
 
         The default, both domains, is the safe answer for a trigger that does not say:
-        BATCH runs read the wall clock for it, and a streaming query on
-        ``GlobalWindows`` refuses it with a message asking to declare the domain (one
-        query runs one time domain). Override it to return exactly the domains used:
-        ``frozenset()`` for a trigger without timers, ``frozenset({TimeDomain.EVENT_TIME})``
-        for one on the watermark.
+        BATCH reads the wall clock for it; a streaming query takes such a trigger on
+        windows with a clock of their own (event-time or processing-time windows) to use
+        that clock (:meth:`declares_timer_domains`), and on ``GlobalWindows`` serves it
+        both. Override it to return exactly the domains used: ``frozenset()`` for a
+        trigger without timers, ``frozenset({TimeDomain.EVENT_TIME})`` for one on the
+        watermark, both for one that mixes them.
         """
         return _BOTH_DOMAINS
+
+    def declares_timer_domains(self) -> bool:
+        """Whether :meth:`timer_domains` is this trigger's own answer, not the default.
+
+        A streaming query on windows with a clock of their own runs an undeclared
+        trigger on the windows' clock (as a query of that one domain, which ends with
+        ``availableNow``); a timer it registers on the other clock then fails the query
+        with a message asking to declare it. Wrapping triggers delegate.
+        """
+        return type(self).timer_domains is not Trigger.timer_domains
 
     def fires_only_at_window_end(self) -> bool:
         """Whether this trigger behaves exactly as :class:`EventTimeTrigger`.

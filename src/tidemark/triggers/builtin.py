@@ -229,6 +229,9 @@ class PurgingTrigger(Trigger[Window]):
     def timer_domains(self) -> frozenset[TimeDomain]:
         return self.nested.timer_domains()
 
+    def declares_timer_domains(self) -> bool:
+        return self.nested.declares_timer_domains()
+
     def fires_only_at_window_end(self) -> bool:
         # Not delegated: its firings purge, which the fast paths (whose firings keep the
         # contents for late firings) do not do.

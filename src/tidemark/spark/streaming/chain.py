@@ -64,6 +64,7 @@ from tidemark.spark.columns import (
     is_upstream_output,
     upstream_output_name,
 )
+from tidemark.spark.streaming.keygroups import slot_column
 
 __all__ = ["UpstreamInput", "check_chain", "prepare_upstream", "upstream_schemas"]
 
@@ -140,17 +141,18 @@ def check_chain(
 
 
 def prepare_upstream(
-    df: DataFrame, names: list[str], key_group: Any, max_parallelism: int
+    df: DataFrame, names: list[str], key_columns: list[str], max_parallelism: int
 ) -> DataFrame:
     """An earlier window's combined frame as a chained processor's input: the columns
     ``names`` (keys, then values), then ``__tm_ts``, ``__tm_output``, ``__tm_side``,
-    ``__tm_dropped``, ``__tm_phase`` and the key group.
+    ``__tm_dropped``, ``__tm_phase`` and the key group's slot (:mod:`.keygroups`).
 
     No ``withWatermark``: the query's watermark is the first window's. A row of another
     output (side output, dropped count) is spread over the key groups by its value.
     """
     is_main = F.col(OUTPUT) == F.lit(MAIN)
-    spread = F.pmod(F.hash(F.col(TS), F.col(SIDE)), F.lit(max_parallelism))
+    key_group = slot_column(key_columns, max_parallelism)
+    spread = slot_column([TS, SIDE], max_parallelism)
     return df.select(
         *[F.col(f"`{c}`") for c in names],
         # a count row has no timestamp; 0 keeps the column integral for pandas

@@ -20,7 +20,15 @@ from tidemark.spark.columns import (
     with_function_key,
 )
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
-from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
+from tidemark.spark.streaming.config import (
+    DEFAULT_MAX_PARALLELISM,
+    EVENT_AND_PROCESSING_TIME,
+    EVENT_TIME,
+    NONE,
+    PROCESSING_TIME,
+    TIME_MODES,
+    time_mode_for,
+)
 from tidemark.spark.streaming.query import window_stream
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
@@ -39,36 +47,47 @@ read when the query is built, fixed at its first start."""
 
 
 def time_mode_of(op: WindowOp) -> str:
-    """Which Spark timers the pipeline needs: event-time, processing-time, or none.
+    """Which engine timers the pipeline needs: the time domains its assigner (cleanup
+    timers) and its trigger declare (``timer_domains()``), as a ``time_mode``.
 
-    The assigner's cleanup timers decide; an assigner without them (GlobalWindows)
-    leaves it to the trigger's declared ``timer_domains()``. One query runs one time
-    domain, so a trigger there that declares both (the default of a custom trigger that
-    does not say) is refused here, not when its first timer fails at run time.
+    Both domains (e.g. an event-time window with a processing-time trigger, or a custom
+    trigger declaring both) make a query that Spark runs in ProcessingTime mode, with a
+    micro-batch at every trigger interval (:mod:`.query`). A custom trigger that does not
+    declare (``Trigger.declares_timer_domains``) is taken to use the windows' clock, or
+    both on ``GlobalWindows``: most such triggers time the window they are given, and a
+    query of one domain ends with ``availableNow`` where a ProcessingTime one never does.
     """
-    domains = op.assigner.timer_domains()
-    if not domains:
-        trigger = op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
-        domains = trigger.timer_domains()
-        if len(domains) > 1:
-            raise WindowSpecError(
-                f"`trigger` {trigger!r} on {op.assigner!r} may register event-time and "
-                "processing-time timers, but a streaming query runs one time domain: "
-                "override its timer_domains() to return the one it uses (or none)"
-            )
-    if TimeDomain.EVENT_TIME in domains:
-        return "EventTime"
-    if TimeDomain.PROCESSING_TIME in domains:
-        return "ProcessingTime"
-    return "None"
+    trigger, windows = _trigger_of(op), op.assigner.timer_domains()
+    if windows and not trigger.declares_timer_domains():
+        return time_mode_for(windows)
+    return time_mode_for(windows | trigger.timer_domains())
 
 
-def _served_time_mode(mode: str, timestamp: str | None, out_of_orderness_ms: int | None) -> str:
-    """A pipeline without timers (count windows) still sees the stream's watermark in
-    ``context.current_watermark()``, as in Flink: it runs in EventTime mode whenever the
-    stream has event time and a watermark strategy."""
-    if mode == "None" and timestamp is not None and out_of_orderness_ms is not None:
-        return "EventTime"
+def _trigger_of(op: WindowOp) -> Any:
+    return op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
+
+
+def _served_time_mode(op: WindowOp, timestamp: str | None, out_of_orderness_ms: int | None) -> str:
+    """The time mode the stream can serve the pipeline.
+
+    With event time and a watermark strategy, a pipeline without timers (count windows)
+    still sees the stream's watermark in ``context.current_watermark()``, as in Flink.
+    Without them, a trigger that declares both domains on windows of processing time
+    (or GlobalWindows) may use processing time only: it runs without event time and
+    fails at its first event-time timer, naming the watermark it needs. Event time that
+    is certain (declared by the assigner, or by the trigger alone) stays, and
+    :func:`window_stream` refuses it for want of a watermark.
+    """
+    mode = time_mode_of(op)
+    if timestamp is not None and out_of_orderness_ms is not None:
+        return EVENT_TIME if mode == NONE else mode
+    trigger_domains = _trigger_of(op).timer_domains()
+    if (
+        mode == EVENT_AND_PROCESSING_TIME
+        and not op.assigner.is_event_time()
+        and TimeDomain.PROCESSING_TIME in trigger_domains
+    ):
+        return PROCESSING_TIME
     return mode
 
 
@@ -116,7 +135,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
         keys, engine_key = [KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
-    mode = _served_time_mode(time_mode_of(op), timestamp, source.strategy.out_of_orderness_ms)
+    mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
     if chained or feeds_downstream:
         _check_chain_mode(op, mode, source)
     return window_stream(
@@ -124,7 +143,11 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
         key_columns=keys,
         timestamp_column=timestamp,
         make_operator=op.operator_factory(),
-        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode == "EventTime" else None,
+        out_of_orderness_ms=(
+            source.strategy.out_of_orderness_ms
+            if TimeDomain.EVENT_TIME in TIME_MODES[mode]
+            else None
+        ),
         value_columns=values,
         result_schema=op.output_schema,
         result_to_row=functools.partial(_result_row, op.output_schema.fieldNames()),

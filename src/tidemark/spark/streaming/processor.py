@@ -10,30 +10,36 @@ key group and micro-batch: ``handleInputRows`` for a group with input rows,
    query with a Spark key per engine key would have registered) is due;
 3. for each visited key works out the clocks it moves to, exactly as a processor called
    for that key alone would: ``process_watermark(W)`` when Spark's watermark maps to an
-   engine watermark ``W`` later than the key's (event time), or
-   ``advance_processing_time(T)`` with the batch's processing time ``T``;
+   engine watermark ``W`` later than the key's (event time), then
+   ``advance_processing_time(T)`` with the batch's processing time ``T`` (processing
+   time);
 4. runs one window operator per distinct pair of clocks (nearly always one per call):
-   restores the keys that advance, advances it (due timers fire), restores the keys that
-   do not, feeds each key's rows, and takes the keys' state back;
+   restores the keys whose watermark advances and advances it, restores the keys whose
+   processing time advances and advances that (due timers fire, in the engine's order),
+   restores the other keys, feeds each key's rows, and takes the keys' state back;
 5. emits results, side outputs and the late-record count as rows of the combined schema;
 6. writes the group's row back once (or clears it when no key is left) and moves the
    group's one Spark timer per time domain to its keys' earliest.
 
 Keys the call does not visit keep their stored bytes untouched.
 
-In a chain of windows (``ProcessorConfig.upstream``), the input is an earlier window's
-combined frame in the same micro-batch, and step 4 follows Flink's forwarding: the
-upstream's rows emitted while it advanced to the batch's watermark (``__tm_phase`` 0)
-are fed first, under the key's previous watermark, then the operator advances to the
-same watermark, then the rows the upstream emitted on the batch's elements are fed. The
-upstream's side outputs and dropped counts pass through, renamed
-(:func:`~tidemark.spark.columns.upstream_output_name`).
+A pipeline whose timers are in both time domains (``time_mode="EventTimeAndProcessingTime"``)
+and one with idleness (``ProcessorConfig.idleness_ms``) need a micro-batch at every trigger
+interval without data, so Spark runs them in ProcessingTime mode
+(:meth:`ProcessorConfig.spark_time_mode`), where Spark's watermark is still readable but
+Spark holds no event-time timer. The engine's event-time timers are then served by calls:
+a group whose keys wait for the watermark registers a processing-time timer for the next
+micro-batch, and step 2 visits a key when Spark's watermark reaches the key's own
+event-time timer, exactly when an EventTime query's Spark timer would have fired. With
+idleness step 3 advances the key to the idle watermark
+(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of its idle clock, which moves
+with processing time, so a key with pending event-time timers is visited in every
+micro-batch.
 
-With idleness (``ProcessorConfig.idleness_ms``) the engine's timers are event-time but
-Spark runs the query in ProcessingTime mode, so that a micro-batch runs at every trigger
-interval without data. Step 3 then advances the key to the idle watermark
-(:func:`~tidemark.spark.streaming.clock.idle_watermark`) of its idle clock, and a key with
-pending event-time timers asks for a visit in the next micro-batch.
+In a chain of windows (``ProcessorConfig.upstream``, :mod:`.chain`) the input is an
+earlier window's combined frame, and step 4 feeds the results it fired on advancing to
+the batch's watermark first (under the key's previous watermark), then advances, then
+feeds the rest; its other outputs pass through, renamed.
 """
 
 from __future__ import annotations
@@ -55,18 +61,12 @@ from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import (
-    DROPPED,
     DROPPED_OUTPUT,
     EARLY,
     MAIN,
     ON_ELEMENTS,
-    OUTPUT,
-    PHASE,
-    SIDE,
-    TS,
     encode_side,
 )
-from tidemark.spark.streaming.chain import UpstreamInput
 from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     MIN_TIMESTAMP_MS,
@@ -74,6 +74,16 @@ from tidemark.spark.streaming.clock import (
     engine_watermark,
     idle_watermark,
     spark_event_timer,
+)
+from tidemark.spark.streaming.config import (
+    DEFAULT_MAX_PARALLELISM,
+    EVENT_AND_PROCESSING_TIME,
+    EVENT_TIME,
+    NONE,
+    PROCESSING_TIME,
+    TIME_MODES,
+    ProcessorConfig,
+    time_mode_for,
 )
 from tidemark.spark.streaming.state import (
     NEW_KEY,
@@ -92,84 +102,14 @@ __all__ = [
     "EVENT_TIME",
     "PROCESSING_TIME",
     "NONE",
+    "EVENT_AND_PROCESSING_TIME",
+    "TIME_MODES",
+    "time_mode_for",
     "DEFAULT_MAX_PARALLELISM",
 ]
 
-EVENT_TIME, PROCESSING_TIME, NONE = "EventTime", "ProcessingTime", "None"
-
-DEFAULT_MAX_PARALLELISM = 32
-"""Key groups of a streaming query (Flink's ``maxParallelism``), and so the most state
-partitions it uses: each group costs a processor call per micro-batch, so fewer is
-faster until a group's row (all its keys) grows large (see benchmarks/README.md)."""
-
-
 # A key's rows in one call: (Rows, timestamps) fed before the watermark, and after it.
 _Run = tuple[list[Any], list[Any], list[Any], list[Any]]
-
-
-@dataclass(frozen=True)
-class ProcessorConfig:
-    """Everything a worker needs to run the window operator for one query.
-
-    Attributes
-    ----------
-    make_operator : callable
-        ``() -> WindowOperator``; called once per key group and micro-batch.
-    time_mode : {"EventTime", "ProcessingTime", "None"}
-        The ``timeMode`` of ``transformWithStateInPandas``: which engine timers Spark serves.
-    key_positions, key_types : tuple
-        Where the key columns are in the processor's input, and their Spark type names.
-    value_names, value_types : tuple of str
-        The columns of the Rows handed to the user's functions, and their Spark type names.
-    value_positions : tuple of int
-        Where those columns are in the processor's input; the timestamp (long ms) is at
-        ``timestamp_position``. Positions, because PySpark rebuilds the pandas frames from
-        ``itertuples`` (4.3), which renames columns that are not identifiers.
-    timestamp_position : int
-        Where the timestamp (long ms) is in the processor's input.
-    result_names : tuple of str
-        The result columns, in the order ``result_to_row`` returns them.
-    result_to_row : callable
-        ``(result, timestamp_ms) -> tuple`` for one main result.
-    engine_key : callable, optional
-        The tuple of a row's key columns to the engine's key; default: the value of a
-        single key column, else the tuple.
-    idleness_ms : int, optional
-        Event time only: after this much processing time without a watermark advance,
-        the watermark advances with the processing-time clock (Spark runs the query in
-        ProcessingTime mode, see :meth:`spark_time_mode`).
-    max_parallelism : int
-        The number of key groups; kept with the state (a restart must use the same).
-    upstream : UpstreamInput, optional
-        The input is an earlier window's combined frame (a chain): its results are the
-        elements, stamped with their ``__tm_ts``; no row is an end-of-input marker.
-    feeds_downstream : bool
-        A later window reads the output: each row carries ``__tm_phase``.
-    """
-
-    make_operator: Callable[[], WindowOperator]
-    time_mode: str
-    value_names: tuple[str, ...]
-    value_types: tuple[str, ...]
-    value_positions: tuple[int, ...]
-    result_names: tuple[str, ...]
-    result_to_row: Callable[[Any, int], tuple]
-    key_positions: tuple[int, ...] = (0,)
-    key_types: tuple[str, ...] = ("StringType",)
-    timestamp_position: int = -1
-    engine_key: Callable[[tuple], Any] | None = None
-    idleness_ms: int | None = None
-    max_parallelism: int = DEFAULT_MAX_PARALLELISM
-    upstream: UpstreamInput | None = None
-    feeds_downstream: bool = False
-
-    def output_columns(self) -> list[str]:
-        phase = [PHASE] if self.feeds_downstream else []
-        return [OUTPUT, TS, *self.result_names, SIDE, DROPPED, *phase]
-
-    def spark_time_mode(self) -> str:
-        """The ``timeMode`` Spark runs: ProcessingTime with idleness, else ``time_mode``."""
-        return PROCESSING_TIME if self.idleness_ms is not None else self.time_mode
 
 
 @dataclass(frozen=True)
@@ -189,7 +129,8 @@ class _Visit:
     stored: StoredKey
     watermark: int  # the key's engine watermark once advanced
     processing_time: int
-    advances: bool  # whether the operator is advanced to ``watermark`` with this key in it
+    advances_watermark: bool  # whether the operator advances to ``watermark`` with it
+    advances_processing_time: bool  # and to ``processing_time``
     seen_watermark: int | None = None
     seen_at: int | None = None
 
@@ -198,12 +139,11 @@ class WindowStatefulProcessor(StatefulProcessor):
     """Runs a tidemark window operator per key group in ``transformWithStateInPandas``.
 
     Supported: every assigner, trigger, evictor and window function of the engine;
-    event-time timers (``timeMode="EventTime"``) or processing-time timers
-    (``timeMode="ProcessingTime"``); late data to the side output or the dropped count.
+    event-time timers, processing-time timers, or both (see the module docstring); late
+    data to the side output or the dropped count.
 
-    Not supported: processing-time timers in an event-time query and event-time timers
-    in a processing-time query (Spark serves one time domain per query); registering
-    either fails the query with :class:`~tidemark.errors.WindowSpecError`.
+    Not supported: a timer in a time domain the query does not serve (``time_mode``):
+    registering one fails the query with :class:`~tidemark.errors.WindowSpecError`.
     """
 
     def __init__(self, config: ProcessorConfig):
@@ -212,6 +152,10 @@ class WindowStatefulProcessor(StatefulProcessor):
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
         self._idle = self._config.idleness_ms is not None
+        # In a ProcessingTime query Spark holds no event-time timer: calls serve them.
+        self._polls_watermark = (
+            self._config.event_time and self._config.spark_time_mode() == PROCESSING_TIME
+        )
         self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
         self._row_type = row_type_of(self._config.value_names)
 
@@ -248,7 +192,7 @@ class WindowStatefulProcessor(StatefulProcessor):
         phases: Any = None
         if config.upstream is not None:
             pdf, phases = config.upstream.split(pdf, passed)
-        event_time = config.time_mode == EVENT_TIME
+        event_time = config.event_time
         series = [column for _, column in pdf.items()]  # cheaper than iloc per column
         timestamps = column_values(series[config.timestamp_position], "LongType")
         key_columns = [
@@ -313,13 +257,13 @@ class WindowStatefulProcessor(StatefulProcessor):
         records = passed
         for visits in cohorts.values():
             self._run_cohort(visits, runs, group, clock, records)
-        self._save(group, expired)
+        self._save(group, expired, clock.now)
         if not records:
             return iter([])
         return iter([object_frame(config.output_columns(), records)])
 
     def _watermarked(self) -> bool:
-        return self._config.time_mode == EVENT_TIME
+        return self._config.event_time
 
     def _keys_to_visit(
         self, group: StoredGroup, runs: dict[Any, Any], clock: _BatchClock
@@ -343,24 +287,23 @@ class WindowStatefulProcessor(StatefulProcessor):
 
     def _visit(self, key: Any, stored: StoredKey, clock: _BatchClock) -> _Visit:
         """The clocks ``key`` moves to, as a processor called for it alone moves them."""
+        config = self._config
         processing_time = max(clock.now, stored.processing_time)
-        mode = self._config.time_mode
-        if mode == PROCESSING_TIME:
-            # Past processing-time timers fire as soon as possible, as in Flink.
-            return _Visit(key, stored, stored.watermark, processing_time, True)
-        if mode != EVENT_TIME:
-            return _Visit(key, stored, stored.watermark, processing_time, False)
+        # Past processing-time timers fire as soon as possible, as in Flink.
+        ticks = config.processing_time
+        if not config.event_time:
+            return _Visit(key, stored, stored.watermark, processing_time, False, ticks)
         target = clock.watermark
         seen_watermark, seen_at = stored.seen_watermark, stored.seen_at
         if self._idle:
-            assert self._config.idleness_ms is not None
+            assert config.idleness_ms is not None
             if seen_watermark != clock.spark_watermark_ms or seen_at is None:
                 seen_watermark, seen_at = clock.spark_watermark_ms, clock.now
-            target = idle_watermark(target, seen_at, clock.now, self._config.idleness_ms)
-        if target > stored.watermark:
-            return _Visit(key, stored, target, processing_time, True, seen_watermark, seen_at)
+            target = idle_watermark(target, seen_at, clock.now, config.idleness_ms)
+        advances = target > stored.watermark
+        watermark = target if advances else stored.watermark
         return _Visit(
-            key, stored, stored.watermark, processing_time, False, seen_watermark, seen_at
+            key, stored, watermark, processing_time, advances, ticks, seen_watermark, seen_at
         )
 
     def _run_cohort(
@@ -371,34 +314,37 @@ class WindowStatefulProcessor(StatefulProcessor):
         clock: _BatchClock,
         records: list[tuple[Any, ...]],
     ) -> None:
-        """One operator for keys that share their clocks: feed what comes before the
-        watermark (a chain's early rows), advance, feed the rest, take state back."""
+        """One operator for keys that share their clocks: advance, feed, take state back.
+
+        The watermark moves first (the one Spark moved to after the previous batch), then
+        processing time (the batch's): each key sees the order the engine fed those
+        clocks in that order would give it; a key joins the operator just before the
+        first clock it advances, so a clock it does not advance fires none of its timers.
+        A chain's early rows go in just before the watermark moves (:mod:`.chain`).
+        """
         first = visits[0]
         operator = self._config.make_operator()
-        advancing = [v for v in visits if v.advances]
-        early = _cohort(first, runs.get(first.key))[2] if advancing else None
+        early = _cohort(first, runs.get(first.key))[2]
         operator.current_watermark = first.watermark if early is None else early
         operator.current_processing_time = first.processing_time
-        for visit in advancing:
-            _restore(operator, visit)
-        for visit in advancing:
-            run = runs.get(visit.key)
-            if run is not None and run[0]:
-                operator.process_elements(visit.key, run[0], run[1])
-        if advancing:
-            if self._config.time_mode == PROCESSING_TIME:
-                operator.advance_processing_time(first.processing_time)
-            else:
-                operator.process_watermark(first.watermark)
-        for visit in visits:
-            if not visit.advances:
-                _restore(operator, visit)
+        waiting = visits
+        if any(v.advances_watermark for v in visits):
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_watermark)
+            for visit in visits:
+                run = runs.get(visit.key)
+                if visit.advances_watermark and run is not None and run[0]:
+                    operator.process_elements(visit.key, run[0], run[1])
+            operator.process_watermark(first.watermark)
+        if any(v.advances_processing_time for v in visits):
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_processing_time)
+            operator.advance_processing_time(first.processing_time)
+        _restore_where(operator, waiting, lambda v: True)
         before_elements = len(operator.output)
         for visit in visits:
             run = runs.get(visit.key)
             if run is None:
                 continue
-            if run[0] and not visit.advances:
+            if run[0] and not visit.advances_watermark:
                 operator.process_elements(visit.key, run[0], run[1])
             operator.process_elements(visit.key, run[2], run[3])
         records.extend(self._output_records(operator, before_elements))
@@ -473,6 +419,7 @@ class WindowStatefulProcessor(StatefulProcessor):
         keep_clock: bool,
     ) -> tuple[int | None, int | None]:
         """The Spark (event-time, processing-time) timers the key needs, if any."""
+        processing_timer = min(processing_times) if processing_times else None
         if self._idle:
             assert self._config.idleness_ms is not None
             now = visit.processing_time
@@ -480,17 +427,27 @@ class WindowStatefulProcessor(StatefulProcessor):
             # moved or the idle advance reached it): visit the key in the next one. A
             # kept clock is checked once per idleness, to be cleared when Spark catches up.
             if event_times:
-                return None, now + 1
-            return None, (now + self._config.idleness_ms if keep_clock else None)
+                return None, _earliest(processing_timer, now + 1)
+            visit_again = now + self._config.idleness_ms if keep_clock else None
+            return None, _earliest(processing_timer, visit_again)
         event_timer = None
         if event_times:
             event_timer = spark_event_timer(min(event_times), visit.watermark)
-        return event_timer, min(processing_times) if processing_times else None
+        return event_timer, processing_timer
 
-    def _save(self, group: StoredGroup, expired: int | None) -> None:
-        """Write the group's row once and move its Spark timers to its keys' earliest."""
+    def _save(self, group: StoredGroup, expired: int | None, now: int) -> None:
+        """Write the group's row once and move its Spark timers to its keys' earliest.
+
+        Where Spark holds no event-time timer (a ProcessingTime query), the group's
+        earliest event-time timer is kept in its row only, and a processing-time timer
+        brings the group back in the next micro-batch to compare it with the watermark.
+        """
         event_timer, processing_timer = group.earliest_timers()
         registered_event, registered_processing = group.event_timer, group.processing_timer
+        if self._polls_watermark:
+            registered_event = None  # the row's note of the earliest, not a Spark timer
+            if event_timer is not None:
+                processing_timer = _earliest(processing_timer, now + 1)
         if expired is not None:
             # Spark deletes the expired timer after this call: re-registering the same
             # time would be lost, so a timer still due waits for the next batch (+1 ms).
@@ -500,7 +457,8 @@ class WindowStatefulProcessor(StatefulProcessor):
             if registered_processing == expired:
                 registered_processing = None
                 processing_timer = expired + 1 if processing_timer == expired else processing_timer
-        self._move_timer(registered_event, event_timer)
+        if not self._polls_watermark:
+            self._move_timer(registered_event, event_timer)
         self._move_timer(registered_processing, processing_timer)
         if not group.keys:
             if group.exists:
@@ -520,26 +478,31 @@ class WindowStatefulProcessor(StatefulProcessor):
     def _check_timer_domains(
         self, key: Any, event_times: list[int], processing_times: list[int]
     ) -> None:
-        mode = self._config.time_mode
-        if processing_times and mode != PROCESSING_TIME:
+        """Fail on a timer in a time domain the query does not serve, naming the fix."""
+        config, mode = self._config, self._config.time_mode
+        if processing_times and not config.processing_time:
             raise WindowSpecError(
                 f"a processing-time timer was registered (key={key!r}, times="
-                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}: Spark "
-                "serves one time domain per query; use time_mode='ProcessingTime' with "
-                "processing-time windows and triggers only"
+                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}, which "
+                "serves no processing time: the trigger must declare "
+                "TimeDomain.PROCESSING_TIME in timer_domains() (window_stream: "
+                "time_mode='EventTimeAndProcessingTime')"
             )
-        if event_times and mode != EVENT_TIME:
+        if event_times and not config.event_time:
             raise WindowSpecError(
                 f"an event-time timer was registered (key={key!r}, times="
-                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}: event-time "
-                "windows and triggers need time_mode='EventTime' and a watermark"
+                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}, which has "
+                "no watermark: give the stream an event-time column and a WatermarkStrategy "
+                "with bounded out-of-orderness (window_stream: out_of_orderness_ms and "
+                "time_mode='EventTimeAndProcessingTime'), or declare timer_domains() "
+                "without TimeDomain.EVENT_TIME if the trigger never uses it"
             )
 
 
 def _cohort(visit: _Visit, run: _Run | None) -> tuple[int, int, int | None]:
     """The operator ``visit``'s key shares: its clocks and, when it advances with rows
     to feed before the watermark (a chain), the watermark they are fed under (its own)."""
-    early = visit.stored.watermark if visit.advances and run is not None and run[0] else None
+    early = visit.stored.watermark if visit.advances_watermark and run is not None and run[0] else None
     return visit.watermark, visit.processing_time, early
 
 
@@ -547,6 +510,25 @@ def _restore(operator: WindowOperator, visit: _Visit) -> None:
     key_state: KeyState | None = visit.stored.load_state()
     if key_state is not None:
         operator.restore_key(visit.key, key_state)
+
+
+def _restore_where(
+    operator: WindowOperator, visits: list[_Visit], wanted: Callable[[_Visit], bool]
+) -> list[_Visit]:
+    """Restore the ``wanted`` visits into ``operator``; return the others."""
+    rest = []
+    for visit in visits:
+        if wanted(visit):
+            _restore(operator, visit)
+        else:
+            rest.append(visit)
+    return rest
+
+
+def _earliest(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:

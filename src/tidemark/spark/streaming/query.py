@@ -59,20 +59,9 @@ the end of a bounded source. Rows after the marker are late.
 
 Chains of windows
 -----------------
-A window on an earlier window's results (``upstream_depth``) runs in the same query, as
-one more ``transformWithStateInPandas`` on the earlier one's combined frame: Spark
-presents every event-time operator of a query the same watermark ``W_n`` in a
-micro-batch. The earlier window marks each result it fired on advancing to ``W_n`` as
-early; the later one feeds those, then advances to ``W_n``, then feeds the results the
-earlier window emitted on the batch's elements, which is what Flink delivers to a
-chained operator (firings, the forwarded watermark, then what later elements cause).
-So the equivalence above holds for the whole chain: the last window emits what the
-engine chain emits when the first is fed ``E_0, W_0, E_1, W_1, ...`` and every later one
-what the one before emitted and forwarded, in order. Nothing is filtered by Spark in
-between: a late firing of the earlier window reaches the later one and is judged by its
-window semantics (added, a late firing, its side output or dropped count). The earlier
-windows' side outputs and dropped counts come out of the last one's frame (see
-:mod:`.chain`). Every window of a chain runs on event time, without idleness.
+A window on an earlier window's results (``upstream_depth``) runs in the same query; the
+equivalence above then holds for the whole chain, each later window fed what the one
+before emitted and forwarded, as in Flink (:mod:`.chain`). Event time only.
 
 Output mode and late firings
 ----------------------------
@@ -87,9 +76,21 @@ Processing time and idleness
 Processing-time windows and triggers run with ``time_mode="ProcessingTime"``: the batch's
 processing time (``getCurrentProcessingTimeInMs``) is the engine's clock, rows of a batch
 arrive at that time, and Spark processing-time timers fire the engine's; Spark runs a
-batch at every trigger interval even without data, so windows close on idle input. One
-time domain per query: a processing-time timer in an event-time query (or the reverse)
-fails the query with :class:`~tidemark.errors.WindowSpecError`.
+batch at every trigger interval even without data, so windows close on idle input.
+
+Timers in both domains (an event-time window with a processing-time trigger, the reverse,
+or a custom trigger declaring both) run with ``time_mode="EventTimeAndProcessingTime"``:
+Spark runs the query in ProcessingTime mode with the watermark above. In micro-batch
+``n + 1`` at processing time ``T`` a key is advanced to ``W_n`` (event-time timers fire),
+then to ``T`` (processing-time timers fire), then fed its rows: the engine fed
+``..., E_n, watermark W_n, processing time T, E_n+1, ...``. Spark holds no event-time timer
+in that mode, so a key group whose keys wait for the watermark is called in every
+micro-batch (a processing-time timer for the next one) and visits a key once Spark's
+watermark reaches the key's timer: every firing sees the watermark it would see in an
+EventTime query. That costs a micro-batch at every trigger interval, with a call per such
+key group, where an EventTime query runs batches only for data and watermark advances.
+A timer in a domain the query does not serve (e.g. an event-time timer on a stream
+without a watermark) fails the query with :class:`~tidemark.errors.WindowSpecError`.
 
 Idleness (``WatermarkStrategy.with_idleness``) goes beyond Flink. In Flink it stops an idle
 split from holding back the minimum watermark over splits; Spark's watermark is the
@@ -121,8 +122,8 @@ idle-advanced watermark are late by the usual rules (late firing, side output or
 ``numLateRecordsDropped``). Give the query a processing-time trigger (e.g.
 ``{"processingTime": "1 second"}``): the default trigger would run no-data batches back to
 back, and ``processAllAvailable()`` never returns. Idleness needs event-time windows or
-triggers (``time_mode="EventTime"``); anything else is a
-:class:`~tidemark.errors.WindowSpecError`. Without idleness nothing of this applies.
+triggers (``time_mode="EventTime"`` or ``"EventTimeAndProcessingTime"``); anything else is
+a :class:`~tidemark.errors.WindowSpecError`. Without idleness nothing of this applies.
 
 Examples
 --------
@@ -148,7 +149,6 @@ from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from tidemark._engine.operator import WindowOperator
-from tidemark.assigners import GlobalWindows
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.columns import (
@@ -179,16 +179,20 @@ from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     watermark_delay_ms,
 )
-from tidemark.spark.streaming.processor import (
+from tidemark.spark.streaming.config import (
     DEFAULT_MAX_PARALLELISM,
     EVENT_TIME,
-    NONE,
     PROCESSING_TIME,
+    TIME_MODES,
     ProcessorConfig,
-    WindowStatefulProcessor,
+    check_max_parallelism,
+    check_time_mode,
 )
+from tidemark.spark.streaming.keygroups import slot_column
+from tidemark.spark.streaming.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.timestamps import timestamp_ms
+from tidemark.time import TimeDomain
 
 __all__ = [
     "window_stream",
@@ -200,10 +204,10 @@ __all__ = [
     "STATE_NAME",
 ]
 
-_MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
 _GROUPS_METADATA = "tidemark.max_parallelism"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_SPARK_TIME_MODE_METADATA = "tidemark.spark_time_mode"
 
 
 def window_stream(
@@ -247,8 +251,10 @@ def window_stream(
         ``(result, timestamp_ms) -> tuple`` in the order of ``result_schema``.
     late_tag : OutputTag, optional
         The operator's late-data tag; its rows decode to ``value_columns``.
-    time_mode : {"EventTime", "ProcessingTime", "None"}
-        Which engine timers Spark serves ("None": count windows without timers).
+    time_mode : {"EventTime", "ProcessingTime", "EventTimeAndProcessingTime", "None"}
+        Which engine timers the query serves ("None": count windows without timers). With
+        processing time among them Spark runs the query in ProcessingTime mode: give it
+        a processing-time trigger (see the module docstring).
     idleness_ms : int, optional
         Event time only: let the watermark advance with processing time once it stood
         still this long (see the module docstring); the query then runs in Spark's
@@ -262,11 +268,8 @@ def window_stream(
         state read and written per call, more calls (about half a millisecond each).
     upstream_depth : int, optional
         A chain: ``df`` is the combined frame (with ``__tm_phase``) of the chain's
-        ``upstream_depth``-th window in the same query, ``timestamp_column`` its
-        ``__tm_ts`` and ``value_columns`` its result columns. Its results are fed around
-        the watermark as Flink forwards them (see "Chains of windows" above); its other
-        outputs pass through, renamed by
-        :func:`~tidemark.spark.columns.upstream_output_name`. Event time only.
+        ``upstream_depth``-th window, ``timestamp_column`` its ``__tm_ts`` and
+        ``value_columns`` its result columns (see "Chains of windows" above).
     feeds_downstream : bool
         A later window of a chain reads the result: add ``__tm_phase``.
 
@@ -280,8 +283,8 @@ def window_stream(
         :func:`select_output` or :func:`write_outputs`.
     """
     _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
-    _check_time_mode(make_operator, time_mode, out_of_orderness_ms, idleness_ms)
-    _check_max_parallelism(max_parallelism)
+    check_time_mode(make_operator().assigner, time_mode, out_of_orderness_ms, idleness_ms)
+    check_max_parallelism(max_parallelism)
     check_chain(df, upstream_depth, time_mode, idleness_ms)
     input_names = _input_names(key_columns, value_columns)
     upstream = None
@@ -289,10 +292,9 @@ def window_stream(
         prepared = _prepare_input(
             df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
         )
-        prepared = prepared.withColumn(KEY_GROUP, _key_group(key_columns, max_parallelism))
+        prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, max_parallelism))
     else:
-        group = _key_group(key_columns, max_parallelism)
-        prepared = prepare_upstream(df, input_names, group, max_parallelism)
+        prepared = prepare_upstream(df, input_names, key_columns, max_parallelism)
         upstream = UpstreamInput(
             upstream_depth, len(input_names), len(result_schema.fields), feeds_downstream
         )
@@ -324,7 +326,7 @@ def window_stream(
     schemas = upstream_schemas(_known_schemas(df), upstream_depth)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
-    return _with_side_schemas(combined, schemas, max_parallelism)
+    return _with_side_schemas(combined, schemas, max_parallelism, config.spark_time_mode())
 
 
 # ---------------------------------------------------------------------- validation
@@ -342,9 +344,9 @@ def _check_arguments(
             "`df` must be a streaming DataFrame (spark.readStream...); run bounded "
             "DataFrames with the batch runner"
         )
-    if time_mode not in (EVENT_TIME, PROCESSING_TIME, NONE):
+    if time_mode not in TIME_MODES:
         raise WindowSpecError(
-            f"`time_mode` must be 'EventTime', 'ProcessingTime' or 'None'; got {time_mode!r}"
+            f"`time_mode` must be one of {list(TIME_MODES)}; got {time_mode!r}"
         )
     names = df.columns
     wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
@@ -359,59 +361,6 @@ def _check_arguments(
         raise WindowSpecError(
             f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "
             "WatermarkStrategy; remove withWatermark (Spark would take the minimum of both)"
-        )
-
-
-def _check_max_parallelism(max_parallelism: int) -> None:
-    if (
-        not isinstance(max_parallelism, int)
-        or isinstance(max_parallelism, bool)
-        or not 1 <= max_parallelism <= _MAX_KEY_GROUPS
-    ):
-        raise WindowSpecError(
-            f"`max_parallelism` must be an int in [1, {_MAX_KEY_GROUPS}]; got "
-            f"max_parallelism={max_parallelism!r}"
-        )
-
-
-def _key_group(key_columns: list[str], max_parallelism: int) -> Any:
-    """A row's key group: Spark's Murmur3 ``hash`` of the key columns, modulo the
-    number of groups (stable across Spark versions and restarts)."""
-    hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns])
-    return F.pmod(hashed, F.lit(max_parallelism))
-
-
-def _check_time_mode(
-    make_operator: Callable[[], WindowOperator],
-    time_mode: str,
-    out_of_orderness_ms: int | None,
-    idleness_ms: int | None,
-) -> None:
-    if time_mode == EVENT_TIME and out_of_orderness_ms is None:
-        raise WindowSpecError(
-            "time_mode='EventTime' needs a watermark: give a WatermarkStrategy with "
-            "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
-            "Spark never fires event-time timers, so no event-time window would ever close"
-        )
-    if out_of_orderness_ms is not None and out_of_orderness_ms < 0:
-        raise WindowSpecError(
-            f"`out_of_orderness_ms` must be >= 0; got out_of_orderness={out_of_orderness_ms}ms"
-        )
-    if idleness_ms is not None and idleness_ms <= 0:
-        raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
-    if idleness_ms is not None and time_mode != EVENT_TIME:
-        raise WindowSpecError(
-            f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
-            f"(event-time windows or triggers); got idleness={idleness_ms}ms, "
-            f"time_mode={time_mode!r}: remove with_idleness from the WatermarkStrategy"
-        )
-    assigner = make_operator().assigner
-    if isinstance(assigner, GlobalWindows):
-        return
-    wanted = EVENT_TIME if assigner.is_event_time() else PROCESSING_TIME
-    if time_mode != wanted:
-        raise WindowSpecError(
-            f"the assigner {assigner!r} needs time_mode={wanted!r}; got time_mode={time_mode!r}"
         )
 
 
@@ -446,7 +395,7 @@ def _prepare_input(
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
     columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
     prepared = df.select(*columns, timestamp.alias(TS))
-    if time_mode != EVENT_TIME:
+    if TimeDomain.EVENT_TIME not in TIME_MODES[time_mode]:
         return prepared
     assert out_of_orderness_ms is not None
     ts = F.col(TS)
@@ -467,9 +416,13 @@ def _prepare_input(
 
 
 def _with_side_schemas(
-    combined: DataFrame, schemas: dict[str, str], max_parallelism: int
+    combined: DataFrame, schemas: dict[str, str], max_parallelism: int, spark_time_mode: str
 ) -> DataFrame:
-    metadata = {_SCHEMAS_METADATA: json.dumps(schemas), _GROUPS_METADATA: max_parallelism}
+    metadata = {
+        _SCHEMAS_METADATA: json.dumps(schemas),
+        _GROUPS_METADATA: max_parallelism,
+        _SPARK_TIME_MODE_METADATA: spark_time_mode,
+    }
     columns = [
         F.col(f"`{c}`").alias(c, metadata=metadata)
         if c == SIDE
@@ -553,6 +506,7 @@ def write_outputs(
     bad = [name for name, sink in sinks.items() if not callable(sink)]
     if bad:
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
+    _check_trigger_ends(df, trigger)
     splitter = _BatchSplitter(dict(sinks), dict(schemas or {}))
     writer = df.writeStream.foreachBatch(splitter).option("checkpointLocation", checkpoint)
     if trigger:
@@ -562,6 +516,19 @@ def write_outputs(
     # the RocksDB state store and one state partition per key group, for this query
     with streaming_settings(df.sparkSession), _partitions_capped_at_key_groups(df):
         return writer.outputMode("append").start()
+
+
+def _check_trigger_ends(df: DataFrame, trigger: dict[str, Any] | None) -> None:
+    """Refuse ``availableNow`` where Spark would never end the query: in ProcessingTime
+    mode Spark runs a micro-batch at every trigger interval, data or not."""
+    mode = df.schema[SIDE].metadata.get(_SPARK_TIME_MODE_METADATA) if SIDE in df.columns else None
+    if trigger and trigger.get("availableNow") and mode == PROCESSING_TIME:
+        raise WindowSpecError(
+            "trigger={'availableNow': True} would never end this query: it serves "
+            "processing-time timers (or idleness), so Spark runs it in ProcessingTime mode, "
+            "with a micro-batch at every trigger interval, data or not. Use "
+            "trigger={'processingTime': '1 second'} and stop the query when done"
+        )
 
 
 @contextlib.contextmanager

@@ -13,7 +13,10 @@ serves every key of a group in a micro-batch, and one row holds the whole group:
 * beside each key its clocks (the watermark and processing time it last saw), the Spark
   timers it would have registered on its own, and with idleness its idle clock;
 * the group's Spark timers: the earliest of its keys' (one timer per time domain), so a
-  timer expiry visits only the keys whose own timer is due;
+  timer expiry visits only the keys whose own timer is due (in a ProcessingTime query,
+  where Spark holds no event-time timer, the event-time one is only noted here, and the
+  group's processing-time timer brings it back in the next micro-batch to compare it
+  with the watermark);
 * the ``max_parallelism`` the query started with, so that a restart with another
   value fails instead of reading state into the wrong groups.
 
@@ -58,7 +61,8 @@ class StoredKey(NamedTuple):
     watermark, processing_time : int
         The engine clocks the key last saw (``Long.MIN_VALUE`` / 0 before any).
     event_timer, processing_timer : int or None
-        The Spark timer the key needs on its own: the group's timer is the earliest.
+        The Spark timer the key needs on its own (the event-time one on Spark's
+        watermark clock, even where Spark cannot hold it): the group's is the earliest.
     seen_watermark, seen_at : int or None
         Idleness only: Spark's watermark the key last saw, and the processing time (ms)
         of the first micro-batch in which the key saw it.

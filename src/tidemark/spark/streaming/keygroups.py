@@ -1,0 +1,76 @@
+"""Key groups on Spark's partitions: which value Spark groups a key group's rows under.
+
+A row's key group is ``g = pmod(hash(key columns), G)`` with ``G`` the query's
+``max_parallelism`` (Flink's ``KeyGroupRangeAssignment``). Spark then places the group in
+a state partition by hashing the value it groups by: ``pmod(hash(value), P)``. Grouping by
+``g`` itself would scatter the groups at random, and with few groups per partition one
+core may get twice the work of another (with ``G = P = 2``, groups 0 and 1 both hash to
+partition 1). So Spark groups by the group's *slot*: the smallest non-negative int whose
+Spark hash is ``g`` modulo ``G``. Whenever ``P`` divides ``G`` (always when the query
+starts with ``P = min(spark.sql.shuffle.partitions, G)`` partitions and ``G`` is a
+multiple of the shuffle partitions, e.g. ``G = P``), group ``g`` lands in partition
+``g mod P``: every partition holds ``G / P`` groups. Correctness never depends on it: the
+slot is a fixed function of ``g`` and ``G`` (both kept with the checkpoint), and a group's
+state lives under its slot whatever partition Spark puts it in.
+
+The hash is Spark's ``hash`` (Murmur3 x86 32-bit, seed 42) of an IntegerType value, the
+one ``HashPartitioning`` uses; :func:`spark_int_hash` computes it in Python.
+
+>>> spark_int_hash(0), spark_int_hash(-5)
+(933211791, 1369497261)
+>>> slots(2)
+(2, 0)
+>>> [spark_int_hash(s) % 4 for s in slots(4)]
+[0, 1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pyspark.sql import functions as F
+
+__all__ = ["spark_int_hash", "slots", "slot_column"]
+
+_MASK = 0xFFFFFFFF
+_SPARK_HASH_SEED = 42
+
+
+def _rotate_left(value: int, bits: int) -> int:
+    return ((value << bits) | (value >> (32 - bits))) & _MASK
+
+
+def spark_int_hash(value: int) -> int:
+    """Spark's ``hash(value)`` of an IntegerType value (``Murmur3_x86_32.hashInt``)."""
+    k1 = (value & _MASK) * 0xCC9E2D51 & _MASK
+    k1 = _rotate_left(k1, 15) * 0x1B873593 & _MASK
+    h1 = _rotate_left(_SPARK_HASH_SEED ^ k1, 13)
+    h1 = (h1 * 5 + 0xE6546B64) & _MASK
+    h1 ^= 4  # the input's length in bytes
+    h1 = (h1 ^ (h1 >> 16)) * 0x85EBCA6B & _MASK
+    h1 = (h1 ^ (h1 >> 13)) * 0xC2B2AE35 & _MASK
+    h1 ^= h1 >> 16
+    return h1 - (1 << 32) if h1 >= 1 << 31 else h1
+
+
+@functools.lru_cache(maxsize=16)
+def slots(groups: int) -> tuple[int, ...]:
+    """For each key group ``g`` of ``groups``, the smallest int >= 0 whose Spark hash is
+    ``g`` modulo ``groups`` (Python's ``%`` is Spark's ``pmod`` for a positive divisor)."""
+    found: dict[int, int] = {}
+    candidate = 0
+    while len(found) < groups:
+        found.setdefault(spark_int_hash(candidate) % groups, candidate)
+        candidate += 1
+    return tuple(found[g] for g in range(groups))
+
+
+def slot_column(key_columns: list[str], groups: int) -> Any:
+    """The IntegerType column Spark groups a row by: its key group's slot."""
+    hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns])
+    group = F.pmod(hashed, F.lit(groups))
+    if groups == 1:
+        return group
+    table = F.array(*[F.lit(s) for s in slots(groups)])
+    return F.element_at(table, group + 1)

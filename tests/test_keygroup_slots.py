@@ -1,0 +1,36 @@
+"""Key groups land evenly on Spark's state partitions (see tidemark.spark.streaming.keygroups)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from pyspark.sql import functions as F
+
+from tidemark.spark.streaming.keygroups import slot_column, slots, spark_int_hash
+
+
+def test_python_hash_is_sparks_hash_of_an_int(spark):
+    values = [-(2**31), -5, -1, 0, 1, 7, 443_428, 2**31 - 1]
+    df = spark.createDataFrame([(v,) for v in values], "v int")
+    expected = [r.h for r in df.select(F.hash("v").alias("h")).collect()]
+    assert [spark_int_hash(v) for v in values] == expected
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 32, 1000])
+def test_each_group_has_one_slot_hashing_to_it(groups):
+    found = slots(groups)
+    assert len(set(found)) == groups
+    assert all(spark_int_hash(s) % groups == g for g, s in enumerate(found))
+
+
+@pytest.mark.parametrize(("groups", "partitions"), [(2, 2), (32, 2), (32, 8), (32, 32)])
+def test_spark_places_group_g_in_partition_g_mod_p(spark, groups, partitions):
+    keys = spark.range(5000).select(F.concat(F.lit("k"), F.col("id")).alias("key"))
+    placed = keys.select(
+        F.pmod(F.hash("key"), F.lit(groups)).alias("group"),
+        F.pmod(F.hash(slot_column(["key"], groups)), F.lit(partitions)).alias("partition"),
+    ).distinct()
+    pairs = [(r.group, r.partition) for r in placed.collect()]
+    assert sorted(pairs) == [(g, g % partitions) for g in range(groups)]
+    assert set(Counter(p for _, p in pairs).values()) == {groups // partitions}
