@@ -52,7 +52,7 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import STATE_NAME, window_stream, write_outputs
-from tidemark.spark.streaming.processor import DEFAULT_MAX_PARALLELISM
+from tidemark.spark.streaming.config import session_max_parallelism
 
 WINDOW_MS = 10_000
 OUT_OF_ORDERNESS_MS = 2_000
@@ -128,7 +128,7 @@ def _source(spark: Any, directory: Path) -> Any:
     )
 
 
-def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int) -> Any:
+def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int | None) -> Any:
     from pyspark.sql.types import LongType, StructField, StructType
 
     schema = StructType([StructField(n, LongType()) for n in ("window_max_ts", "count", "total")])
@@ -147,7 +147,7 @@ def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: Any, gro
     return write_outputs(combined, {"main": sink}, str(checkpoint), {"availableNow": True})
 
 
-def start_spark(spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int) -> Any:
+def start_spark(spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int | None) -> Any:
     from pyspark.sql import functions as F
 
     events = _source(spark, directory).withColumn("event_time", F.timestamp_millis("ts"))
@@ -251,7 +251,7 @@ class Run:
     peak_worker: int = 0
 
 
-def timed(spark: Any, start: Any, directory: Path, checkpoint: Path, groups: int) -> Run:
+def timed(spark: Any, start: Any, directory: Path, checkpoint: Path, groups: int | None) -> Run:
     sink = CountingSink()
     with WorkerMemory() as memory:
         started = time.perf_counter()
@@ -280,7 +280,7 @@ def _mb(n: int) -> str:
 
 
 def key_count_table(
-    spark: Any, root: Path, configs: list[tuple[int, int, int]], groups: int
+    spark: Any, root: Path, configs: list[tuple[int, int, int]], groups: int | None
 ) -> None:
     print(
         f"\n{'keys/batch':>10} {'rows':>9} | {'Spark rows/s':>12} {'tidemark':>9} {'ratio':>6} | "
@@ -307,7 +307,7 @@ def key_count_table(
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def default_partitions(spark: Any, root: Path, groups: int) -> None:
+def default_partitions(spark: Any, root: Path, groups: int | None) -> None:
     """Three rows per micro-batch, two micro-batches, on 200 shuffle partitions."""
     directory = root / "in-tiny"
     write_input(directory, keys=3, batch_rows=3, batches=2)
@@ -334,7 +334,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--keys", type=int, help="one key count instead of the table")
     parser.add_argument("--batch-rows", type=int, default=40_000)
     parser.add_argument("--batches", type=int, default=5)
-    parser.add_argument("--max-parallelism", type=int, default=DEFAULT_MAX_PARALLELISM)
+    parser.add_argument(
+        "--max-parallelism", type=int, help="key groups; default: the session's (2 here)"
+    )
     parser.add_argument("--skip-default-partitions", action="store_true")
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -351,7 +353,8 @@ def main(argv: list[str] | None = None) -> None:
         print(
             f"local[2], 2 shuffle partitions, tumbling {WINDOW_MS} ms windows, count and sum "
             f"per key; {BATCH_SPAN_MS // 1000} s of event time per micro-batch; tidemark "
-            f"max_parallelism={args.max_parallelism}. Warming up both queries...",
+            f"max_parallelism={args.max_parallelism or session_max_parallelism(spark)}. "
+            "Warming up both queries...",
             flush=True,
         )
         write_input(root / "warm", 100, 2_000, 2)

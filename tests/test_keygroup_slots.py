@@ -7,7 +7,14 @@ from collections import Counter
 import pytest
 from pyspark.sql import functions as F
 
-from tidemark.spark.streaming.keygroups import slot_column, slots, spark_int_hash
+from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.config import MAX_PARALLELISM_CONF, session_max_parallelism
+from tidemark.spark.streaming.keygroups import (
+    check_checkpoint_groups,
+    slot_column,
+    slots,
+    spark_int_hash,
+)
 
 
 def test_python_hash_is_sparks_hash_of_an_int(spark):
@@ -34,3 +41,25 @@ def test_spark_places_group_g_in_partition_g_mod_p(spark, groups, partitions):
     pairs = [(r.group, r.partition) for r in placed.collect()]
     assert sorted(pairs) == [(g, g % partitions) for g in range(groups)]
     assert set(Counter(p for _, p in pairs).values()) == {groups // partitions}
+
+
+def test_the_checkpoint_keeps_its_number_of_key_groups(spark, tmp_path):
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint_groups(spark, checkpoint, 4)  # first start: recorded
+    check_checkpoint_groups(spark, checkpoint, 4)  # same: starts
+    with pytest.raises(WindowSpecError, match=r"has 4 key groups, this query 3.*maxParallelism=4"):
+        check_checkpoint_groups(spark, checkpoint, 3)
+
+
+def test_the_default_number_of_key_groups_follows_the_shuffle_partitions(spark):
+    conf = spark.conf
+    before = conf.get("spark.sql.shuffle.partitions")
+    try:
+        for partitions, groups in (("2", 2), ("200", 32), ("1", 1)):
+            conf.set("spark.sql.shuffle.partitions", partitions)
+            assert session_max_parallelism(spark) == groups
+        conf.set(MAX_PARALLELISM_CONF, "64")
+        assert session_max_parallelism(spark) == 64
+    finally:
+        conf.set("spark.sql.shuffle.partitions", before)
+        conf.unset(MAX_PARALLELISM_CONF)

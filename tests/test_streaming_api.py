@@ -186,15 +186,15 @@ def test_count_window_sees_the_streams_watermark(spark, tmp_path):
 
 
 def test_max_parallelism_comes_from_the_session(spark):
-    from tidemark.spark.streaming.plan import MAX_PARALLELISM_CONF, _max_parallelism
+    from tidemark.spark.streaming.plan import MAX_PARALLELISM_CONF, session_max_parallelism
 
-    df = spark.readStream.format("rate").load()
-    assert _max_parallelism(df) == 32
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    assert session_max_parallelism(spark) == min(partitions, 32)
     spark.conf.set(MAX_PARALLELISM_CONF, "8")
     try:
-        assert _max_parallelism(df) == 8
+        assert session_max_parallelism(spark) == 8
         spark.conf.set(MAX_PARALLELISM_CONF, "many")
         with pytest.raises(tm.WindowSpecError, match="maxParallelism` must be an int"):
-            _max_parallelism(df)
+            session_max_parallelism(spark)
     finally:
         spark.conf.unset(MAX_PARALLELISM_CONF)

@@ -23,6 +23,8 @@ __all__ = [
     "TIME_MODES",
     "time_mode_for",
     "DEFAULT_MAX_PARALLELISM",
+    "MAX_PARALLELISM_CONF",
+    "session_max_parallelism",
     "check_time_mode",
     "check_max_parallelism",
 ]
@@ -41,9 +43,34 @@ TIME_MODES: dict[str, frozenset[TimeDomain]] = {
 """Each ``time_mode`` and the engine clocks it moves: the time domains of the timers it serves."""
 
 DEFAULT_MAX_PARALLELISM = 32
-"""Key groups of a streaming query (Flink's ``maxParallelism``), and so the most state
-partitions it uses: each group costs a processor call per micro-batch, so fewer is
-faster until a group's row (all its keys) grows large (see benchmarks/README.md)."""
+"""The most key groups a streaming query gets by default (see :func:`session_max_parallelism`)."""
+
+MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
+"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
+read when the query is built, fixed at its first start."""
+
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def session_max_parallelism(spark: Any) -> int:
+    """The key groups of a new streaming query on ``spark``: :data:`MAX_PARALLELISM_CONF`,
+    else one per state partition, ``min(spark.sql.shuffle.partitions, 32)``.
+
+    Each group costs a processor call per micro-batch (Arrow frames in and out, about
+    five Python-JVM round trips), so one group per partition is the fewest calls; a
+    group's state row holds all its keys, which is what more groups would shrink
+    (see benchmarks/README.md).
+    """
+    value = spark.conf.get(MAX_PARALLELISM_CONF, None)
+    if value is None:
+        partitions = int(spark.conf.get(_SHUFFLE_PARTITIONS, "200"))
+        return max(1, min(partitions, DEFAULT_MAX_PARALLELISM))
+    try:
+        return int(value)
+    except ValueError:
+        raise WindowSpecError(
+            f"`{MAX_PARALLELISM_CONF}` must be an int in [1, {_MAX_KEY_GROUPS}]; got {value!r}"
+        ) from None
 
 
 @dataclass(frozen=True)

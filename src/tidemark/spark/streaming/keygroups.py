@@ -16,6 +16,12 @@ state lives under its slot whatever partition Spark puts it in.
 The hash is Spark's ``hash`` (Murmur3 x86 32-bit, seed 42) of an IntegerType value, the
 one ``HashPartitioning`` uses; :func:`spark_int_hash` computes it in Python.
 
+The number of groups is fixed when a query first starts. A group's state lives under its
+slot, and slots of another number of groups mostly differ, so a restart with another
+number would find little of its state and could not tell: :func:`check_checkpoint_groups`
+keeps the number in a file beside the checkpoint's own and refuses another one before the
+query starts.
+
 >>> spark_int_hash(0), spark_int_hash(-5)
 (933211791, 1369497261)
 >>> slots(2)
@@ -29,9 +35,15 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
-__all__ = ["spark_int_hash", "slots", "slot_column"]
+from tidemark.errors import WindowSpecError
+
+__all__ = ["spark_int_hash", "slots", "slot_column", "check_checkpoint_groups"]
+
+GROUPS_FILE = "tidemark-max-parallelism"
+"""Beside the checkpoint's ``offsets/`` and ``state/``: the query's number of key groups."""
 
 _MASK = 0xFFFFFFFF
 _SPARK_HASH_SEED = 42
@@ -74,3 +86,29 @@ def slot_column(key_columns: list[str], groups: int) -> Any:
         return group
     table = F.array(*[F.lit(s) for s in slots(groups)])
     return F.element_at(table, group + 1)
+
+
+def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
+    """Refuse to start a query on ``checkpoint`` with another number of key groups than
+    it first started with; record the number at a first start.
+
+    Read and written through Spark (one small text file), so it works on any file system
+    Spark writes checkpoints to, and over Spark Connect.
+    """
+    path = f"{checkpoint.rstrip('/')}/{GROUPS_FILE}"
+    try:
+        rows = spark.read.text(path).collect()
+    except AnalysisException:
+        rows = []
+    if not rows:
+        frame = spark.createDataFrame([(str(groups),)], "value string")
+        frame.coalesce(1).write.mode("overwrite").text(path)
+        return
+    stored = int(rows[0][0])
+    if stored != groups:
+        raise WindowSpecError(
+            f"`max_parallelism` must stay what the query first started with: the checkpoint "
+            f"{checkpoint!r} has {stored} key groups, this query {groups}. Restart with "
+            f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
+            "spark.sql.shuffle.partitions, at most 32), or start a new checkpoint"
+        )

@@ -21,12 +21,13 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
 from tidemark.spark.streaming.config import (
-    DEFAULT_MAX_PARALLELISM,
     EVENT_AND_PROCESSING_TIME,
     EVENT_TIME,
+    MAX_PARALLELISM_CONF,
     NONE,
     PROCESSING_TIME,
     TIME_MODES,
+    session_max_parallelism,
     time_mode_for,
 )
 from tidemark.spark.streaming.query import window_stream
@@ -41,9 +42,6 @@ __all__ = [
     "MAX_PARALLELISM_CONF",
 ]
 
-MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
-"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
-read when the query is built, fixed at its first start."""
 
 
 def time_mode_of(op: WindowOp) -> str:
@@ -155,7 +153,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
-        max_parallelism=_max_parallelism(df),
+        max_parallelism=session_max_parallelism(df.sparkSession),
         upstream_depth=chain_depth(upstream) if chained else None,
         feeds_downstream=feeds_downstream,
     )
@@ -212,16 +210,3 @@ def _streaming_source(op: WindowOp) -> Source:
         raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
                               "DataFrame arrives in its own order; drop them")
     return source
-
-
-def _max_parallelism(df: Any) -> int:
-    """The key groups of a new streaming query: the session's :data:`MAX_PARALLELISM_CONF`."""
-    value = df.sparkSession.conf.get(MAX_PARALLELISM_CONF, None)
-    if value is None:
-        return DEFAULT_MAX_PARALLELISM
-    try:
-        return int(value)
-    except ValueError:
-        raise WindowSpecError(
-            f"`{MAX_PARALLELISM_CONF}` must be an int in [1, 32768]; got {value!r}"
-        ) from None

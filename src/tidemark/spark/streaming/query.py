@@ -180,15 +180,15 @@ from tidemark.spark.streaming.clock import (
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.config import (
-    DEFAULT_MAX_PARALLELISM,
     EVENT_TIME,
     PROCESSING_TIME,
     TIME_MODES,
     ProcessorConfig,
     check_max_parallelism,
     check_time_mode,
+    session_max_parallelism,
 )
-from tidemark.spark.streaming.keygroups import slot_column
+from tidemark.spark.streaming.keygroups import check_checkpoint_groups, slot_column
 from tidemark.spark.streaming.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.timestamps import timestamp_ms
@@ -224,7 +224,7 @@ def window_stream(
     time_mode: str = EVENT_TIME,
     idleness_ms: int | None = None,
     engine_key: Callable[[tuple], Any] | None = None,
-    max_parallelism: int = DEFAULT_MAX_PARALLELISM,
+    max_parallelism: int | None = None,
     upstream_depth: int | None = None,
     feeds_downstream: bool = False,
 ) -> DataFrame:
@@ -261,11 +261,13 @@ def window_stream(
         ProcessingTime mode and needs a processing-time trigger.
     engine_key : callable, optional
         Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
-    max_parallelism : int
+    max_parallelism : int, optional
         The number of key groups (Flink's ``maxParallelism``): one processor call per
         group and micro-batch serves all its keys. Fixed when the query first starts
         and kept with its state; a restart with another value fails. More groups: less
-        state read and written per call, more calls (about half a millisecond each).
+        state read and written per call, more calls (a few milliseconds each). Default:
+        the session's ``spark.tidemark.streaming.maxParallelism``, else one group per
+        state partition (``min(spark.sql.shuffle.partitions, 32)``).
     upstream_depth : int, optional
         A chain: ``df`` is the combined frame (with ``__tm_phase``) of the chain's
         ``upstream_depth``-th window, ``timestamp_column`` its ``__tm_ts`` and
@@ -284,6 +286,8 @@ def window_stream(
     """
     _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
     check_time_mode(make_operator().assigner, time_mode, out_of_orderness_ms, idleness_ms)
+    if max_parallelism is None:
+        max_parallelism = session_max_parallelism(df.sparkSession)
     check_max_parallelism(max_parallelism)
     check_chain(df, upstream_depth, time_mode, idleness_ms)
     input_names = _input_names(key_columns, value_columns)
@@ -507,6 +511,9 @@ def write_outputs(
     if bad:
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
     _check_trigger_ends(df, trigger)
+    groups = df.schema[SIDE].metadata.get(_GROUPS_METADATA) if SIDE in df.columns else None
+    if groups is not None:
+        check_checkpoint_groups(df.sparkSession, checkpoint, int(groups))
     splitter = _BatchSplitter(dict(sinks), dict(schemas or {}))
     writer = df.writeStream.foreachBatch(splitter).option("checkpointLocation", checkpoint)
     if trigger:

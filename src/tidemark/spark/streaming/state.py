@@ -132,7 +132,9 @@ class StoredGroup:
                 "`max_parallelism` must stay what the query first started with (it is "
                 f"stored with the query's state); got max_parallelism={max_parallelism}, "
                 f"the checkpoint has {stored_parallelism}: restart with "
-                f"max_parallelism={stored_parallelism}, or start a new checkpoint"
+                f"max_parallelism={stored_parallelism} (spark.tidemark.streaming."
+                f"maxParallelism={stored_parallelism}; by default it follows "
+                "spark.sql.shuffle.partitions, at most 32), or start a new checkpoint"
             )
         return cls(pickle.loads(blob), event_timer, processing_timer, True)
 
