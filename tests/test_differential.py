@@ -10,6 +10,7 @@ hundred scenarios per mode. Set ``TIDEMARK_DIFFERENTIAL_SEED`` to hunt with othe
 
 from __future__ import annotations
 
+import json
 import os
 import random
 
@@ -55,6 +56,9 @@ def test_generator_covers_the_vocabulary():
     assert {"event", "count", "purging", "continuous", "delta", "custom", None} <= triggers
     assert functions == {"process", "reduce", "aggregate", "reduce_process",
                          "aggregate_process", *d.SHORTHANDS}
+    keys = {json.dumps(s["key"]) for s in chosen}
+    assert keys == {"null", *(json.dumps({"function": f}) for f in d.KEY_FUNCTIONS),
+                    *(json.dumps({"columns": c}) for c in (["key"], ["key", "v"], ["v", "key"]))}
     assert any(s["rows"][0][2] < 0 for s in chosen)
     assert any(s["assigner"].get("offset", 0) < 0 for s in chosen)
 
