@@ -76,3 +76,24 @@ def test_a_stepwise_watermark_advance_fires_a_held_timer_at_each_recorded_waterm
         fed.process_watermark(watermark)
     assert stepwise.output() == fed.output() == [(("a", 1), 9)] * 4
     assert stepwise.num_event_time_timers() == fed.num_event_time_timers() == 0
+
+
+def test_a_stepwise_processing_time_advance_fires_a_held_timer_at_each_arrival_time():
+    """A replay runs each key alone: its clock steps through the stream's arrival times
+    (any key's), each an advance, so the held timer fires once at each, as the engine fed
+    every arrival time fires it."""
+    arrivals = [0, 20, 30, 40]
+
+    def resolve(time: int) -> int:
+        i = bisect_left(arrivals, time)
+        return arrivals[i] if i < len(arrivals) else 2**63 - 1
+
+    stepwise = harness(ContinuousProcessingTimeTrigger.of(5))
+    stepwise.process_element(("a", 1), 3)
+    with within_seconds(20, "advance_processing_time_stepwise with arrival times"):
+        stepwise.operator.advance_processing_time_stepwise(40, resolve)
+    fed = harness(ContinuousProcessingTimeTrigger.of(5))
+    fed.process_element(("a", 1), 3)
+    for now in arrivals:
+        fed.set_processing_time(now)
+    assert stepwise.output() == fed.output() == [(("a", 1), 9)] * 4

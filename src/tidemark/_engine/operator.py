@@ -351,12 +351,32 @@ class WindowOperator:
             self.process_watermark(max(step, self.current_watermark))
         self.process_watermark(max(watermark, self.current_watermark))
 
-    def advance_processing_time_stepwise(self, time: int) -> None:
+    def advance_processing_time_stepwise(
+        self, time: int, resolve: Callable[[int], int] | None = None
+    ) -> None:
         """Advance the clock to ``time``, firing each due timer at its own time.
 
-        One advance, as :meth:`advance_processing_time` (the same timers fire, the
-        clock only stops at each): a timer held during it waits for the next.
+        ``resolve(t)`` is the first time ``>= t`` at which a recorded stream's clock
+        advanced (a replay's arrival times): each is an advance, so a held timer (see
+        :meth:`advance_processing_time`) fires once at each, as the engine fed those
+        times fires it. Without ``resolve`` the call is one advance.
         """
+        queue = self._processing_queue
+        while resolve is not None:
+            due = queue.peek_time()
+            if queue.has_held():  # due at the stream's next advance
+                step_up = self.current_processing_time + 1
+                due = step_up if due is None or due > step_up else due
+            if due is None or due > time:
+                break
+            step = min(max(resolve(due), due), time)
+            self._advance_stepwise(max(step, self.current_processing_time))
+        self._advance_stepwise(max(time, self.current_processing_time))
+
+    def _advance_stepwise(self, time: int) -> None:
+        """One advance to ``time``, the clock stopping at each due timer's time: the
+        same timers fire as :meth:`advance_processing_time` fires; one held during it
+        waits for the next advance."""
         if time > self.current_processing_time:
             self._processing_queue.release_held()
         while True:
@@ -364,7 +384,7 @@ class WindowOperator:
             if due is None or due > time:
                 break
             self._fire_processing_timers(max(due, self.current_processing_time))
-        self._fire_processing_timers(max(time, self.current_processing_time))
+        self._fire_processing_timers(time)
 
     def reset_clocks(self, watermark: int = LONG_MIN, processing_time: int = 0) -> None:
         """Set both clocks without firing anything (a new key in a BATCH run); held
