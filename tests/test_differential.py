@@ -123,7 +123,7 @@ def test_differential_with_fresh_python_workers(tmp_path):
     """Replay, BATCH and a streaming query on a session with ``spark.python.worker.reuse
     =false``: functions, triggers, key functions and accumulators restored in a fresh
     worker process for every task. A static conf: its own session, in a child process
-    (measured: 8 min on 2 shared cores, most of it the streaming query)."""
+    (measured: 5-8 min on 2 shared cores, most of it the streaming query)."""
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(
         [sys.executable, str(FRESH_WORKERS), str(tmp_path), str(SEED)],
