@@ -1,7 +1,8 @@
 """Randomized differential scenarios: one window pipeline, many keys, every mode.
 
 A scenario is a pipeline (assigner, trigger, evictor, allowed lateness, late-data tag,
-keyed or not, window function) and a recorded stream of rows ``(key, v, ts, arrival,
+its key: a column, several columns, a function of the Row, or none (``window_all``),
+window function) and a recorded stream of rows ``(key, v, ts, arrival,
 wm)``: arrival order, event timestamps (negative ones included) and, for a scenario
 with recorded watermarks, the watermark in force when the row arrived. Many keys share
 one stream, so one Spark job checks many per-key histories.
@@ -29,6 +30,7 @@ import pickle
 import random
 import sys
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from pyspark import cloudpickle
@@ -161,6 +163,38 @@ class JsonAggregate(tm.AggregateFunction):
 
     def merge(self, a: list[int], b: list[int]) -> list[int]:
         return [a[0] + b[0], a[1] + b[1]]
+
+
+# Keys given by a function of the Row: lambdas (shipped by value with this module), a
+# key of another type than the column's, a tuple, and one that joins several keys.
+KEY_FUNCTIONS: dict[str, Callable[[Any], Any]] = {
+    "v_parity": lambda row: row.v % 2,
+    "key_and_v_mod_3": lambda row: (row.key, row.v % 3),
+    "key_prefix": lambda row: row.key[:2],  # k1, k10 and k11 are one key
+}
+
+
+def key_selector(scenario: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """The engine's key of an element, as ``key_by`` computes it on Spark."""
+    key = scenario["key"]
+    if key is None:
+        return None
+    if "function" in key:
+        return KEY_FUNCTIONS[key["function"]]
+    columns = key["columns"]
+    if len(columns) == 1:
+        name = columns[0]
+        return lambda e: getattr(e, name)
+    return lambda e: tuple(getattr(e, c) for c in columns)
+
+
+def key_by_argument(scenario: dict[str, Any]) -> Any:
+    """What the scenario passes to ``key_by``: a column name, a list, or a function."""
+    key = scenario["key"]
+    if "function" in key:
+        return KEY_FUNCTIONS[key["function"]]
+    columns = key["columns"]
+    return columns[0] if len(columns) == 1 else list(columns)
 
 
 # ---------------------------------------------------------------- pipeline pieces
@@ -308,6 +342,18 @@ def _random_rows(rng: random.Random, keys: list[str], recorded: bool) -> list[tu
     return rows
 
 
+def _random_key(rng: random.Random) -> dict[str, Any] | None:
+    """None (window_all) a fifth of the time; else mostly the key column, else several
+    columns or a function of the Row."""
+    if rng.random() < 0.2:
+        return None
+    return rng.choice([
+        {"columns": ["key"]}, {"columns": ["key"]}, {"columns": ["key"]},
+        {"columns": ["key", "v"]}, {"columns": ["v", "key"]},
+        *({"function": name} for name in KEY_FUNCTIONS),
+    ])
+
+
 def random_scenario(rng: random.Random, index: int) -> dict[str, Any]:
     assigner = _random_assigner(rng)
     counted = assigner["type"] == "count"
@@ -315,7 +361,7 @@ def random_scenario(rng: random.Random, index: int) -> dict[str, Any]:
     n_keys = rng.choice([1, 3, 6, 12])
     return {
         "name": f"differential-{index}",
-        "keyed": rng.random() < 0.8,
+        "key": _random_key(rng),
         "assigner": assigner,
         "trigger": None if counted else _random_trigger(rng, assigner),
         "evictor": None if counted else _random_evictor(rng),
@@ -347,7 +393,7 @@ def harness(scenario: dict[str, Any]) -> WindowOperatorHarness:
     return WindowOperatorHarness(
         assigner,
         (function, window_function) if window_function is not None else function,
-        key_selector=(lambda e: e.key) if scenario["keyed"] else None,
+        key_selector=key_selector(scenario),
         trigger=trigger,
         evictor=evictor,
         allowed_lateness=scenario["allowed_lateness"],
@@ -392,18 +438,27 @@ def reference_replay(scenario: dict[str, Any]) -> dict[str, Any]:
     return harness_outcome(h, placed=True)
 
 
+def _ties(scenario: dict[str, Any]) -> list[int]:
+    """Where BATCH looks when timestamps tie: the columns other than the timestamp and
+    the key columns, in schema order (a key function or ``window_all``: all of them)."""
+    key = scenario["key"] or {}
+    keys = set(key.get("columns", ()))
+    return [i for i, c in enumerate(COLUMNS) if c != "ts" and c not in keys]
+
+
 def reference_batch(scenario: dict[str, Any]) -> dict[str, Any]:
     """Flink BATCH: per key, rows by timestamp, then +inf. Ties go by the other
-    columns in schema order (tidemark's BATCH order): v, arrival, wm, and for
-    ``window_all`` the key column first."""
-    keyed = scenario["keyed"]
+    columns in schema order (tidemark's BATCH order): for ``key_by("key")`` v, arrival,
+    wm; for ``window_all`` or a key function the key column first."""
+    select = key_selector(scenario)
     groups: dict[Any, list[tuple]] = {}
     for row in scenario["rows"]:
-        groups.setdefault(row[0] if keyed else None, []).append(row)
+        groups.setdefault(select(_element(row)) if select else None, []).append(row)
+    ties = _ties(scenario)
     total: dict[str, Any] = {"main": Counter(), "late": Counter(), "dropped": 0}
     for members in groups.values():
         h = harness(scenario)
-        for row in sorted(members, key=lambda r: (r[2], "" if keyed else r[0], r[1], r[3], r[4])):
+        for row in sorted(members, key=lambda r: (r[2], *[r[i] for i in ties])):
             h.process_element(_element(row), row[2])
         h.process_watermark(LONG_MAX)
         outcome = harness_outcome(h, placed=False)
@@ -432,14 +487,15 @@ def spark_pipeline(scenario: dict[str, Any], df: Any, replay: bool) -> Any:
         watermark_strategy=strategy,
     )
     assigner = scenario["assigner"]
-    keyed = scenario["keyed"]
+    keyed = scenario["key"] is not None
     if assigner["type"] == "count":
         size, slide = assigner["size"], assigner.get("slide")
-        windowed = (stream.key_by("key").count_window(size, slide) if keyed
+        windowed = (stream.key_by(key_by_argument(scenario)).count_window(size, slide) if keyed
                     else stream.count_window_all(size, slide))
     else:
         built, trigger, evictor = _window_parts(scenario)
-        windowed = stream.key_by("key").window(built) if keyed else stream.window_all(built)
+        windowed = (stream.key_by(key_by_argument(scenario)).window(built) if keyed
+                    else stream.window_all(built))
         if trigger is not None:
             windowed = windowed.trigger(trigger)
         if evictor is not None:

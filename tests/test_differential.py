@@ -5,13 +5,19 @@ keys. Replay and BATCH run many scenarios per Spark job (the union of their outp
 collected once); the results, with the watermark before each firing, the late side
 output and the dropped count, must equal the harness fed the same input under the
 mode's semantics. A seeded sample runs in ``make test``; ``make test-slow`` runs several
-hundred scenarios per mode. Set ``TIDEMARK_DIFFERENTIAL_SEED`` to hunt with other seeds.
+hundred scenarios per mode, and a sample of every mode again on a session whose Python
+workers are never reused (tests/fresh_worker_check.py). Set ``TIDEMARK_DIFFERENTIAL_SEED``
+to hunt with other seeds.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 
 import differential as d
 import pytest
@@ -55,6 +61,9 @@ def test_generator_covers_the_vocabulary():
     assert {"event", "count", "purging", "continuous", "delta", "custom", None} <= triggers
     assert functions == {"process", "reduce", "aggregate", "reduce_process",
                          "aggregate_process", *d.SHORTHANDS}
+    keys = {json.dumps(s["key"]) for s in chosen}
+    assert keys == {"null", *(json.dumps({"function": f}) for f in d.KEY_FUNCTIONS),
+                    *(json.dumps({"columns": c}) for c in (["key"], ["key", "v"], ["v", "key"]))}
     assert any(s["rows"][0][2] < 0 for s in chosen)
     assert any(s["assigner"].get("offset", 0) < 0 for s in chosen)
 
@@ -102,6 +111,28 @@ def test_differential_streaming_sample(spark, tmp_path):
 @pytest.mark.parametrize("query", range(STREAM_QUERIES))
 def test_differential_streaming_many(spark, tmp_path, query):
     check_streaming(spark, tmp_path, SEED * 3000 + query, STREAM_PIPELINES)
+
+
+# ------------------------------------------------- fresh Python workers
+
+FRESH_WORKERS = Path(__file__).with_name("fresh_worker_check.py")
+
+
+@pytest.mark.slow
+def test_differential_with_fresh_python_workers(tmp_path):
+    """Replay, BATCH and a streaming query on a session with ``spark.python.worker.reuse
+    =false``: functions, triggers, key functions and accumulators restored in a fresh
+    worker process for every task. A static conf: its own session, in a child process
+    (measured: 5-8 min on 2 shared cores, most of it the streaming query)."""
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [sys.executable, str(FRESH_WORKERS), str(tmp_path), str(SEED)],
+        capture_output=True, text=True, timeout=1800, env=env,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("FRESH-WORKER-RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    failures = json.loads(lines[-1].removeprefix("FRESH-WORKER-RESULT "))
+    assert failures == [], "\n".join(failures)
 
 
 # ------------------------------------------------- what the suite found, as transcripts

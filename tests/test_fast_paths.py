@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import (
@@ -32,9 +33,12 @@ from test_properties import (
     window_label,
     with_final_watermark,
 )
+from transcript import within_seconds
+from transcript_functions import RearmingEventTimeTrigger
 
 from tidemark import (
     LONG_MAX,
+    ContinuousProcessingTimeTrigger,
     EventTimeTrigger,
     ProcessWindowFunction,
     PurgingTrigger,
@@ -247,3 +251,39 @@ def test_an_assigner_subclass_that_assigns_its_own_windows_loses_the_fast_path()
     assert feed_three(h) == [(("a", 1, 1), 9), (("a", 16, 2), 19)]
 
 
+# ---------------------------------------------------------------- timers registered in the past
+
+
+def advance_past_the_window_end(trigger: Any, fast_paths: bool) -> Any:
+    """Window [0, 10), lateness 10; processing time and the watermark move past its end,
+    some advances repeated. A timer a callback registers at or before the time it fires
+    for waits for the next advance of its clock (timer_registered_in_the_past.yaml)."""
+    h = harness(TumblingEventTimeWindows.of(10), trigger, allowed_lateness=10, fast_paths=fast_paths)
+    with within_seconds(20, f"{trigger!r}, fast_paths={fast_paths}"):
+        h.set_processing_time(0)
+        h.process_element(("a", 1, 1), 3)
+        for processing_time, watermark in (
+            (20, 5), (20, 9), (30, 9), (31, 12), (31, 15), (40, 25), (50, 40)
+        ):
+            h.set_processing_time(processing_time)
+            h.process_watermark(watermark)
+    return h.output(), state_left(h)
+
+
+@pytest.mark.parametrize(
+    "trigger, firings",
+    [
+        # 5 and 9 at processing time 20, then the held 9 at 30, 31 and 40 (not 20, 31 again)
+        pytest.param(lambda: ContinuousProcessingTimeTrigger.of(5), 5, id="processing-time"),
+        # at watermarks 9, 12, 15 and 25 (the cleanup at 19 takes the re-registered timer)
+        pytest.param(RearmingEventTimeTrigger, 4, id="event-time"),
+        pytest.param(EventTimeTrigger.create, 1, id="aligned-fast-path"),
+    ],
+)
+def test_timers_registered_in_the_past_fire_once_per_advance_with_fast_paths_on_and_off(
+    trigger: Any, firings: int
+) -> None:
+    fast = advance_past_the_window_end(trigger(), True)
+    assert fast == advance_past_the_window_end(trigger(), False)
+    assert len(fast[0]) == firings
+    assert fast[1] == {}

@@ -22,7 +22,10 @@ pytestmark = pytest.mark.spark
 CASES = [c for c in load_transcripts() if not c.must_fail and st.spark_expressible(c)]
 # One case per family (sliding, sessions with a count trigger and late merges,
 # processing time, partial lateness with a side output, evicting count windows).
-FAST = ("WOT-01-", "WOT-05-", "WOT-13-", "WOT-19-side", "WOT-24-", "EWOT-07-")
+FAST = (
+    "WOT-01-", "WOT-05-", "WOT-13-", "WOT-19-side", "WOT-24-", "EWOT-07-",
+    "continuous-processing-time-trigger-past-",
+)
 
 
 def _params(fast: bool) -> list[object]:

@@ -29,6 +29,7 @@ from streaming_scenarios import (
     describe_row,
     write_batch_file,
 )
+from transcript import within_seconds
 
 import tidemark as tm
 from tidemark import (
@@ -252,6 +253,31 @@ def test_event_time_windows_with_processing_time_firings_equal_the_engine(make):
     at_end = [r for r in want if r[:3] == ("a", 0, 100) and r[5] == 149]
     fires_at_end = isinstance(make().trigger, EarlyFirings)
     assert at_end == ([("a", 0, 100, 2, 25, 149)] if fires_at_end else [])
+    assert group.handle.state.row is None and group.handle.timers == set()
+
+
+def test_processing_time_past_an_event_time_window_end_fires_once_per_batch():
+    """ContinuousProcessingTimeTrigger caps its next firing at the window's
+    max_timestamp, an event time: once processing time is past it, every firing registers
+    its next timer in the past. Flink fires that timer again at once, forever (a worker
+    here would hang); the engine holds it for the next advance, so each micro-batch fires
+    the window once (transcripts/timer_registered_in_the_past.yaml)."""
+    make = _op(TumblingEventTimeWindows.of(100), trigger=ContinuousProcessingTimeTrigger.of(10))
+    batches: Batches = [
+        (None, 1, [("a", 5)]),
+        (None, 150, []),  # 10, 20, ..., 90, then 99 (capped): caught up; 99 again is held
+        (None, 160, []),  # the held 99 fires once
+        (None, 170, []),
+        (LONG_MAX, 180, []),  # the watermark first: the window's cleanup takes its timer
+        (LONG_MAX, 190, []),
+    ]
+    group = _OneGroup(make)
+    with within_seconds(60, "a ContinuousProcessingTimeTrigger past the window end"):
+        for step in batches:
+            group.batch(*step)
+        want = _engine_reference(make, batches)
+    assert group.got == want
+    assert sum(want.values()) == 10 + 1 + 1
     assert group.handle.state.row is None and group.handle.timers == set()
 
 

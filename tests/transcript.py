@@ -40,6 +40,9 @@ Schema of a case::
 from __future__ import annotations
 
 import json
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,6 +61,7 @@ __all__ = [
     "check_engine",
     "build_harness",
     "FUNCTIONS",
+    "within_seconds",
 ]
 
 TRANSCRIPT_DIR = Path(__file__).parent / "transcripts"
@@ -398,8 +402,32 @@ def compare(case: Transcript, run: EngineRun) -> None:
             )
 
 
+class TranscriptTimeout(AssertionError):
+    """A run did not finish in time: the engine looped (e.g. on a timer that re-registers
+    itself in the past), which must fail a test, not hang it."""
+
+
+@contextmanager
+def within_seconds(seconds: int, what: str) -> Iterator[None]:
+    """Fail with :class:`TranscriptTimeout` when the block runs longer than ``seconds``
+    (SIGALRM: main thread, POSIX; pure-Python loops are interrupted)."""
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TranscriptTimeout(f"{what}: still running after {seconds} s (a loop?)")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def check_engine(case: Transcript) -> None:
-    compare(case, run_on_engine(case))
+    with within_seconds(20, case.name):
+        run = run_on_engine(case)
+    compare(case, run)
 
 
 # Filled in by tests/transcript_functions.py (the vocabulary of window functions, custom

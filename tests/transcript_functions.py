@@ -308,7 +308,30 @@ class FireEverytimeOnElementAndEventTimeTrigger(tm.Trigger):
         pass
 
 
+class RearmingEventTimeTrigger(tm.Trigger):
+    """Fires at the window end and registers the same timer again, every time: in Flink
+    the timer fires again in the same advance, forever; tidemark holds it for the next,
+    higher watermark (timer_registered_in_the_past.yaml)."""
+
+    def on_element(self, element, timestamp, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.register_event_time_timer(window.max_timestamp())
+        return tm.TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        if time != window.max_timestamp():  # the cleanup timer
+            return tm.TriggerResult.CONTINUE
+        ctx.register_event_time_timer(time)
+        return tm.TriggerResult.FIRE
+
+    def on_processing_time(self, time, window, ctx):  # type: ignore[no-untyped-def]
+        return tm.TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):  # type: ignore[no-untyped-def]
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
 CUSTOM_TRIGGERS = {
+    "RearmingEventTimeTrigger": lambda spec: RearmingEventTimeTrigger(),
     "EventTimeTriggerAccumGC": lambda spec: EventTimeTriggerAccumGC(int(spec["cleanup"])),
     "FireEverytimeOnElementAndEventTimeTrigger": lambda spec: (
         FireEverytimeOnElementAndEventTimeTrigger()

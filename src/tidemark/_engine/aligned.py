@@ -261,7 +261,11 @@ class AlignedWindowOperator(WindowOperator):
         """:meth:`WindowOperator.process_watermark`'s timer loop, inlined: every
         event-time timer is a window's end, which fires it, or its cleanup time, which
         clears it, and firing registers no new timer. So when all timers are due (a BATCH
-        key's end) they are taken in one sort, in the heap's (time, registration) order."""
+        key's end) they are taken in one sort, in the heap's (time, registration) order.
+        No callback runs, so no timer is held here (see the general operator); any held
+        before is released as there."""
+        if watermark > self.current_watermark:
+            self._event_queue.release_held()
         self.current_watermark = watermark
         heap = self._event_queue.heap
         if watermark == LONG_MAX:

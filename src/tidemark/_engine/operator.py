@@ -92,6 +92,10 @@ class WindowOperator:
         self.output_watermarks: list[int] | None = [] if spec.record_output_watermarks else None
         self._event_queue = TimerQueue()
         self._processing_queue = TimerQueue()
+        # The time of the timer being fired, per time domain (None: none is): a timer
+        # its callback registers at or before that time is held for the next advance.
+        self._firing_event_time: int | None = None
+        self._firing_processing_time: int | None = None
         self._clock = ClockContext(self)
 
     # ------------------------------------------------------------------ elements
@@ -307,52 +311,115 @@ class WindowOperator:
     # ------------------------------------------------------------------ time
 
     def process_watermark(self, watermark: int) -> None:
-        """Advance event time to ``watermark`` and fire every event-time timer it reaches."""
+        """Advance event time to ``watermark`` and fire every event-time timer it reaches.
+
+        Timers fire in time order. A timer a callback registers for a later time that
+        ``watermark`` reaches fires in the same call (Flink's catch-up). One it registers
+        at or before the time being fired goes beyond Flink, which fires it again at once
+        (a trigger that re-registers it every time loops forever there): it stays
+        registered and fires at the next higher watermark, once per advance.
+        """
+        if watermark > self.current_watermark:
+            self._event_queue.release_held()
         self.current_watermark = watermark
-        while True:
-            due = self._event_queue.pop_due(watermark, self._take_event_timer)
-            if due is None:
-                return
-            time, key, window = due
-            self._on_timer(key, time, window, event_time=True)
+        try:
+            while True:
+                due = self._event_queue.pop_due(watermark, self._take_event_timer)
+                if due is None:
+                    return
+                time, key, window = due
+                self._firing_event_time = time
+                self._on_timer(key, time, window, event_time=True)
+        finally:
+            self._firing_event_time = None
 
     def advance_watermark_stepwise(self, watermark: int, resolve: Callable[[int], int]) -> None:
         """Advance to ``watermark`` through the watermarks a recorded stream really had.
 
         ``resolve(t)`` is the first watermark of the stream that is ``>= t``; every due
-        timer fires at the watermark that first reached it, as it did in the stream.
+        timer fires at the watermark that first reached it, as it did in the stream, and
+        a held timer (see :meth:`process_watermark`) at the stream's next watermark.
         """
         while True:
             time = self._event_queue.peek_time()
+            if self._event_queue.has_held():  # due at the next higher watermark
+                step_up = self.current_watermark + 1
+                time = step_up if time is None or time > step_up else time
             if time is None or time > watermark:
                 break
             step = min(max(resolve(time), time), watermark)
             self.process_watermark(max(step, self.current_watermark))
         self.process_watermark(max(watermark, self.current_watermark))
 
-    def advance_processing_time_stepwise(self, time: int) -> None:
-        """Advance the clock to ``time``, firing each due timer at its own time."""
+    def advance_processing_time_stepwise(
+        self, time: int, resolve: Callable[[int], int] | None = None
+    ) -> None:
+        """Advance the clock to ``time``, firing each due timer at its own time.
+
+        ``resolve(t)`` is the first time ``>= t`` at which a recorded stream's clock
+        advanced (a replay's arrival times): each is an advance, so a held timer (see
+        :meth:`advance_processing_time`) fires once at each, as the engine fed those
+        times fires it. Without ``resolve`` the call is one advance.
+        """
+        queue = self._processing_queue
+        while resolve is not None:
+            due = queue.peek_time()
+            if queue.has_held():  # due at the stream's next advance
+                step_up = self.current_processing_time + 1
+                due = step_up if due is None or due > step_up else due
+            if due is None or due > time:
+                break
+            step = min(max(resolve(due), due), time)
+            self._advance_stepwise(max(step, self.current_processing_time))
+        self._advance_stepwise(max(time, self.current_processing_time))
+
+    def _advance_stepwise(self, time: int) -> None:
+        """One advance to ``time``, the clock stopping at each due timer's time: the
+        same timers fire as :meth:`advance_processing_time` fires; one held during it
+        waits for the next advance."""
+        if time > self.current_processing_time:
+            self._processing_queue.release_held()
         while True:
             due = self._processing_queue.peek_time()
             if due is None or due > time:
                 break
-            self.advance_processing_time(max(due, self.current_processing_time))
-        self.advance_processing_time(max(time, self.current_processing_time))
+            self._fire_processing_timers(max(due, self.current_processing_time))
+        self._fire_processing_timers(time)
 
     def reset_clocks(self, watermark: int = LONG_MIN, processing_time: int = 0) -> None:
-        """Set both clocks without firing anything (a new key in a BATCH run)."""
+        """Set both clocks without firing anything (a new key in a BATCH run); held
+        timers (of keys gone by then) wait no more."""
+        self._event_queue.release_held()
+        self._processing_queue.release_held()
         self.current_watermark = watermark
         self.current_processing_time = processing_time
 
     def advance_processing_time(self, time: int) -> None:
-        """Set the processing-time clock and fire every processing-time timer it reaches."""
+        """Set the processing-time clock and fire every processing-time timer it reaches.
+
+        As :meth:`process_watermark`: timers fire in time order, catching up on those
+        their callbacks register up to ``time``; one registered at or before the time
+        being fired (``ContinuousProcessingTimeTrigger`` on event-time windows once the
+        clock is past the window's end: Flink loops there) goes beyond Flink and fires at
+        the next call with a later ``time`` (on Spark, the next micro-batch).
+        """
+        if time > self.current_processing_time:
+            self._processing_queue.release_held()
+        self._fire_processing_timers(time)
+
+    def _fire_processing_timers(self, time: int) -> None:
+        """Set the clock to ``time`` and fire the due timers; held timers stay held."""
         self.current_processing_time = time
-        while True:
-            due = self._processing_queue.pop_due(time, self._take_processing_timer)
-            if due is None:
-                return
-            timer_time, key, window = due
-            self._on_timer(key, timer_time, window, event_time=False)
+        try:
+            while True:
+                due = self._processing_queue.pop_due(time, self._take_processing_timer)
+                if due is None:
+                    return
+                timer_time, key, window = due
+                self._firing_processing_time = timer_time
+                self._on_timer(key, timer_time, window, event_time=False)
+        finally:
+            self._firing_processing_time = None
 
     def _take_event_timer(self, key: Any, time: int, window: Window) -> bool:
         ks = self.keys.get(key)
@@ -456,14 +523,22 @@ class WindowOperator:
     def register_event_time_timer(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
         timer = (time, window)
         if timer not in ks.event_timers:
-            ks.event_timers[timer] = self._event_queue.push(time, key, window)
+            firing = self._firing_event_time
+            if firing is not None and time <= firing:
+                ks.event_timers[timer] = self._event_queue.hold(time, key, window)
+            else:
+                ks.event_timers[timer] = self._event_queue.push(time, key, window)
 
     def register_processing_time_timer(
         self, key: Any, ks: KeyState, time: int, window: Window
     ) -> None:
         timer = (time, window)
         if timer not in ks.processing_timers:
-            ks.processing_timers[timer] = self._processing_queue.push(time, key, window)
+            firing = self._firing_processing_time
+            if firing is not None and time <= firing:
+                ks.processing_timers[timer] = self._processing_queue.hold(time, key, window)
+            else:
+                ks.processing_timers[timer] = self._processing_queue.push(time, key, window)
 
     def _user_error(
         self, what: str, key: Any, window: Any, exc: Exception, watermark: int | None = None
@@ -492,7 +567,11 @@ class WindowOperator:
 
     def restore_key(self, key: Any, ks: KeyState) -> None:
         """Install ``ks`` as the state of ``key`` and queue its timers (in the order
-        they were first registered, so equal-time timers fire as they would have)."""
+        they were first registered, so equal-time timers fire as they would have).
+
+        A timer that was held (see :meth:`process_watermark`) is queued as any other: it
+        fires at the next advance. (Spark advances a restored key's watermark only when
+        it moves, and its processing time once per micro-batch.)"""
         self.keys[key] = ks
         for (time, window), seq in ks.event_timers.items():
             self._event_queue.push(time, key, window, seq)

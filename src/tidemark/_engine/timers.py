@@ -4,6 +4,11 @@ A timer is ``(time, key, window)``, registered at most once (the key's state map
 live timer to its registration sequence number). The queue is a heap ordered by time, then registration order;
 deleting a timer only removes it from the key's set, and popping skips timers that are
 no longer live, so each registered timer fires exactly once.
+
+A timer registered by a timer callback at or before the time being fired is *held*: it
+waits outside the heap until the operator releases it at the next advance of its clock
+(see ``WindowOperator.process_watermark``), so such a timer cannot fire in the advance
+that registered it, and a trigger re-registering it every time cannot loop.
 """
 
 from __future__ import annotations
@@ -20,10 +25,11 @@ __all__ = ["TimerQueue"]
 class TimerQueue:
     """A min-heap of timers with lazy deletion."""
 
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("_heap", "_held", "_seq")
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, Any, Window]] = []
+        self._held: list[tuple[int, int, Any, Window]] = []
         self._seq = 0
 
     def push(self, time: int, key: Any, window: Window, seq: int | None = None) -> int:
@@ -38,6 +44,22 @@ class TimerQueue:
             self._seq = seq
         heapq.heappush(self._heap, (time, seq, key, window))
         return seq
+
+    def hold(self, time: int, key: Any, window: Window) -> int:
+        """Register a timer that must not fire before :meth:`release_held`; return its
+        registration sequence number (its place among equal times once released)."""
+        self._seq += 1
+        self._held.append((time, self._seq, key, window))
+        return self._seq
+
+    def has_held(self) -> bool:
+        return bool(self._held)
+
+    def release_held(self) -> None:
+        """Queue the held timers: from now on they are due as any other."""
+        for entry in self._held:
+            heapq.heappush(self._heap, entry)
+        self._held.clear()
 
     def pop_due(
         self, limit: int, take_if_live: Callable[[Any, int, Window], bool]
@@ -61,11 +83,13 @@ class TimerQueue:
         return self._heap
 
     def peek_time(self) -> int | None:
-        """The earliest time in the heap (possibly of a deleted timer), or None."""
+        """The earliest time in the heap (possibly of a deleted timer), or None; held
+        timers are not in the heap."""
         return self._heap[0][0] if self._heap else None
 
     def clear(self) -> None:
         self._heap.clear()
+        self._held.clear()
 
     def __len__(self) -> int:
         return len(self._heap)

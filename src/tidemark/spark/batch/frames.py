@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructType
 
-from tidemark.spark.batch.replay import share_with_tasks, stamp_replay_watermarks
+from tidemark.spark.batch.replay import ArrivalTimes, share_with_tasks, stamp_replay_watermarks
 from tidemark.spark.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
 from tidemark.spark.plan import Source
 from tidemark.spark.timestamps import timestamp_ms, with_assigned_timestamps
@@ -34,6 +35,7 @@ class ElementFrame:
     timestamp_column: str | None = None
     has_processing_time: bool = False
     final_processing_time: int | None = None  # a replay's last arrival time
+    arrival_times: Any = None  # a replay's ArrivalTimes, shared with tasks
     # BATCH: the columns that order elements of one key with equal timestamps
     tie_order: list[str] = field(default_factory=list)
 
@@ -69,9 +71,11 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         df.select(*columns), source.strategy.out_of_orderness_ms, spark
     )
     broadcast = share_with_tasks(spark, sequence)  # no broadcasts on Spark Connect
-    final_pt = None
+    final_pt, arrivals = None, None
     if source.processing_time is not None:
-        final_pt = stamped.agg(F.max(PT)).first()[0]
+        times = sorted(r[0] for r in stamped.select(PT).distinct().collect() if r[0] is not None)
+        final_pt = times[-1] if times else None
+        arrivals = share_with_tasks(spark, ArrivalTimes(np.array(times, dtype=np.int64)))
     return ElementFrame(
         stamped,
         df.schema,
@@ -80,6 +84,7 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         source.timestamp,
         source.processing_time is not None,
         final_pt,
+        arrivals,
     )
 
 

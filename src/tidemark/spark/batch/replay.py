@@ -26,6 +26,8 @@ from tidemark.time import LONG_MIN
 
 __all__ = [
     "WatermarkSequence",
+    "ArrivalTimes",
+    "advance_to_arrival_time",
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
     "share_with_tasks",
@@ -54,6 +56,31 @@ class WatermarkSequence:
             return int(self.positions[index]), previous
         last = int(self.values[-1]) if len(self.values) else LONG_MIN
         return 2**63 - 1, last
+
+
+@dataclass
+class ArrivalTimes:
+    """The distinct arrival (processing) times of a recorded stream, ascending: the
+    times its processing-time clock advanced to."""
+
+    values: np.ndarray
+
+    def first_at_or_after(self, time: int) -> int:
+        """The first arrival time ``>= time`` (``LONG_MAX`` after the last)."""
+        index = int(np.searchsorted(self.values, time, side="left"))
+        return int(self.values[index]) if index < len(self.values) else 2**63 - 1
+
+
+def advance_to_arrival_time(op: Any, time: int, arrivals: ArrivalTimes) -> None:
+    """Advance ``op``'s processing time to ``time`` as the recorded stream's clock did:
+    each due timer fires at its own time, and a timer held for the next advance (see
+    ``WindowOperator.advance_processing_time``) at each later arrival time of the stream,
+    any key's, as the engine fed every arrival time fires it."""
+
+    def resolve(t: int) -> int:
+        return arrivals.first_at_or_after(max(t, op.current_processing_time + 1))
+
+    op.advance_processing_time_stepwise(time, resolve)
 
 
 def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSequence) -> None:

@@ -56,6 +56,7 @@ def run_partitioned(
         timestamp_column=frame.timestamp_column,
         has_processing_time=frame.has_processing_time,
         final_processing_time=frame.final_processing_time,
+        arrival_times=frame.arrival_times,
         timestamps_in=long_timestamp_column(frame) or TS,
         sort_columns=sort_columns,
         sort_budget=sort_budget,

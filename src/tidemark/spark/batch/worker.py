@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError
-from tidemark.spark.batch.replay import advance_to_recorded_watermark
+from tidemark.spark.batch.replay import advance_to_arrival_time, advance_to_recorded_watermark
 from tidemark.spark.batch.sorting import sorted_batches
 from tidemark.spark.codec import (
     arrow_batch,
@@ -80,6 +80,7 @@ class RunnerConfig:
     timestamp_column: str | None
     has_processing_time: bool
     final_processing_time: int | None = None
+    arrival_times: Any = None  # a replay's ArrivalTimes, shared with tasks
     timestamps_in: str = TS  # the column with long-ms timestamps
     # BATCH: the columns the worker sorts its partition by, when Spark has not sorted it
     sort_columns: list[str] | None = None
@@ -378,7 +379,7 @@ class ReplayDriver(PartitionDriver):
             current = self._next_key(op, out, current, keys[i])
             self._check_timestamp(row, stamps[i])
             if pts is not None and pts[i] is not None:
-                op.advance_processing_time_stepwise(int(pts[i]))
+                advance_to_arrival_time(op, int(pts[i]), self.config.arrival_times.value)
             order = int(orders[i])
             advance_to_recorded_watermark(op, int(wms[i]), sequence)
             self._drain(op, out, 2 * order - 1, False, sequence)
@@ -390,7 +391,9 @@ class ReplayDriver(PartitionDriver):
         sequence = self.config.watermarks.value
         if self.config.final_processing_time is not None:
             # the stream's clock went on to its last arrival, for this key's timers too
-            op.advance_processing_time_stepwise(self.config.final_processing_time)
+            advance_to_arrival_time(
+                op, self.config.final_processing_time, self.config.arrival_times.value
+            )
         last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
         advance_to_recorded_watermark(op, last, sequence)
         op.process_watermark(LONG_MAX)
