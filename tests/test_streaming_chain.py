@@ -27,6 +27,7 @@ import tidemark as tm
 from tidemark.spark import aggregations
 from tidemark.spark.columns import (
     EARLY,
+    FORWARDED,
     ON_ELEMENTS,
     OUTPUT,
     PHASE,
@@ -260,6 +261,55 @@ LATE_BATCHES = [
 LATE2 = tm.OutputTag("late2")
 
 
+class PairWatermark(tm.ProcessWindowFunction):
+    """(users, total, wm) of a count window of per-user sums."""
+
+    def process(self, key, context, elements):  # type: ignore[no-untyped-def]
+        items = list(elements)
+        users = ",".join(sorted(e.user for e in items))
+        yield (users, sum(e.amount for e in items), context.current_watermark())
+
+
+#   A count window after a time window fires on an element: its firing sees the
+#   watermark the first window forwarded last, though nothing reached it since.
+#
+#   batch 0  a@1.0 b@2.0    -> W 0.999
+#   batch 1  c@6.5          -> W 5.499: a[0,5), b[0,5) fire -> the pair fires at W 0.999
+#   batch 2  a@7.0          -> W 5.999: nothing fires
+#   batch 3  end of input   -> W +inf: a[5,10), c[5,10) -> the pair fires at W 5.999
+PAIR_BATCHES = [
+    [("a", "eu", 3, 1000), ("b", "us", 5, 2000)],
+    [("c", "eu", 1, 6500)],
+    [("a", "eu", 2, 7000)],
+    [END],
+]
+
+
+@pytest.mark.slow
+def test_a_count_window_after_a_time_window_sees_the_forwarded_watermark(spark, tmp_path):
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
+    schema = "users string, total long, wm long"
+
+    def build(source: Any) -> Any:
+        stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        per_user = stream.key_by("user").window(FIVE_SECONDS).sum("amount")
+        return per_user.count_window_all(2).process(PairWatermark(), schema), {"main": "main"}
+
+    streamed = run_stream(spark, tmp_path, PAIR_BATCHES, build)
+    names = INPUT_SCHEMA.replace(",", "").split()[::2]
+    first = WindowOperatorHarness(
+        FIVE_SECONDS, aggregations.Sum("amount"), key_selector=lambda r: r.user
+    )
+    pairs = WindowOperatorHarness(
+        tm.GlobalWindows.create(), PairWatermark(),
+        trigger=tm.PurgingTrigger.of(tm.CountTrigger.of(2)),
+    )
+    chain_reference([(first, names), (pairs, names)], PAIR_BATCHES, 1000)
+    expected = Counter(tuple(v) for v, _ in pairs.output())
+    assert sorted(expected) == [("a,b", 8, 999), ("a,c", 3, 5999)]
+    assert streamed["main"] == expected
+
+
 @pytest.mark.slow
 def test_late_firing_reaches_the_second_window_and_is_late_there(spark, tmp_path):
     strategy = tm.WatermarkStrategy.for_monotonous_timestamps()
@@ -412,15 +462,15 @@ def test_chained_processor_feeds_early_results_before_the_watermark():
     )
     processor, handle = WindowStatefulProcessor(config), _Handle()
     processor.init(handle)  # type: ignore[arg-type]
-    columns = [*VALUE_COLUMNS, TS, OUTPUT, SIDE, "__tm_dropped", PHASE]
+    columns = [*VALUE_COLUMNS, TS, OUTPUT, SIDE, "__tm_dropped", PHASE, FORWARDED]
     late_row = Row(key="y", v=7, ts=1)
     calls = [
-        (None, [("x", 1, 5, 5, "main", None, None, ON_ELEMENTS)]),
+        (None, [("x", 1, 5, 5, "main", None, None, ON_ELEMENTS, None)]),
         (9, [
-            ("x", 4, 8, 8, "main", None, None, ON_ELEMENTS),
-            ("x", 2, 9, 9, "main", None, None, EARLY),
-            (None, None, None, 1, "late", encode_side(late_row), None, ON_ELEMENTS),
-            (None, None, None, 0, "__late_records_dropped", None, 3, ON_ELEMENTS),
+            ("x", 4, 8, 8, "main", None, None, ON_ELEMENTS, None),
+            ("x", 2, 9, 9, "main", None, None, EARLY, 6),
+            (None, None, None, 1, "late", encode_side(late_row), None, ON_ELEMENTS, None),
+            (None, None, None, 0, "__late_records_dropped", None, 3, ON_ELEMENTS, None),
         ]),
     ]
     got = []

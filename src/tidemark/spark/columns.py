@@ -70,6 +70,7 @@ __all__ = [
     "KEY_GROUP",
     "WINDOW_START",
     "PHASE",
+    "FORWARDED",
     "EARLY",
     "ON_ELEMENTS",
     "upstream_output_name",
@@ -102,6 +103,7 @@ KEY_GROUP = "__tm_key_group"  # streaming: the key group a key hashes to
 SIDE = "__tm_side"
 DROPPED = "__tm_dropped"
 PHASE = "__tm_phase"  # streaming: a row's place around the batch's watermark (chains)
+FORWARDED = "__tm_forwarded"  # streaming: the watermark an EARLY row follows (chains)
 WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 
@@ -116,7 +118,10 @@ REPLAY_COLUMNS = (ORDER, SEQ, WM)
 EARLY, ON_ELEMENTS = 0, 1
 """The ``__tm_phase`` of a row emitted while advancing to the batch's watermark (which a
 downstream window must see before that watermark), and of one emitted on the batch's
-elements (after it)."""
+elements (after it). An ``EARLY`` row also carries, in ``__tm_forwarded``, the engine
+watermark the earlier window had forwarded before it (the one Spark presented in the
+previous micro-batch; null where the window has not seen one): the later window feeds it
+under that watermark, as Flink's downstream operator holds it."""
 
 _UPSTREAM_PREFIX = "__tm_window"
 
@@ -136,7 +141,7 @@ def combined_schema(
     fields += [StructField(f.name, f.dataType, True) for f in output_schema.fields]
     fields += [StructField(SIDE, BinaryType(), True), StructField(DROPPED, LongType(), True)]
     if phase:
-        fields.append(StructField(PHASE, LongType(), True))
+        fields += [StructField(PHASE, LongType(), True), StructField(FORWARDED, LongType(), True)]
     return StructType(fields)
 
 

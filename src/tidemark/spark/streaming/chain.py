@@ -54,6 +54,7 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import column_values
 from tidemark.spark.columns import (
     DROPPED,
+    FORWARDED,
     KEY_GROUP,
     MAIN,
     ON_ELEMENTS,
@@ -83,7 +84,8 @@ class UpstreamInput:
         :func:`~tidemark.spark.columns.upstream_output_name`.
     timestamp_position : int
         Where ``__tm_ts`` is in the processor's input; ``__tm_output``, ``__tm_side``,
-        ``__tm_dropped`` and ``__tm_phase`` follow it (:func:`prepare_upstream`).
+        ``__tm_dropped``, ``__tm_phase`` and ``__tm_forwarded`` follow it
+        (:func:`prepare_upstream`).
     result_count : int
         The number of this window's result columns (blank on a passed-through row).
     phased : bool
@@ -95,14 +97,17 @@ class UpstreamInput:
     result_count: int
     phased: bool
 
-    def split(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, list[Any]]:
-        """The earlier window's results in ``pdf`` and their phases; its other outputs
-        are appended to ``passed`` as rows of this processor's output, renamed."""
+    def split(
+        self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]
+    ) -> tuple[Any, list[Any], list[Any]]:
+        """The earlier window's results in ``pdf``, their phases and the watermarks they
+        follow; its other outputs are appended to ``passed`` as rows of this
+        processor's output, renamed."""
         at = self.timestamp_position
         is_main = (pdf.iloc[:, at + 1] == MAIN).to_numpy()
         if not is_main.all():
             blanks = (None,) * self.result_count
-            phase = (ON_ELEMENTS,) if self.phased else ()
+            phase = (ON_ELEMENTS, None) if self.phased else ()
             others = pdf[~is_main]
             for ts, name, side, dropped in zip(
                 column_values(others.iloc[:, at], "LongType"),
@@ -116,7 +121,8 @@ class UpstreamInput:
                 ts = None if dropped is not None else ts  # a count row has no timestamp
                 passed.append((name, ts, *blanks, side, dropped, *phase))
             pdf = pdf[is_main]
-        return pdf, column_values(pdf.iloc[:, at + 4], "LongType")
+        phases = column_values(pdf.iloc[:, at + 4], "LongType")
+        return pdf, phases, column_values(pdf.iloc[:, at + 5], "LongType")
 
 
 def check_chain(
@@ -126,7 +132,7 @@ def check_chain(
     earlier window's combined frame with ``__tm_phase``."""
     if upstream_depth is None:
         return
-    missing = [c for c in (OUTPUT, TS, SIDE, DROPPED, PHASE) if c not in df.columns]
+    missing = [c for c in (OUTPUT, TS, SIDE, DROPPED, PHASE, FORWARDED) if c not in df.columns]
     if missing:
         raise WindowSpecError(
             f"`upstream_depth` needs `df` to be the combined frame of an earlier window "
@@ -161,6 +167,7 @@ def prepare_upstream(
         F.col(SIDE),
         F.col(DROPPED),
         F.col(PHASE),
+        F.col(FORWARDED),
         F.when(is_main, key_group).otherwise(spread).alias(KEY_GROUP),
     )
 

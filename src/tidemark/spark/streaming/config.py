@@ -10,7 +10,7 @@ from typing import Any
 from tidemark._engine.operator import WindowOperator
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import DROPPED, OUTPUT, PHASE, SIDE, TS
+from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS
 from tidemark.spark.streaming.chain import UpstreamInput
 from tidemark.time import TimeDomain
 
@@ -132,7 +132,7 @@ class ProcessorConfig:
     feeds_downstream: bool = False
 
     def output_columns(self) -> list[str]:
-        phase = [PHASE] if self.feeds_downstream else []
+        phase = [PHASE, FORWARDED] if self.feeds_downstream else []
         return [OUTPUT, TS, *self.result_names, SIDE, DROPPED, *phase]
 
     @property

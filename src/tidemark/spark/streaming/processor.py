@@ -167,16 +167,17 @@ class WindowStatefulProcessor(StatefulProcessor):
         with fewer_gc_passes():
             runs: dict[Any, _Run] = {}
             passed: list[tuple[Any, ...]] = []
+            forwarded: dict[Any, int] = {}
             for pdf in rows:
-                self._split(pdf, runs, passed)
-            return self._run(runs, timerValues, None, passed)
+                self._split(pdf, runs, passed, forwarded)
+            return self._run(runs, timerValues, None, passed, forwarded)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
         with fewer_gc_passes():
-            return self._run({}, timerValues, expired, [])
+            return self._run({}, timerValues, expired, [], {})
 
     def close(self) -> None:
         pass
@@ -184,14 +185,20 @@ class WindowStatefulProcessor(StatefulProcessor):
     # ------------------------------------------------------------------ input
 
     def _split(
-        self, pdf: pd.DataFrame, runs: dict[Any, _Run], passed: list[tuple[Any, ...]]
+        self,
+        pdf: pd.DataFrame,
+        runs: dict[Any, _Run],
+        passed: list[tuple[Any, ...]],
+        forwarded: dict[Any, int],
     ) -> None:
         """Append each row of ``pdf`` to its key's run (Rows, timestamps; before or after
-        the watermark), in order; an upstream's other outputs go to ``passed``."""
+        the watermark), in order; an upstream's other outputs go to ``passed``, and the
+        watermark a key's early rows follow to ``forwarded``."""
         config = self._config
         phases: Any = None
+        follows: Any = None
         if config.upstream is not None:
-            pdf, phases = config.upstream.split(pdf, passed)
+            pdf, phases, follows = config.upstream.split(pdf, passed)
         event_time = config.event_time
         series = [column for _, column in pdf.items()]  # cheaper than iloc per column
         timestamps = column_values(series[config.timestamp_position], "LongType")
@@ -206,12 +213,12 @@ class WindowStatefulProcessor(StatefulProcessor):
         ]
         values = zip(*columns, strict=True) if columns else [()] * len(timestamps)
         if phases is None:
-            phases = [ON_ELEMENTS] * len(timestamps)
+            phases, follows = [ON_ELEMENTS] * len(timestamps), [None] * len(timestamps)
         markers = END_OF_INPUT_MS if config.upstream is None else None
         new, row_type = tuple.__new__, self._row_type
         engine_keys: dict[Any, Any] = {}
-        rows = zip(spark_keys, timestamps, values, phases, strict=True)
-        for spark_key, timestamp, row_values, phase in rows:
+        rows = zip(spark_keys, timestamps, values, phases, follows, strict=True)
+        for spark_key, timestamp, row_values, phase, follow in rows:
             if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
                 check_timestamp(timestamp, spark_key, event_time)
             elif markers is not None and timestamp >= markers:
@@ -223,6 +230,8 @@ class WindowStatefulProcessor(StatefulProcessor):
             if run is None:
                 run = runs[key] = ([], [], [], [])
             at = 0 if phase == EARLY else 2
+            if at == 0 and follow is not None:
+                forwarded[key] = max(follow, forwarded.get(key, follow))
             run[at].append(new(row_type, row_values))
             run[at + 1].append(timestamp)
 
@@ -241,6 +250,7 @@ class WindowStatefulProcessor(StatefulProcessor):
         timer_values: TimerValues,
         expired: int | None,
         passed: list[tuple[Any, ...]],
+        forwarded: dict[Any, int],
     ) -> Iterator[pd.DataFrame]:
         config = self._config
         group = StoredGroup.decode(self._state.get(), config.max_parallelism)
@@ -253,11 +263,15 @@ class WindowStatefulProcessor(StatefulProcessor):
         cohorts: dict[tuple[int, int, int | None], list[_Visit]] = {}
         for key in self._keys_to_visit(group, runs, clock):
             visit = self._visit(key, group.keys.get(key, NEW_KEY), clock)
-            cohorts.setdefault(_cohort(visit, runs.get(key)), []).append(visit)
+            cohort = _cohort(visit, runs.get(key), forwarded.get(key))
+            cohorts.setdefault(cohort, []).append(visit)
+        # What this window forwarded last (the watermark of its previous call: see _save)
+        follows = None if group.watermark is None else engine_watermark(group.watermark)
         records = passed
-        for visits in cohorts.values():
-            self._run_cohort(visits, runs, group, clock, records)
-        self._save(group, expired, clock.now)
+        for (_, _, early), visits in cohorts.items():
+            self._run_cohort(visits, runs, group, clock, records, early, follows)
+        group.watermark = spark_watermark_ms
+        self._save(group, expired, clock)
         if not records:
             return iter([])
         return iter([object_frame(config.output_columns(), records)])
@@ -313,6 +327,8 @@ class WindowStatefulProcessor(StatefulProcessor):
         group: StoredGroup,
         clock: _BatchClock,
         records: list[tuple[Any, ...]],
+        early: int | None,
+        follows: int | None,
     ) -> None:
         """One operator for keys that share their clocks: advance, feed, take state back.
 
@@ -320,11 +336,12 @@ class WindowStatefulProcessor(StatefulProcessor):
         processing time (the batch's): each key sees the order the engine fed those
         clocks in that order would give it; a key joins the operator just before the
         first clock it advances, so a clock it does not advance fires none of its timers.
-        A chain's early rows go in just before the watermark moves (:mod:`.chain`).
+        A chain's early rows go in just before the watermark moves, under ``early``, the
+        watermark the earlier window forwarded before them (:mod:`.chain`); this window's
+        results fired on the watermark follow ``follows``, the one it forwarded last.
         """
         first = visits[0]
         operator = self._config.make_operator()
-        early = _cohort(first, runs.get(first.key))[2]
         operator.current_watermark = first.watermark if early is None else early
         operator.current_processing_time = first.processing_time
         waiting = visits
@@ -347,21 +364,21 @@ class WindowStatefulProcessor(StatefulProcessor):
             if run[0] and not visit.advances_watermark:
                 operator.process_elements(visit.key, run[0], run[1])
             operator.process_elements(visit.key, run[2], run[3])
-        records.extend(self._output_records(operator, before_elements))
+        records.extend(self._output_records(operator, before_elements, follows))
         for visit in visits:
             self._take_back(operator, visit, group, clock)
 
     # ------------------------------------------------------------------ output
 
     def _output_records(
-        self, operator: WindowOperator, before_elements: int
+        self, operator: WindowOperator, before_elements: int, follows: int | None
     ) -> list[tuple[Any, ...]]:
         """The operator's results, side outputs and dropped count as combined-schema rows;
         the first ``before_elements`` results were emitted on the watermark."""
         config = self._config
         blanks = (None,) * len(config.result_names)
         phased = config.feeds_downstream
-        late = (ON_ELEMENTS,) if phased else ()
+        late = (ON_ELEMENTS, None) if phased else ()
         records: list[tuple[Any, ...]] = []
         for n, (value, timestamp) in enumerate(operator.output):
             result = tuple(config.result_to_row(value, timestamp))
@@ -370,7 +387,9 @@ class WindowStatefulProcessor(StatefulProcessor):
                     f"`result_to_row` must return {len(blanks)} values {list(config.result_names)};"
                     f" got {result!r}"
                 )
-            phase = ((EARLY if n < before_elements else ON_ELEMENTS),) if phased else ()
+            phase: tuple[Any, ...] = ()
+            if phased:
+                phase = (EARLY, follows) if n < before_elements else (ON_ELEMENTS, None)
             records.append((MAIN, timestamp, *result, None, None, *phase))
         for tag, items in operator.side_outputs.items():
             for value, timestamp in items:
@@ -435,14 +454,19 @@ class WindowStatefulProcessor(StatefulProcessor):
             event_timer = spark_event_timer(min(event_times), visit.watermark)
         return event_timer, processing_timer
 
-    def _save(self, group: StoredGroup, expired: int | None, now: int) -> None:
+    def _save(self, group: StoredGroup, expired: int | None, clock: _BatchClock) -> None:
         """Write the group's row once and move its Spark timers to its keys' earliest.
 
         Where Spark holds no event-time timer (a ProcessingTime query), the group's
         earliest event-time timer is kept in its row only, and a processing-time timer
         brings the group back in the next micro-batch to compare it with the watermark.
+        A window that feeds a later one is called at every watermark advance while it
+        holds keys, so its row knows the watermark it forwarded last (:mod:`.chain`).
         """
+        now = clock.now
         event_timer, processing_timer = group.earliest_timers()
+        if self._config.feeds_downstream and group.keys and not self._polls_watermark:
+            event_timer = _earliest(event_timer, clock.spark_watermark_ms + 1)
         registered_event, registered_processing = group.event_timer, group.processing_timer
         if self._polls_watermark:
             registered_event = None  # the row's note of the earliest, not a Spark timer
@@ -499,10 +523,15 @@ class WindowStatefulProcessor(StatefulProcessor):
             )
 
 
-def _cohort(visit: _Visit, run: _Run | None) -> tuple[int, int, int | None]:
+def _cohort(
+    visit: _Visit, run: _Run | None, forwarded: int | None
+) -> tuple[int, int, int | None]:
     """The operator ``visit``'s key shares: its clocks and, when it advances with rows
-    to feed before the watermark (a chain), the watermark they are fed under (its own)."""
-    early = visit.stored.watermark if visit.advances_watermark and run is not None and run[0] else None
+    to feed before the watermark (a chain), the watermark they are fed under: the one
+    the earlier window forwarded before them, or the key's own if that is later."""
+    if not (visit.advances_watermark and run is not None and run[0]):
+        return visit.watermark, visit.processing_time, None
+    early = visit.stored.watermark if forwarded is None else max(forwarded, visit.stored.watermark)
     return visit.watermark, visit.processing_time, early
 
 

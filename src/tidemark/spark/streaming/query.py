@@ -40,14 +40,15 @@ Key groups
 Spark groups rows by key group, ``pmod(hash(key columns), max_parallelism)`` (Flink's key
 groups, :mod:`.state`; each placed on its own state partition, :mod:`.keygroups`), not by
 key: one processor call serves every key of a group in a micro-batch, with one state row
-and one Spark timer per group (the earliest of its keys' timers). Within a call each key still moves exactly as above: its own clocks and timers
-are kept in the group's row, only keys with rows or a due timer are visited, and a key's
-rows reach the engine in Spark's order; a key whose clocks already stand at Spark's
-watermark is not advanced again (its timers behind the watermark wait for the next
-one). So the equivalence holds per key whatever ``max_parallelism`` is. The number of
-groups (by default one per state partition) is fixed when the query first starts (kept
-in every group's row and beside the checkpoint; a restart with another value is refused)
-and caps the query's state partitions (:func:`write_outputs`).
+and one Spark timer per group (the earliest of its keys' timers). Within a call each key
+still moves exactly as above: its own clocks and timers are kept in the group's row, only
+keys with rows or a due timer are visited, and a key's rows reach the engine in Spark's
+order; a key whose clocks already stand at Spark's watermark is not advanced again (its
+timers behind the watermark wait for the next one). So the equivalence holds per key
+whatever ``max_parallelism`` is. The number of groups (by default one per state
+partition) is fixed when the query first starts (kept in every group's row and beside
+the checkpoint; a restart with another value is refused) and caps the query's state
+partitions (:func:`write_outputs`).
 
 End of a bounded input
 ----------------------

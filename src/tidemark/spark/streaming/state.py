@@ -18,7 +18,11 @@ serves every key of a group in a micro-batch, and one row holds the whole group:
   group's processing-time timer brings it back in the next micro-batch to compare it
   with the watermark);
 * the ``max_parallelism`` the query started with, so that a restart with another
-  value fails instead of reading state into the wrong groups.
+  value fails instead of reading state into the wrong groups;
+* Spark's watermark at the group's last call: in a chain, a window whose results feed
+  a later one is called at every watermark advance while it holds keys, so this is the
+  watermark it forwarded last, which its results fired on the next advance follow
+  (:mod:`.chain`).
 
 The row is read once and written (or cleared, when no key is left) once per call.
 """
@@ -47,6 +51,7 @@ STATE_SCHEMA = StructType(
         StructField("keys", BinaryType(), False),
         StructField("event_timer", LongType(), True),
         StructField("processing_timer", LongType(), True),
+        StructField("watermark", LongType(), True),
     ]
 )
 
@@ -120,13 +125,14 @@ class StoredGroup:
     event_timer: int | None = None
     processing_timer: int | None = None
     exists: bool = False
+    watermark: int | None = None  # Spark's watermark (ms) at the group's last call
 
     @classmethod
     def decode(cls, row: Any, max_parallelism: int) -> StoredGroup:
         """The group from ``ValueState.get()`` (None for a group without state)."""
         if row is None:
             return cls()
-        stored_parallelism, blob, event_timer, processing_timer = row
+        stored_parallelism, blob, event_timer, processing_timer, watermark = row
         if stored_parallelism != max_parallelism:
             raise WindowSpecError(
                 "`max_parallelism` must stay what the query first started with (it is "
@@ -136,11 +142,17 @@ class StoredGroup:
                 f"maxParallelism={stored_parallelism}; by default it follows "
                 "spark.sql.shuffle.partitions, at most 32), or start a new checkpoint"
             )
-        return cls(pickle.loads(blob), event_timer, processing_timer, True)
+        return cls(pickle.loads(blob), event_timer, processing_timer, True, watermark)
 
     def encode(self, max_parallelism: int) -> tuple[Any, ...]:
         """The tuple to ``ValueState.update`` with."""
-        return (max_parallelism, _dumps(self.keys), self.event_timer, self.processing_timer)
+        return (
+            max_parallelism,
+            _dumps(self.keys),
+            self.event_timer,
+            self.processing_timer,
+            self.watermark,
+        )
 
     def earliest_timers(self) -> tuple[int | None, int | None]:
         """The earliest event-time and processing-time Spark timers of the group's keys."""
