@@ -1,7 +1,7 @@
 """All three modes on a Spark Connect session, as a script (a Connect client and a classic
 session do not share a process well): BATCH and replay on random differential scenarios,
-and a stream written by batch id through ``write_outputs`` on a session left with Spark's
-default state store. Prints one JSON line: the failures found (an empty list when all
+a stream written by batch id through ``write_outputs`` on a session left with Spark's
+default state store, and windows chained on a stream. Prints one JSON line: the failures found (an empty list when all
 modes equal the engine harness).
 
 Run by tests/test_connect.py; by hand: ``python tests/connect_check.py <workdir>``.
@@ -104,11 +104,44 @@ def streaming(spark: Any, workdir: Path, seed: int) -> list[str]:
     return failures
 
 
+def chained(spark: Any, workdir: Path) -> list[str]:
+    """Flink's consecutive windowed operations (per-user sums, then the top two over all
+    users) on a stream, in one query, as ``tests/test_streaming_chain.py`` runs them."""
+    from test_streaming_chain import DOCS_BATCHES, INPUT_SCHEMA, _docs_chain, write_batches
+
+    import tidemark as tm
+
+    write_batches(workdir / "chain-in", DOCS_BATCHES)
+    source = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(
+        str(workdir / "chain-in")
+    )
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
+    top = _docs_chain(tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy))
+    out = workdir / "chain-out"
+    query = top.write_outputs(
+        {"main": _parquet_sink(str(out), "main")},
+        str(workdir / "chain-checkpoint"),
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination(600)
+    got = sorted(tuple(r)[:5] for r in _read(spark, out / "main"))
+    expected = [  # the harness chain's, as test_flink_docs_keyed_sum_then_top_k_over_all
+        (0, 1, "b", 6, 5999),
+        (0, 2, "a", 5, 5999),
+        (5000, 1, "c", 7, 10999),
+        (5000, 2, "b", 4, 10999),
+        (10000, 1, "a", 9, tm.LONG_MAX),
+        (10000, 2, "c", 2, tm.LONG_MAX),
+    ]
+    return [] if got == expected else [f"chain: expected {expected}, got {got}"]
+
+
 def main(argv: list[str]) -> None:
     workdir = Path(argv[0])
     spark = connect_session()
     assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
     failures = bounded(spark, seed=21, count=6) + streaming(spark, workdir, seed=21)
+    failures += chained(spark, workdir)
     print("CONNECT-RESULT " + json.dumps(failures))
     spark.stop()
 
