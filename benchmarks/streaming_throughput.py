@@ -51,8 +51,9 @@ from tidemark import AggregateFunction, TumblingEventTimeWindows
 from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
-from tidemark.spark.streaming import STATE_NAME, window_stream, write_outputs
+from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.config import session_max_parallelism
+from tidemark.spark.streaming.state import read_group_rows
 
 WINDOW_MS = 10_000
 OUT_OF_ORDERNESS_MS = 2_000
@@ -233,10 +234,9 @@ def _disk_bytes(directory: Path) -> int:
 
 def tidemark_state(spark: Any, checkpoint: Path) -> tuple[int, int]:
     """(keys held, bytes of the key-group rows) in the state store after the run."""
-    reader = spark.read.format("statestore").option("path", str(checkpoint))
-    rows = reader.option("stateVarName", STATE_NAME).load().collect()
-    keys = sum(len(pickle.loads(r.value.keys)) for r in rows)
-    return keys, sum(len(r.value.keys) for r in rows)
+    rows = read_group_rows(spark, str(checkpoint))
+    keys = sum(len(pickle.loads(r.keys)) for r in rows)
+    return keys, sum(len(r.keys) for r in rows)
 
 
 @dataclass

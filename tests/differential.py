@@ -640,36 +640,37 @@ def reference_streaming(scenario: dict[str, Any], batches: list[list[tuple]]) ->
 def run_streaming(
     spark: Any, scenarios: list[dict[str, Any]], batches: list[list[tuple]], root: Any
 ) -> list[dict[str, Any]]:
-    """All pipelines in ONE query over a JSON file stream, one file per micro-batch."""
-    from functools import reduce
+    """A query per pipeline over one JSON file stream, one file per micro-batch: the
+    queries run side by side (Spark allows one ``applyInPandasWithState`` per query),
+    each file is processed by all of them before the next is written."""
     from pathlib import Path
 
     root = Path(root)
     input_dir = root / "in"
     input_dir.mkdir(parents=True, exist_ok=True)
     df = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(input_dir))
-    frames = [
-        _normalised_frame(spark_pipeline(s, df, replay=False), i, replay=False)
-        for i, s in enumerate(scenarios)
-    ]
-    union = reduce(lambda a, b: a.unionByName(b), frames)
-    collected: dict[int, list[Any]] = {}
+    collected: dict[tuple[int, int], list[Any]] = {}
 
-    def sink(batch: Any, batch_id: int) -> None:
-        collected[batch_id] = batch.collect()  # by batch id: a replayed batch replaces
+    def sink_of(index: int) -> Any:
+        def sink(batch: Any, batch_id: int) -> None:
+            # by batch id: a replayed batch replaces
+            collected[index, batch_id] = batch.collect()
 
-    query = (
-        union.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(root / "checkpoint"))
-        .outputMode("append")
-        .start()
-    )
+        return sink
+
+    queries = []
     try:
+        for i, scenario in enumerate(scenarios):
+            frame = _normalised_frame(spark_pipeline(scenario, df, replay=False), i, replay=False)
+            writer = frame.writeStream.foreachBatch(sink_of(i)).outputMode("append")
+            queries.append(writer.option("checkpointLocation", str(root / f"ck-{i}")).start())
         for index, rows in enumerate(batches):
             _write_batch_file(input_dir, index, rows)
-            query.processAllAvailable()
+            for query in queries:
+                query.processAllAvailable()
     finally:
-        query.stop()
+        for query in queries:
+            query.stop()
     outcomes: list[dict[str, Any]] = [
         {"main": Counter(), "late": Counter(), "dropped": 0} for _ in scenarios
     ]

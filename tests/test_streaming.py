@@ -40,7 +40,8 @@ from tidemark import (
 )
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
-from tidemark.spark.streaming import STATE_NAME, window_stream, write_outputs
+from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.state import read_group_rows
 
 pytestmark = pytest.mark.spark
 
@@ -49,13 +50,12 @@ TESTS_DIR = Path(__file__).parent
 
 def _state_rows(spark, checkpoint: str) -> list:
     """The key-group rows of the query's state store (Spark's state data source)."""
-    reader = spark.read.format("statestore").option("path", checkpoint)
-    return reader.option("stateVarName", STATE_NAME).load().collect()
+    return read_group_rows(spark, checkpoint)
 
 
 def _state_keys(spark, checkpoint: str) -> set:
     """The engine keys the state store holds, over all key-group rows."""
-    return {k for row in _state_rows(spark, checkpoint) for k in pickle.loads(row.value.keys)}
+    return {k for row in _state_rows(spark, checkpoint) for k in pickle.loads(row.keys)}
 
 
 def _run(spark, scenario: Scenario, root: Path) -> FileStream:

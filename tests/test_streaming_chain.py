@@ -37,9 +37,10 @@ from tidemark.spark.columns import (
     encode_side,
 )
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
+from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.chain import UpstreamInput
+from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.plan import chain_depth
-from tidemark.spark.streaming.processor import ProcessorConfig, WindowStatefulProcessor
 from tidemark.testing import Watermark, WindowOperatorHarness
 
 pytestmark = pytest.mark.spark

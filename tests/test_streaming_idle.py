@@ -29,12 +29,9 @@ from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
+from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.processor import (
-    DEFAULT_MAX_PARALLELISM,
-    ProcessorConfig,
-    WindowStatefulProcessor,
-)
+from tidemark.spark.streaming.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
 from tidemark.spark.streaming.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000

@@ -25,8 +25,9 @@ from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, des
 
 from tidemark import TriggerResult, TumblingEventTimeWindows
 from tidemark.spark.columns import TS
+from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.processor import ProcessorConfig, WindowStatefulProcessor
+from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.state import StoredGroup
 from tidemark.triggers import Trigger
 

@@ -40,15 +40,15 @@ from tidemark import (
 )
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming import STATE_NAME, window_stream, write_outputs
+from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.processor import (
+from tidemark.spark.streaming.config import (
     EVENT_AND_PROCESSING_TIME,
     PROCESSING_TIME,
     ProcessorConfig,
-    WindowStatefulProcessor,
 )
-from tidemark.spark.streaming.state import StoredGroup
+from tidemark.spark.streaming.state import StoredGroup, read_group_rows
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN
 
@@ -349,8 +349,7 @@ def _wait(condition: Any, seconds: float) -> bool:
 
 
 def _state_rows(spark: Any, checkpoint: str) -> list:
-    reader = spark.read.format("statestore").option("path", checkpoint)
-    return reader.option("stateVarName", STATE_NAME).load().collect()
+    return read_group_rows(spark, checkpoint)
 
 
 def _start(spark: Any, root: Path, make: Any, mode: str) -> tuple[Any, list[tuple]]:

@@ -67,6 +67,7 @@ __all__ = [
     "DROPPED_OUTPUT",
     "REPLAY_COLUMNS",
     "WATERMARK_TIME",
+    "WATERMARK_MARK",
     "KEY_GROUP",
     "WINDOW_START",
     "PHASE",
@@ -105,6 +106,7 @@ DROPPED = "__tm_dropped"
 PHASE = "__tm_phase"  # streaming: a row's place around the batch's watermark (chains)
 FORWARDED = "__tm_forwarded"  # streaming: the watermark an EARLY row follows (chains)
 WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given
+WATERMARK_MARK = "__tm_watermark_mark"  # streaming: null, with the watermark's metadata
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 
 MAIN = "main"

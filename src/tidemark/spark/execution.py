@@ -4,7 +4,7 @@
 produces the same combined frame (:mod:`tidemark.spark.columns`):
 
 ========== ============================================================================
-STREAMING  a streaming source: one ``transformWithStateInPandas`` query
+STREAMING  a streaming source: one ``applyInPandasWithState`` query
            (:mod:`tidemark.spark.streaming.plan`)
 SQL        BATCH shorthand aggregations with a closed form: Spark's own aggregation,
            the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)

@@ -1,7 +1,9 @@
-"""Structured Streaming: the window operator in ``transformWithStateInPandas``.
+"""Structured Streaming: the window operator per key group in Spark's stateful operators.
 
 :mod:`.query` builds the streaming query (:func:`window_stream`, :func:`write_outputs`),
-:mod:`.processor` is the StatefulProcessor that runs the engine, :mod:`.state` how the
+:mod:`.processor` runs the engine for a key group, :mod:`.bindings` is the Spark
+operator that calls it (``applyInPandasWithState``; ``transformWithStateInPandas`` in a
+chain), :mod:`.state` how the
 engine's state sits in Spark's state store, :mod:`.clock` how Spark's watermark and
 processing time map to the engine's, and :mod:`.plan` turns a pipeline into a query.
 """

@@ -1,5 +1,5 @@
-"""The DataStream API on a streaming DataFrame: a window operation becomes one
-``transformWithStateInPandas`` query (see :mod:`tidemark.spark.streaming`)."""
+"""The DataStream API on a streaming DataFrame: a window operation becomes one streaming
+query (see :mod:`tidemark.spark.streaming`)."""
 
 from __future__ import annotations
 

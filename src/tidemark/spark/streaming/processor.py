@@ -1,8 +1,8 @@
-"""The StatefulProcessor that runs the window operator inside ``transformWithStateInPandas``.
+"""The window operator per key group, whichever Spark operator calls it (:mod:`.bindings`).
 
-Spark groups the rows by key group (see :mod:`.state`) and calls the processor once per
-key group and micro-batch: ``handleInputRows`` for a group with input rows,
-``handleExpiredTimer`` for a group whose Spark timer expired. Each call
+Spark groups the rows by key group (see :mod:`.state`) and calls once per key group and
+micro-batch: for a group with input rows, or for a group whose Spark timer (timeout)
+expired. Each call
 
 1. reads the group's row (one state-store get) and splits the batch's rows by key, each
    key's rows in Spark's order;
@@ -49,12 +49,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
-from pyspark.sql.streaming.stateful_processor import (
-    ExpiredTimerInfo,
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
 
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
@@ -76,44 +70,24 @@ from tidemark.spark.streaming.clock import (
     spark_event_timer,
 )
 from tidemark.spark.streaming.config import (
-    DEFAULT_MAX_PARALLELISM,
-    EVENT_AND_PROCESSING_TIME,
-    EVENT_TIME,
-    NONE,
     PROCESSING_TIME,
-    TIME_MODES,
     ProcessorConfig,
-    time_mode_for,
 )
 from tidemark.spark.streaming.state import (
     NEW_KEY,
-    STATE_NAME,
-    STATE_SCHEMA,
     StoredGroup,
     StoredKey,
     dump_key_state,
 )
-from tidemark.spark.worker_gc import fewer_gc_passes
 
-__all__ = [
-    "ProcessorConfig",
-    "WindowStatefulProcessor",
-    "object_frame",
-    "EVENT_TIME",
-    "PROCESSING_TIME",
-    "NONE",
-    "EVENT_AND_PROCESSING_TIME",
-    "TIME_MODES",
-    "time_mode_for",
-    "DEFAULT_MAX_PARALLELISM",
-]
+__all__ = ["WindowGroups", "BatchClock", "KeyRun", "object_frame"]
 
 # A key's rows in one call: (Rows, timestamps) fed before the watermark, and after it.
-_Run = tuple[list[Any], list[Any], list[Any], list[Any]]
+KeyRun = tuple[list[Any], list[Any], list[Any], list[Any]]
 
 
 @dataclass(frozen=True)
-class _BatchClock:
+class BatchClock:
     """What Spark presents to every call of one micro-batch."""
 
     now: int  # the batch's processing time (ms)
@@ -135,59 +109,32 @@ class _Visit:
     seen_at: int | None = None
 
 
-class WindowStatefulProcessor(StatefulProcessor):
-    """Runs a tidemark window operator per key group in ``transformWithStateInPandas``.
-
-    Supported: every assigner, trigger, evictor and window function of the engine;
-    event-time timers, processing-time timers, or both (see the module docstring); late
-    data to the side output or the dropped count.
-
-    Not supported: a timer in a time domain the query does not serve (``time_mode``):
-    registering one fails the query with :class:`~tidemark.errors.WindowSpecError`.
-    """
+class WindowGroups:
+    """The window operator per key group, whatever Spark operator calls it: split a
+    call's rows by key, visit the keys, and work out the group's row and Spark timers
+    (module docstring, steps 1-6). A binding reads the group's row, presents the batch's
+    clocks and stores the row and timers back: :class:`WindowStatefulProcessor`
+    (``transformWithStateInPandas``) or :class:`WindowGroupFunction`
+    (``applyInPandasWithState``)."""
 
     def __init__(self, config: ProcessorConfig):
         self._config = config
+        self._row_type: Any = None  # built on the worker: a namedtuple class
 
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self._handle = handle
-        self._idle = self._config.idleness_ms is not None
+    def _prepare(self) -> None:
+        """What every call needs, derived once per worker."""
+        config = self._config
+        self._idle = config.idleness_ms is not None
         # In a ProcessingTime query Spark holds no event-time timer: calls serve them.
-        self._polls_watermark = (
-            self._config.event_time and self._config.spark_time_mode() == PROCESSING_TIME
-        )
-        self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
-        self._row_type = row_type_of(self._config.value_names)
-
-    def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
-    ) -> Iterator[pd.DataFrame]:
-        # A call builds and drops many small objects (Rows, key states) and no cycles:
-        # Python's collector scanning every 700 allocations took 2/3 of a call's time.
-        with fewer_gc_passes():
-            runs: dict[Any, _Run] = {}
-            passed: list[tuple[Any, ...]] = []
-            forwarded: dict[Any, int] = {}
-            for pdf in rows:
-                self._split(pdf, runs, passed, forwarded)
-            return self._run(runs, timerValues, None, passed, forwarded)
-
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
-    ) -> Iterator[pd.DataFrame]:
-        expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
-        with fewer_gc_passes():
-            return self._run({}, timerValues, expired, [], {})
-
-    def close(self) -> None:
-        pass
+        self._polls_watermark = config.event_time and config.spark_time_mode() == PROCESSING_TIME
+        self._row_type = row_type_of(config.value_names)
 
     # ------------------------------------------------------------------ input
 
     def _split(
         self,
         pdf: pd.DataFrame,
-        runs: dict[Any, _Run],
+        runs: dict[Any, KeyRun],
         passed: list[tuple[Any, ...]],
         forwarded: dict[Any, int],
     ) -> None:
@@ -246,20 +193,13 @@ class WindowStatefulProcessor(StatefulProcessor):
 
     def _run(
         self,
-        runs: dict[Any, _Run],
-        timer_values: TimerValues,
-        expired: int | None,
+        group: StoredGroup,
+        runs: dict[Any, KeyRun],
+        clock: BatchClock,
         passed: list[tuple[Any, ...]],
         forwarded: dict[Any, int],
-    ) -> Iterator[pd.DataFrame]:
-        config = self._config
-        group = StoredGroup.decode(self._state.get(), config.max_parallelism)
-        spark_watermark_ms = timer_values.getCurrentWatermarkInMs() if self._watermarked() else 0
-        clock = _BatchClock(
-            timer_values.getCurrentProcessingTimeInMs(),
-            spark_watermark_ms,
-            engine_watermark(spark_watermark_ms),
-        )
+    ) -> list[tuple[Any, ...]]:
+        """Visit the keys (steps 2-5); ``group`` then holds the keys' new state."""
         cohorts: dict[tuple[int, int, int | None], list[_Visit]] = {}
         for key in self._keys_to_visit(group, runs, clock):
             visit = self._visit(key, group.keys.get(key, NEW_KEY), clock)
@@ -270,17 +210,21 @@ class WindowStatefulProcessor(StatefulProcessor):
         records = passed
         for (_, _, early), visits in cohorts.items():
             self._run_cohort(visits, runs, group, clock, records, early, follows)
-        group.watermark = spark_watermark_ms
-        self._save(group, expired, clock)
+        group.watermark = clock.spark_watermark_ms
+        return records
+
+    def _frames(self, records: list[tuple[Any, ...]]) -> Iterator[pd.DataFrame]:
         if not records:
             return iter([])
-        return iter([object_frame(config.output_columns(), records)])
+        return iter([object_frame(self._config.output_columns(), records)])
 
-    def _watermarked(self) -> bool:
-        return self._config.event_time
+    def _clock(self, now: int, spark_watermark_ms: Callable[[], int]) -> BatchClock:
+        """The batch's clocks; Spark's watermark is only read where the query has one."""
+        watermark_ms = spark_watermark_ms() if self._config.event_time else 0
+        return BatchClock(now, watermark_ms, engine_watermark(watermark_ms))
 
     def _keys_to_visit(
-        self, group: StoredGroup, runs: dict[Any, Any], clock: _BatchClock
+        self, group: StoredGroup, runs: dict[Any, Any], clock: BatchClock
     ) -> list[Any]:
         """Keys with rows, then keys whose own Spark timer is due (as Spark would fire it)."""
         due_event = group.event_timer is not None and group.event_timer <= clock.spark_watermark_ms
@@ -299,7 +243,7 @@ class WindowStatefulProcessor(StatefulProcessor):
                 keys.append(key)
         return keys
 
-    def _visit(self, key: Any, stored: StoredKey, clock: _BatchClock) -> _Visit:
+    def _visit(self, key: Any, stored: StoredKey, clock: BatchClock) -> _Visit:
         """The clocks ``key`` moves to, as a processor called for it alone moves them."""
         config = self._config
         processing_time = max(clock.now, stored.processing_time)
@@ -323,9 +267,9 @@ class WindowStatefulProcessor(StatefulProcessor):
     def _run_cohort(
         self,
         visits: list[_Visit],
-        runs: dict[Any, _Run],
+        runs: dict[Any, KeyRun],
         group: StoredGroup,
-        clock: _BatchClock,
+        clock: BatchClock,
         records: list[tuple[Any, ...]],
         early: int | None,
         follows: int | None,
@@ -402,7 +346,7 @@ class WindowStatefulProcessor(StatefulProcessor):
     # ------------------------------------------------------------------ state and timers
 
     def _take_back(
-        self, operator: WindowOperator, visit: _Visit, group: StoredGroup, clock: _BatchClock
+        self, operator: WindowOperator, visit: _Visit, group: StoredGroup, clock: BatchClock
     ) -> None:
         """Store ``visit.key``'s state and clocks in the group (or drop the key)."""
         key_state = operator.snapshot_key(visit.key)
@@ -454,8 +398,11 @@ class WindowStatefulProcessor(StatefulProcessor):
             event_timer = spark_event_timer(min(event_times), visit.watermark)
         return event_timer, processing_timer
 
-    def _save(self, group: StoredGroup, expired: int | None, clock: _BatchClock) -> None:
-        """Write the group's row once and move its Spark timers to its keys' earliest.
+    def _wanted_timers(
+        self, group: StoredGroup, clock: BatchClock
+    ) -> tuple[int | None, int | None]:
+        """The group's (event-time, processing-time) Spark timers after a call: its keys'
+        earliest.
 
         Where Spark holds no event-time timer (a ProcessingTime query), the group's
         earliest event-time timer is kept in its row only, and a processing-time timer
@@ -463,41 +410,12 @@ class WindowStatefulProcessor(StatefulProcessor):
         A window that feeds a later one is called at every watermark advance while it
         holds keys, so its row knows the watermark it forwarded last (:mod:`.chain`).
         """
-        now = clock.now
         event_timer, processing_timer = group.earliest_timers()
         if self._config.feeds_downstream and group.keys and not self._polls_watermark:
             event_timer = _earliest(event_timer, clock.spark_watermark_ms + 1)
-        registered_event, registered_processing = group.event_timer, group.processing_timer
-        if self._polls_watermark:
-            registered_event = None  # the row's note of the earliest, not a Spark timer
-            if event_timer is not None:
-                processing_timer = _earliest(processing_timer, now + 1)
-        if expired is not None:
-            # Spark deletes the expired timer after this call: re-registering the same
-            # time would be lost, so a timer still due waits for the next batch (+1 ms).
-            if registered_event == expired:
-                registered_event = None
-                event_timer = expired + 1 if event_timer == expired else event_timer
-            if registered_processing == expired:
-                registered_processing = None
-                processing_timer = expired + 1 if processing_timer == expired else processing_timer
-        if not self._polls_watermark:
-            self._move_timer(registered_event, event_timer)
-        self._move_timer(registered_processing, processing_timer)
-        if not group.keys:
-            if group.exists:
-                self._state.clear()
-            return
-        group.event_timer, group.processing_timer = event_timer, processing_timer
-        self._state.update(group.encode(self._config.max_parallelism))
-
-    def _move_timer(self, registered: int | None, wanted: int | None) -> None:
-        if registered == wanted:
-            return
-        if registered is not None:
-            self._handle.deleteTimer(registered)  # harmless when it already fired
-        if wanted is not None:
-            self._handle.registerTimer(wanted)
+        if self._polls_watermark and event_timer is not None:
+            processing_timer = _earliest(processing_timer, clock.now + 1)
+        return event_timer, processing_timer
 
     def _check_timer_domains(
         self, key: Any, event_times: list[int], processing_times: list[int]
@@ -524,7 +442,7 @@ class WindowStatefulProcessor(StatefulProcessor):
 
 
 def _cohort(
-    visit: _Visit, run: _Run | None, forwarded: int | None
+    visit: _Visit, run: KeyRun | None, forwarded: int | None
 ) -> tuple[int, int, int | None]:
     """The operator ``visit``'s key shares: its clocks and, when it advances with rows
     to feed before the watermark (a chain), the watermark they are fed under: the one

@@ -1,4 +1,4 @@
-"""Structured Streaming: the window operator per key group in ``transformWithStateInPandas``.
+"""Structured Streaming: the window operator per key group in ``applyInPandasWithState``.
 
 :func:`window_stream` turns a streaming DataFrame into ONE streaming DataFrame that
 carries the window results and every side output (the late data, what process functions
@@ -169,6 +169,7 @@ from tidemark.spark.columns import (
     is_dropped_output,
 )
 from tidemark.spark.preflight import streaming_settings
+from tidemark.spark.streaming.bindings import WATERMARK_DELAY, key_group_operator
 from tidemark.spark.streaming.chain import (
     UpstreamInput,
     check_chain,
@@ -191,7 +192,6 @@ from tidemark.spark.streaming.config import (
     session_max_parallelism,
 )
 from tidemark.spark.streaming.keygroups import check_checkpoint_groups, slot_column
-from tidemark.spark.streaming.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeDomain
@@ -322,13 +322,11 @@ def window_stream(
         upstream=upstream,
         feeds_downstream=feeds_downstream,
     )
-    grouped = prepared.groupBy(F.col(KEY_GROUP))
-    combined = grouped.transformWithStateInPandas(
-        WindowStatefulProcessor(config),
-        combined_schema(result_schema, phase=feeds_downstream),
-        "Append",
-        config.spark_time_mode(),
-    )
+    output_schema = combined_schema(result_schema, phase=feeds_downstream)
+    delay = None
+    if config.event_time and out_of_orderness_ms is not None:
+        delay = watermark_delay_ms(out_of_orderness_ms)
+    combined = key_group_operator(prepared, config, output_schema, delay)
     schemas = upstream_schemas(_known_schemas(df), upstream_depth)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
@@ -362,7 +360,7 @@ def _check_arguments(
             f"`key_columns`, `value_columns` and `timestamp_column` must name columns of "
             f"`df` (at least one key column); missing {missing} in {names}"
         )
-    marked = [f.name for f in df.schema.fields if "spark.watermarkDelayMs" in f.metadata]
+    marked = [f.name for f in df.schema.fields if WATERMARK_DELAY in f.metadata]
     if marked:
         raise WindowSpecError(
             f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "

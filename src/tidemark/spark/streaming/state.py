@@ -1,4 +1,4 @@
-"""The engine's state in Spark's state store: one ValueState row per key group.
+"""The engine's state in Spark's state store: one row per key group.
 
 Spark's state and timer calls cost about half a millisecond each (a socket round trip
 between the Python worker and the JVM), so tidemark does not keep a row per key. As
@@ -40,7 +40,14 @@ from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
 from tidemark.time import LONG_MIN
 
-__all__ = ["STATE_NAME", "STATE_SCHEMA", "StoredKey", "StoredGroup", "dump_key_state"]
+__all__ = [
+    "STATE_NAME",
+    "STATE_SCHEMA",
+    "StoredKey",
+    "StoredGroup",
+    "dump_key_state",
+    "read_group_rows",
+]
 
 STATE_NAME = "tidemark"
 """The ValueState's name (``stateVarName`` for ``spark.read.format("statestore")``)."""
@@ -161,3 +168,18 @@ class StoredGroup:
             k.processing_timer for k in self.keys.values() if k.processing_timer is not None
         ]
         return (min(event) if event else None, min(processing) if processing else None)
+
+
+def read_group_rows(spark: Any, checkpoint: str) -> list[Any]:
+    """The key-group rows a query holds in its state store, read with Spark's state data
+    source: Rows with the fields of :data:`STATE_SCHEMA` (``keys``: the pickled dict of
+    the group's keys). Either Spark operator a window runs in is read
+    (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain: then the
+    first window's)."""
+    operators = spark.read.format("state-metadata").load(checkpoint).collect()
+    first = min(operators, key=lambda o: o.operatorId)
+    reader = spark.read.format("statestore").option("path", checkpoint)
+    reader = reader.option("operatorId", first.operatorId)
+    if "transformWithState" in first.operatorName:
+        return [row.value for row in reader.option("stateVarName", STATE_NAME).load().collect()]
+    return [row.value.groupState for row in reader.load().collect()]
