@@ -25,7 +25,7 @@ from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, des
 
 from tidemark import TriggerResult, TumblingEventTimeWindows
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.bindings import WindowGroupFunction, WindowStatefulProcessor
 from tidemark.spark.streaming.clock import spark_watermark
 from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.state import StoredGroup
@@ -97,8 +97,40 @@ class _TimerValues:
         return 0
 
 
-def _streamed() -> tuple[Counter, _Handle]:
-    config = ProcessorConfig(
+class _GroupState:
+    """PySpark's GroupState as ``applyInPandasWithState`` hands it to one call."""
+
+    def __init__(self, row: Any, watermark: int, timed_out: bool) -> None:
+        self.row, self.watermark, self.hasTimedOut = row, watermark, timed_out
+        self.timeout: int | None = None  # Spark unsets it at every call
+
+    @property
+    def exists(self) -> bool:
+        return self.row is not None
+
+    @property
+    def get(self) -> Any:
+        return self.row
+
+    def update(self, row: Any) -> None:
+        self.row = row
+
+    def remove(self) -> None:
+        self.row = None
+
+    def getCurrentWatermarkMs(self) -> int:  # noqa: N802
+        return self.watermark
+
+    def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802
+        return 0
+
+    def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802
+        assert ms >= self.watermark, "Spark refuses a timeout behind its watermark"
+        self.timeout = ms
+
+
+def _config() -> ProcessorConfig:
+    return ProcessorConfig(
         make_operator=MAKE,
         time_mode="EventTime",
         value_names=tuple(VALUE_COLUMNS),
@@ -107,15 +139,21 @@ def _streamed() -> tuple[Counter, _Handle]:
         result_names=tuple(RESULT_SCHEMA.fieldNames()),
         result_to_row=describe_row,
     )
-    processor, handle = WindowStatefulProcessor(config), _Handle()
+
+
+def _frame(rows: list[tuple[str, int]]) -> pd.DataFrame:
+    records = [(k, ts, ts, ts) for k, ts in rows]
+    return pd.DataFrame(records, columns=[*VALUE_COLUMNS, TS], dtype=object)
+
+
+def _streamed() -> tuple[Counter, _Handle]:
+    processor, handle = WindowStatefulProcessor(_config()), _Handle()
     processor.init(handle)  # type: ignore[arg-type]
     got: Counter = Counter()
     for watermark, rows in CALLS:
         values = _TimerValues(watermark)
         if rows:
-            records = [(k, ts, ts, ts) for k, ts in rows]
-            pdf = pd.DataFrame(records, columns=[*VALUE_COLUMNS, TS], dtype=object)
-            frames = processor.handleInputRows((0,), iter([pdf]), values)  # type: ignore[arg-type]
+            frames = processor.handleInputRows((0,), iter([_frame(rows)]), values)  # type: ignore[arg-type]
         else:
             frames = processor.handleExpiredTimer((0,), values, None)  # type: ignore[arg-type]
         for frame in frames:
@@ -143,3 +181,24 @@ def test_keys_of_one_group_keep_their_own_watermark():
     group = StoredGroup.decode(handle.state.row, 32)
     assert set(group.keys) == {"a", "b"}
     assert handle.timers == {group.event_timer}
+
+
+def test_applyinpandaswithstate_binding_runs_the_same_calls():
+    """The same calls through WindowGroupFunction: Spark calls a group without rows only
+    once its timeout is behind the watermark; the timeout is the group's timer less 1."""
+    function = WindowGroupFunction(_config())
+    assert function.timeout() == "EventTimeTimeout"
+    row, timeout, got = None, None, Counter()
+    for watermark, rows in CALLS:
+        spark_wm = _TimerValues(watermark).watermark
+        timed_out = not rows
+        if timed_out and not (timeout is not None and timeout < spark_wm):
+            continue
+        state = _GroupState(row, spark_wm, timed_out)
+        for frame in function((0,), iter([_frame(rows)]), state):
+            got.update(tuple(r)[2:8] for r in frame.itertuples(index=False))
+        row, timeout = state.row, state.timeout
+    assert got == _engine()
+    group = StoredGroup.decode(row, 32)
+    assert set(group.keys) == {"a", "b"}
+    assert timeout == group.event_timer - 1
