@@ -20,8 +20,8 @@ from typing import Any
 import pandas as pd
 import pytest
 from pyspark.sql import Row
+from spark_state_fakes import Handle, TimerValues
 from streaming_scenarios import VALUE_COLUMNS, Describe, _op, describe_row
-from test_streaming_keygroups import _Handle, _TimerValues
 
 import tidemark as tm
 from tidemark.spark import aggregations
@@ -461,7 +461,7 @@ def test_chained_processor_feeds_early_results_before_the_watermark():
         timestamp_position=3,
         upstream=UpstreamInput(1, 3, len(result_names), phased=False),
     )
-    processor, handle = WindowStatefulProcessor(config), _Handle()
+    processor, handle = WindowStatefulProcessor(config), Handle()
     processor.init(handle)  # type: ignore[arg-type]
     columns = [*VALUE_COLUMNS, TS, OUTPUT, SIDE, "__tm_dropped", PHASE, FORWARDED]
     late_row = Row(key="y", v=7, ts=1)
@@ -477,7 +477,7 @@ def test_chained_processor_feeds_early_results_before_the_watermark():
     got = []
     for watermark, rows in calls:
         pdf = pd.DataFrame(rows, columns=columns, dtype=object)
-        frames = processor.handleInputRows((0,), iter([pdf]), _TimerValues(watermark))
+        frames = processor.handleInputRows((0,), iter([pdf]), TimerValues.at(watermark))
         got += [tuple(r) for frame in frames for r in frame.itertuples(index=False)]
     main = [r[2:8] for r in got if r[0] == "main"]
     assert main == [("x", 0, 10, 2, 3, 9)]  # fed after W 9, x@9 would be late too

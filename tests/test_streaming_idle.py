@@ -16,6 +16,7 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from spark_state_fakes import Handle, TimerValues
 from streaming_scenarios import (
     LATE,
     RESULT_SCHEMA,
@@ -41,50 +42,10 @@ TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
 # ---------------------------------------------------------------------- processor by hand
 
 
-class _ValueState:
-    def __init__(self) -> None:
-        self.row: Any = None
-
-    def get(self) -> Any:
-        return self.row
-
-    def update(self, row: Any) -> None:
-        self.row = row
-
-    def clear(self) -> None:
-        self.row = None
 
 
-class _Handle:
-    """One key group's state and Spark timers, as ``StatefulProcessorHandle`` keeps them."""
 
-    def __init__(self) -> None:
-        self.state = _ValueState()
-        self.timers: set[int] = set()
-
-    def getValueState(self, name: str, schema: Any) -> _ValueState:  # noqa: N802
-        self.schema = schema
-        return self.state
-
-    def registerTimer(self, expiry: int) -> None:  # noqa: N802
-        self.timers.add(expiry)
-
-    def deleteTimer(self, expiry: int) -> None:  # noqa: N802
-        self.timers.discard(expiry)
-
-
-class _TimerValues:
-    def __init__(self, watermark_ms: int, now_ms: int) -> None:
-        self.watermark_ms, self.now_ms = watermark_ms, now_ms
-
-    def getCurrentWatermarkInMs(self) -> int:  # noqa: N802
-        return self.watermark_ms
-
-    def getCurrentProcessingTimeInMs(self) -> int:  # noqa: N802
-        return self.now_ms
-
-
-def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, _Handle]:
+def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, Handle]:
     config = ProcessorConfig(
         make_operator=TUMBLING_10,
         time_mode="EventTime",
@@ -95,12 +56,12 @@ def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, _Handl
         result_to_row=describe_row,
         idleness_ms=idleness_ms,
     )
-    processor, handle = WindowStatefulProcessor(config), _Handle()
+    processor, handle = WindowStatefulProcessor(config), Handle()
     processor.init(handle)  # type: ignore[arg-type]
     return processor, handle
 
 
-def _stored_a(handle: _Handle) -> StoredKey | None:
+def _stored_a(handle: Handle) -> StoredKey | None:
     """What key "a"'s group row holds for it (None when the row or the key is gone)."""
     group = StoredGroup.decode(handle.state.row, DEFAULT_MAX_PARALLELISM)
     return group.keys.get("a")
@@ -110,7 +71,7 @@ def _call(processor: WindowStatefulProcessor, step: tuple) -> list[tuple]:
     """One visit of key "a": (engine watermark or None, processing time, timestamps)."""
     watermark, now_ms, timestamps = step
     spark_ms = 0 if watermark is None else spark_watermark(watermark)
-    values = _TimerValues(spark_ms, now_ms)
+    values = TimerValues(spark_ms, now_ms)
     if timestamps:
         rows = [("a", i, ts, ts) for i, ts in enumerate(timestamps)]
         pdf = pd.DataFrame(rows, columns=[*VALUE_COLUMNS, TS], dtype=object)

@@ -21,12 +21,12 @@ from typing import Any
 
 import pandas as pd
 from pyspark.sql import Row
+from spark_state_fakes import GroupState, Handle, TimerValues
 from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, describe_row
 
 from tidemark import TriggerResult, TumblingEventTimeWindows
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming.bindings import WindowGroupFunction, WindowStatefulProcessor
-from tidemark.spark.streaming.clock import spark_watermark
 from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.state import StoredGroup
 from tidemark.triggers import Trigger
@@ -58,75 +58,8 @@ CALLS: list[tuple[int | None, list[tuple[str, int]]]] = [
 ]
 
 
-class _State:
-    def __init__(self) -> None:
-        self.row: Any = None
-
-    def get(self) -> Any:
-        return self.row
-
-    def update(self, row: Any) -> None:
-        self.row = row
-
-    def clear(self) -> None:
-        self.row = None
 
 
-class _Handle:
-    def __init__(self) -> None:
-        self.state, self.timers = _State(), set()
-
-    def getValueState(self, name: str, schema: Any) -> _State:  # noqa: N802
-        return self.state
-
-    def registerTimer(self, expiry: int) -> None:  # noqa: N802
-        self.timers.add(expiry)
-
-    def deleteTimer(self, expiry: int) -> None:  # noqa: N802
-        self.timers.discard(expiry)
-
-
-class _TimerValues:
-    def __init__(self, watermark: int | None) -> None:
-        self.watermark = 0 if watermark is None else spark_watermark(watermark)
-
-    def getCurrentWatermarkInMs(self) -> int:  # noqa: N802
-        return self.watermark
-
-    def getCurrentProcessingTimeInMs(self) -> int:  # noqa: N802
-        return 0
-
-
-class _GroupState:
-    """PySpark's GroupState as ``applyInPandasWithState`` hands it to one call."""
-
-    def __init__(self, row: Any, watermark: int, timed_out: bool) -> None:
-        self.row, self.watermark, self.hasTimedOut = row, watermark, timed_out
-        self.timeout: int | None = None  # Spark unsets it at every call
-
-    @property
-    def exists(self) -> bool:
-        return self.row is not None
-
-    @property
-    def get(self) -> Any:
-        return self.row
-
-    def update(self, row: Any) -> None:
-        self.row = row
-
-    def remove(self) -> None:
-        self.row = None
-
-    def getCurrentWatermarkMs(self) -> int:  # noqa: N802
-        return self.watermark
-
-    def getCurrentProcessingTimeMs(self) -> int:  # noqa: N802
-        return 0
-
-    def setTimeoutTimestamp(self, ms: int) -> None:  # noqa: N802
-        assert ms >= self.watermark, "Spark refuses a timeout behind its watermark"
-        self.timeout = ms
 
 
 def _config() -> ProcessorConfig:
@@ -146,12 +79,12 @@ def _frame(rows: list[tuple[str, int]]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=[*VALUE_COLUMNS, TS], dtype=object)
 
 
-def _streamed() -> tuple[Counter, _Handle]:
-    processor, handle = WindowStatefulProcessor(_config()), _Handle()
+def _streamed() -> tuple[Counter, Handle]:
+    processor, handle = WindowStatefulProcessor(_config()), Handle()
     processor.init(handle)  # type: ignore[arg-type]
     got: Counter = Counter()
     for watermark, rows in CALLS:
-        values = _TimerValues(watermark)
+        values = TimerValues.at(watermark)
         if rows:
             frames = processor.handleInputRows((0,), iter([_frame(rows)]), values)  # type: ignore[arg-type]
         else:
@@ -190,11 +123,11 @@ def test_applyinpandaswithstate_binding_runs_the_same_calls():
     assert function.timeout() == "EventTimeTimeout"
     row, timeout, got = None, None, Counter()
     for watermark, rows in CALLS:
-        spark_wm = _TimerValues(watermark).watermark
+        spark_wm = TimerValues.at(watermark).watermark_ms
         timed_out = not rows
         if timed_out and not (timeout is not None and timeout < spark_wm):
             continue
-        state = _GroupState(row, spark_wm, timed_out)
+        state = GroupState(row, spark_wm, timed_out)
         for frame in function((0,), iter([_frame(rows)]), state):
             got.update(tuple(r)[2:8] for r in frame.itertuples(index=False))
         row, timeout = state.row, state.timeout

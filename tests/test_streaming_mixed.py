@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from pyspark.sql import Row
+from spark_state_fakes import Handle, TimerValues
 from streaming_scenarios import (
     END,
     RESULT_SCHEMA,
@@ -100,45 +101,7 @@ def test_engine_early_firings_then_the_watermark_fires_the_window():
 # ---------------------------------------------------------------------- processor by hand
 
 
-class _ValueState:
-    def __init__(self) -> None:
-        self.row: Any = None
 
-    def get(self) -> Any:
-        return self.row
-
-    def update(self, row: Any) -> None:
-        self.row = row
-
-    def clear(self) -> None:
-        self.row = None
-
-
-class _Handle:
-    def __init__(self) -> None:
-        self.state = _ValueState()
-        self.timers: set[int] = set()
-
-    def getValueState(self, name: str, schema: Any) -> _ValueState:  # noqa: N802
-        return self.state
-
-    def registerTimer(self, expiry: int) -> None:  # noqa: N802
-        self.timers.add(expiry)
-
-    def deleteTimer(self, expiry: int) -> None:  # noqa: N802
-        self.timers.discard(expiry)
-
-
-class _TimerValues:
-    def __init__(self, watermark: int | None, now_ms: int) -> None:
-        self.watermark_ms = 0 if watermark is None else spark_watermark(watermark)
-        self.now_ms = now_ms
-
-    def getCurrentWatermarkInMs(self) -> int:  # noqa: N802
-        return self.watermark_ms
-
-    def getCurrentProcessingTimeInMs(self) -> int:  # noqa: N802
-        return self.now_ms
 
 
 class _OneGroup:
@@ -157,12 +120,12 @@ class _OneGroup:
             result_to_row=describe_row,
         )
         assert config.spark_time_mode() == PROCESSING_TIME
-        self.processor, self.handle = WindowStatefulProcessor(config), _Handle()
+        self.processor, self.handle = WindowStatefulProcessor(config), Handle()
         self.processor.init(self.handle)  # type: ignore[arg-type]
         self.got: Counter = Counter()
 
     def batch(self, watermark: int | None, now: int, rows: list[tuple[str, int]]) -> None:
-        values = _TimerValues(watermark, now)
+        values = TimerValues.at(watermark, now)
         if rows:
             records = [(k, ts, ts, ts) for k, ts in rows]
             pdf = pd.DataFrame(records, columns=[*VALUE_COLUMNS, TS], dtype=object)
