@@ -4,8 +4,8 @@ Spark groups the rows by key group (see :mod:`.state`) and calls once per key gr
 micro-batch: for a group with input rows, or for a group whose Spark timer (timeout)
 expired. Each call
 
-1. reads the group's row (one state-store get) and splits the batch's rows by key, each
-   key's rows in Spark's order;
+1. reads the group's row (handed over with the rows, or one state-store get) and splits
+   the batch's rows by key, each key's rows in Spark's order;
 2. picks the keys to visit: those with rows, and those whose own Spark timer (the one a
    query with a Spark key per engine key would have registered) is due;
 3. for each visited key works out the clocks it moves to, exactly as a processor called
@@ -19,7 +19,7 @@ expired. Each call
    restores the other keys, feeds each key's rows, and takes the keys' state back;
 5. emits results, side outputs and the late-record count as rows of the combined schema;
 6. writes the group's row back once (or clears it when no key is left) and moves the
-   group's one Spark timer per time domain to its keys' earliest.
+   group's one Spark timer per time domain (its one timeout) to its keys' earliest.
 
 Keys the call does not visit keep their stored bytes untouched.
 
