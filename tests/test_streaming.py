@@ -107,6 +107,11 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
     assert ("a", 10, 20, 3, 25, 22) in want["main"]  # a@12: late firing
     assert firings == sum(got["main"].values())  # three sinks, one run of the operator
     assert _state_rows(spark, stream.checkpoint) == []  # no key left: group rows cleared
+    # a window not in a chain runs in applyInPandasWithState (bindings.py)
+    progress = stream.query.recentProgress
+    assert {op["operatorName"] for p in progress for op in p["stateOperators"]} == {
+        "applyInPandasWithState"
+    }
 
 
 def test_event_time_without_watermark_is_rejected(spark):

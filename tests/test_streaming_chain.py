@@ -170,6 +170,8 @@ def run_stream(
         operators = [op for p in query.recentProgress for op in p["stateOperators"]]
         assert {len(p["stateOperators"]) for p in query.recentProgress} == {_windows(last)}
         assert sum(op["numRowsDroppedByWatermark"] for op in operators) == 0
+        # Spark allows one applyInPandasWithState per query: a chain's windows are not in it
+        assert "applyInPandasWithState" not in {op["operatorName"] for op in operators}
     totals: dict[str, Counter] = {label: Counter() for label in labels}
     for (label, _), rows in collected.items():
         totals[label].update(rows)
