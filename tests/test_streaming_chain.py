@@ -203,6 +203,15 @@ DOCS_BATCHES = [
     [END],
 ]
 TOP_SCHEMA = "start long, rank int, user string, amount long, wm long"
+# the harness chain's results: (window start, rank, user, sum, watermark the firing saw)
+DOCS_TOP_TWO = [
+    (0, 1, "b", 6, 5999),
+    (0, 2, "a", 5, 5999),
+    (5000, 1, "c", 7, 10999),
+    (5000, 2, "b", 4, 10999),
+    (10000, 1, "a", 9, tm.LONG_MAX),
+    (10000, 2, "c", 2, tm.LONG_MAX),
+]
 FIVE_SECONDS = tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(5))
 
 
@@ -228,14 +237,7 @@ def test_flink_docs_keyed_sum_then_top_k_over_all(spark, tmp_path):
     chain_reference([(first, names), (top, names)], DOCS_BATCHES, 1000)
     expected = Counter(tuple(v) for v, _ in top.output())
     assert streamed["main"] == expected
-    assert sorted(expected) == [
-        (0, 1, "b", 6, 5999),
-        (0, 2, "a", 5, 5999),
-        (5000, 1, "c", 7, 10999),
-        (5000, 2, "b", 4, 10999),
-        (10000, 1, "a", 9, tm.LONG_MAX),
-        (10000, 2, "c", 2, tm.LONG_MAX),
-    ]
+    assert sorted(expected) == DOCS_TOP_TWO
     assert _dropped(streamed["dropped"]) == 0
     # BATCH on the same rows: the same windows and ranks (its watermark differs)
     batch = batch_results(spark, DOCS_BATCHES, lambda s: _docs_chain(s).to_dataframe())
