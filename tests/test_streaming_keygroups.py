@@ -16,6 +16,7 @@ The engine reference: E1, W 55, E2, (W 55 again: not fed), E3, W 200.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Any
 
@@ -135,3 +136,27 @@ def test_applyinpandaswithstate_binding_runs_the_same_calls():
     group = StoredGroup.decode(row, 32)
     assert set(group.keys) == {"a", "b"}
     assert timeout == group.event_timer - 1
+
+
+def test_applyinpandaswithstate_binding_processing_time_timeout():
+    """A processing-time window through WindowGroupFunction: the group's timeout is its
+    timer less 1 ms, as a duration from the batch's time; Spark calls the group when its
+    timeout is behind a later batch's time, the window fires and the row is removed."""
+    from tidemark import TumblingProcessingTimeWindows
+
+    config = dataclasses.replace(
+        _config(), make_operator=_op(TumblingProcessingTimeWindows.of(10_000)),
+        time_mode="ProcessingTime",
+    )
+    function = WindowGroupFunction(config)
+    assert function.timeout() == "ProcessingTimeTimeout"
+    state = GroupState(None, 0, False, now_ms=1_000)
+    assert list(function((0,), iter([_frame([("a", 5), ("b", 6), ("a", 7)])]), state)) == []
+    # the window [0, 10000) fires at processing time 9999: the timeout is 9998
+    assert state.timeout == 9_998 and StoredGroup.decode(state.row, 32).processing_timer == 9_999
+    for now in (5_000, 9_998):  # Spark calls the group once 9998 < the batch's time
+        assert not state.timeout < now
+    fired = GroupState(state.row, 0, True, now_ms=10_000)
+    rows = [tuple(r)[2:7] for f in function((0,), iter([]), fired) for r in f.itertuples(index=False)]
+    assert sorted(rows) == [("a", 0, 10_000, 2, 12), ("b", 0, 10_000, 1, 6)]
+    assert fired.row is None and fired.timeout is None  # no key left: removed, no timeout
