@@ -28,6 +28,7 @@ from streaming_scenarios import (
     FileStream,
     Scenario,
     _op,
+    combined_stream,
     describe_row,
     engine_reference,
     summarize,
@@ -118,6 +119,17 @@ def test_event_time_without_watermark_is_rejected(spark):
     df = spark.readStream.format("rate").load()
     with pytest.raises(WindowSpecError, match="needs a watermark.*out_of_orderness_ms"):
         _window_stream(df, out_of_orderness_ms=None)
+
+
+def test_two_windows_in_one_query_are_refused_naming_the_fix(spark, tmp_path):
+    """Spark runs one applyInPandasWithState per query: a union of two windows' outputs
+    is refused when the query starts, with the way out named."""
+    (tmp_path / "in").mkdir()
+    first = combined_stream(spark, LATENESS, tmp_path / "in")
+    second = combined_stream(spark, LATENESS, tmp_path / "in")
+    with pytest.raises(WindowSpecError, match="one window .or one chain. per query"):
+        write_outputs(first.unionByName(second), {"main": lambda d, b: None},
+                      str(tmp_path / "checkpoint"))
 
 
 def test_batch_dataframe_is_rejected(spark):

@@ -145,6 +145,7 @@ import json
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
@@ -522,7 +523,16 @@ def write_outputs(
         writer = writer.queryName(query_name)
     # the RocksDB state store and one state partition per key group, for this query
     with streaming_settings(df.sparkSession), _partitions_capped_at_key_groups(df):
-        return writer.outputMode("append").start()
+        try:
+            return writer.outputMode("append").start()
+        except AnalysisException as exc:
+            if "Multiple applyInPandasWithStates" not in str(exc):
+                raise
+            raise WindowSpecError(
+                "a streaming query runs one window (or one chain) per query: Spark runs one "
+                "applyInPandasWithState per query, and this DataFrame combines several "
+                "windows' outputs (a union?). Start a query per window with write_outputs"
+            ) from exc
 
 
 def _check_trigger_ends(df: DataFrame, trigger: dict[str, Any] | None) -> None:
