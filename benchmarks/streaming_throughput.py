@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-rows", type=int, default=40_000)
     parser.add_argument("--batches", type=int, default=5)
     parser.add_argument(
-        "--max-parallelism", type=int, help="key groups; default: the session's (2 here)"
+        "--max-parallelism", type=int, help="key groups; default: the session's (8 here)"
     )
     parser.add_argument("--skip-default-partitions", action="store_true")
     args = parser.parse_args(argv)

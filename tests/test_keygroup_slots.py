@@ -8,7 +8,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.config import MAX_PARALLELISM_CONF, session_max_parallelism
+from tidemark.spark.streaming.config import (
+    MAX_PARALLELISM_CONF,
+    session_max_parallelism,
+    state_partitions_cap,
+)
 from tidemark.spark.streaming.keygroups import (
     check_checkpoint_groups,
     slot_column,
@@ -31,7 +35,9 @@ def test_each_group_has_one_slot_hashing_to_it(groups):
     assert all(spark_int_hash(s) % groups == g for g, s in enumerate(found))
 
 
-@pytest.mark.parametrize(("groups", "partitions"), [(2, 2), (32, 2), (32, 8), (32, 32)])
+@pytest.mark.parametrize(
+    ("groups", "partitions"), [(2, 2), (8, 2), (32, 2), (32, 8), (128, 32)]
+)
 def test_spark_places_group_g_in_partition_g_mod_p(spark, groups, partitions):
     keys = spark.range(5000).select(F.concat(F.lit("k"), F.col("id")).alias("key"))
     placed = keys.select(
@@ -55,11 +61,16 @@ def test_the_default_number_of_key_groups_follows_the_shuffle_partitions(spark):
     conf = spark.conf
     before = conf.get("spark.sql.shuffle.partitions")
     try:
-        for partitions, groups in (("2", 2), ("200", 32), ("1", 1)):
+        # 4 groups per state partition; at most 32 state partitions unless told
+        for partitions, groups in (("2", 8), ("200", 128), ("1", 4)):
             conf.set("spark.sql.shuffle.partitions", partitions)
             assert session_max_parallelism(spark) == groups
+            assert state_partitions_cap(spark, None) == 32
+            assert state_partitions_cap(spark, 6) == 6  # given: one partition per group
         conf.set(MAX_PARALLELISM_CONF, "64")
         assert session_max_parallelism(spark) == 64
+        assert state_partitions_cap(spark, None) == 64
     finally:
+        conf.unset(MAX_PARALLELISM_CONF)
         conf.set("spark.sql.shuffle.partitions", before)
         conf.unset(MAX_PARALLELISM_CONF)

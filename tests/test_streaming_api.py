@@ -186,10 +186,10 @@ def test_count_window_sees_the_streams_watermark(spark, tmp_path):
 
 
 def test_max_parallelism_comes_from_the_session(spark):
-    from tidemark.spark.streaming.plan import MAX_PARALLELISM_CONF, session_max_parallelism
+    from tidemark.spark.streaming.config import MAX_PARALLELISM_CONF, session_max_parallelism
 
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    assert session_max_parallelism(spark) == min(partitions, 32)
+    assert session_max_parallelism(spark) == 4 * min(partitions, 32)
     spark.conf.set(MAX_PARALLELISM_CONF, "8")
     try:
         assert session_max_parallelism(spark) == 8

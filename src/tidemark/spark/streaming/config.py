@@ -23,8 +23,11 @@ __all__ = [
     "TIME_MODES",
     "time_mode_for",
     "DEFAULT_MAX_PARALLELISM",
+    "DEFAULT_STATE_PARTITIONS",
+    "GROUPS_PER_PARTITION",
     "MAX_PARALLELISM_CONF",
     "session_max_parallelism",
+    "state_partitions_cap",
     "check_time_mode",
     "check_max_parallelism",
 ]
@@ -43,7 +46,13 @@ TIME_MODES: dict[str, frozenset[TimeDomain]] = {
 """Each ``time_mode`` and the engine clocks it moves: the time domains of the timers it serves."""
 
 DEFAULT_MAX_PARALLELISM = 32
-"""The most key groups a streaming query gets by default (see :func:`session_max_parallelism`)."""
+"""The key groups of a :class:`ProcessorConfig` built without a number."""
+
+DEFAULT_STATE_PARTITIONS = 32
+"""The most state partitions a streaming query gets by default (see :func:`state_partitions_cap`)."""
+
+GROUPS_PER_PARTITION = 4
+"""Key groups per state partition by default (see :func:`session_max_parallelism`)."""
 
 MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
 """The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
@@ -54,23 +63,34 @@ _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 def session_max_parallelism(spark: Any) -> int:
     """The key groups of a new streaming query on ``spark``: :data:`MAX_PARALLELISM_CONF`,
-    else one per state partition, ``min(spark.sql.shuffle.partitions, 32)``.
+    else :data:`GROUPS_PER_PARTITION` per state partition, ``4 x min(spark.sql.shuffle.
+    partitions, 32)``.
 
-    Each group costs a processor call per micro-batch (Arrow frames in and out, about
-    five Python-JVM round trips), so one group per partition is the fewest calls; a
-    group's state row holds all its keys, which is what more groups would shrink
-    (see benchmarks/README.md).
+    A call per group and micro-batch costs little (the group's row comes with its rows),
+    but Spark copies a group's whole row between the JVM and Python at every call, byte
+    by byte: at 200,000 keys per micro-batch 2 groups ran at 0.32-0.37x of Spark's
+    rows/s, 8 at 0.52x; at 1,000 keys 2 and 8 ran alike (see benchmarks/README.md).
     """
     value = spark.conf.get(MAX_PARALLELISM_CONF, None)
     if value is None:
         partitions = int(spark.conf.get(_SHUFFLE_PARTITIONS, "200"))
-        return max(1, min(partitions, DEFAULT_MAX_PARALLELISM))
+        return GROUPS_PER_PARTITION * max(1, min(partitions, DEFAULT_STATE_PARTITIONS))
     try:
         return int(value)
     except ValueError:
         raise WindowSpecError(
             f"`{MAX_PARALLELISM_CONF}` must be an int in [1, {_MAX_KEY_GROUPS}]; got {value!r}"
         ) from None
+
+
+def state_partitions_cap(spark: Any, max_parallelism: int | None) -> int:
+    """The most state partitions a query with ``max_parallelism`` key groups (None: the
+    session's) starts with: one per group when the number was given (more could hold no
+    group), else :data:`DEFAULT_STATE_PARTITIONS`, so that Spark's default 200 shuffle
+    partitions do not each run a task and open a state store in every micro-batch."""
+    if max_parallelism is None and spark.conf.get(MAX_PARALLELISM_CONF, None) is None:
+        return DEFAULT_STATE_PARTITIONS
+    return max_parallelism if max_parallelism is not None else session_max_parallelism(spark)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,9 @@ a state partition by hashing the value it groups by: ``pmod(hash(value), P)``. G
 core may get twice the work of another (with ``G = P = 2``, groups 0 and 1 both hash to
 partition 1). So Spark groups by the group's *slot*: the smallest non-negative int whose
 Spark hash is ``g`` modulo ``G``. Whenever ``P`` divides ``G`` (always when the query
-starts with ``P = min(spark.sql.shuffle.partitions, G)`` partitions and ``G`` is a
-multiple of the shuffle partitions, e.g. ``G = P``), group ``g`` lands in partition
+starts with ``P = min(spark.sql.shuffle.partitions, 32)`` partitions and the default
+``G = 4 P``, or ``P = min(spark.sql.shuffle.partitions, G)`` with ``G`` a multiple of
+the shuffle partitions), group ``g`` lands in partition
 ``g mod P``: every partition holds ``G / P`` groups. Correctness never depends on it: the
 slot is a fixed function of ``g`` and ``G`` (both kept with the checkpoint), and a group's
 state lives under its slot whatever partition Spark puts it in.
@@ -110,5 +111,6 @@ def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
             f"`max_parallelism` must stay what the query first started with: the checkpoint "
             f"{checkpoint!r} has {stored} key groups, this query {groups}. Restart with "
             f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
-            "spark.sql.shuffle.partitions, at most 32), or start a new checkpoint"
+            "spark.sql.shuffle.partitions: 4 x min(partitions, 32)), or start a new "
+            "checkpoint"
         )

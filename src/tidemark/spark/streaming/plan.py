@@ -27,7 +27,6 @@ from tidemark.spark.streaming.config import (
     NONE,
     PROCESSING_TIME,
     TIME_MODES,
-    session_max_parallelism,
     time_mode_for,
 )
 from tidemark.spark.streaming.query import window_stream
@@ -153,7 +152,6 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
-        max_parallelism=session_max_parallelism(df.sparkSession),
         upstream_depth=chain_depth(upstream) if chained else None,
         feeds_downstream=feeds_downstream,
     )

@@ -191,6 +191,7 @@ from tidemark.spark.streaming.config import (
     check_max_parallelism,
     check_time_mode,
     session_max_parallelism,
+    state_partitions_cap,
 )
 from tidemark.spark.streaming.keygroups import check_checkpoint_groups, slot_column
 from tidemark.spark.streaming.state import STATE_NAME
@@ -209,6 +210,7 @@ __all__ = [
 
 _SCHEMAS_METADATA = "tidemark.side_output_schemas"
 _GROUPS_METADATA = "tidemark.max_parallelism"
+_PARTITIONS_METADATA = "tidemark.state_partitions_cap"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 _SPARK_TIME_MODE_METADATA = "tidemark.spark_time_mode"
 
@@ -267,10 +269,11 @@ def window_stream(
     max_parallelism : int, optional
         The number of key groups (Flink's ``maxParallelism``): one processor call per
         group and micro-batch serves all its keys. Fixed when the query first starts
-        and kept with its state; a restart with another value fails. More groups: less
-        state read and written per call, more calls (a few milliseconds each). Default:
-        the session's ``spark.tidemark.streaming.maxParallelism``, else one group per
-        state partition (``min(spark.sql.shuffle.partitions, 32)``).
+        and kept with its state; a restart with another value fails. More groups: a
+        smaller state row per call (Spark copies it whole), more calls. Default: the
+        session's ``spark.tidemark.streaming.maxParallelism``, else 4 groups per state
+        partition, ``4 x min(spark.sql.shuffle.partitions, 32)``; given (here or by the
+        session), the query gets at most one state partition per group.
     upstream_depth : int, optional
         A chain: ``df`` is the combined frame (with ``__tm_phase``) of the chain's
         ``upstream_depth``-th window, ``timestamp_column`` its ``__tm_ts`` and
@@ -289,6 +292,7 @@ def window_stream(
     """
     _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
     check_time_mode(make_operator().assigner, time_mode, out_of_orderness_ms, idleness_ms)
+    partitions_cap = state_partitions_cap(df.sparkSession, max_parallelism)
     if max_parallelism is None:
         max_parallelism = session_max_parallelism(df.sparkSession)
     check_max_parallelism(max_parallelism)
@@ -331,7 +335,9 @@ def window_stream(
     schemas = upstream_schemas(_known_schemas(df), upstream_depth)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
-    return _with_side_schemas(combined, schemas, max_parallelism, config.spark_time_mode())
+    return _with_side_schemas(
+        combined, schemas, max_parallelism, partitions_cap, config.spark_time_mode()
+    )
 
 
 # ---------------------------------------------------------------------- validation
@@ -421,11 +427,16 @@ def _prepare_input(
 
 
 def _with_side_schemas(
-    combined: DataFrame, schemas: dict[str, str], max_parallelism: int, spark_time_mode: str
+    combined: DataFrame,
+    schemas: dict[str, str],
+    max_parallelism: int,
+    partitions_cap: int,
+    spark_time_mode: str,
 ) -> DataFrame:
     metadata = {
         _SCHEMAS_METADATA: json.dumps(schemas),
         _GROUPS_METADATA: max_parallelism,
+        _PARTITIONS_METADATA: partitions_cap,
         _SPARK_TIME_MODE_METADATA: spark_time_mode,
     }
     columns = [
@@ -503,8 +514,10 @@ def write_outputs(
 
     Notes
     -----
-    The query starts with ``min(spark.sql.shuffle.partitions, max_parallelism)`` state
-    partitions: more could hold no key group. Spark keeps that number in the checkpoint.
+    The query starts with ``min(spark.sql.shuffle.partitions, 32)`` state partitions by
+    default, ``min(spark.sql.shuffle.partitions, max_parallelism)`` when the number of
+    key groups was given: more could hold no key group. Spark keeps that number in the
+    checkpoint.
     """
     if not sinks:
         raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
@@ -521,8 +534,8 @@ def write_outputs(
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
-    # the RocksDB state store and one state partition per key group, for this query
-    with streaming_settings(df.sparkSession), _partitions_capped_at_key_groups(df):
+    # the RocksDB state store and the capped state partitions, for this query
+    with streaming_settings(df.sparkSession), _partitions_capped(df):
         try:
             return writer.outputMode("append").start()
         except AnalysisException as exc:
@@ -549,18 +562,21 @@ def _check_trigger_ends(df: DataFrame, trigger: dict[str, Any] | None) -> None:
 
 
 @contextlib.contextmanager
-def _partitions_capped_at_key_groups(df: DataFrame) -> Iterator[None]:
-    """Start the query with at most one state partition per key group: a partition
-    beyond ``max_parallelism`` could never hold a key, yet Spark would open its state
-    store and run its task in every micro-batch. The query keeps the number it started
-    with (Spark stores it in the checkpoint); the session's setting is restored."""
-    groups = df.schema[SIDE].metadata.get(_GROUPS_METADATA) if SIDE in df.columns else None
+def _partitions_capped(df: DataFrame) -> Iterator[None]:
+    """Start the query with at most the state partitions :func:`window_stream` allowed
+    (:func:`~tidemark.spark.streaming.config.state_partitions_cap`): never more than one
+    per key group (a partition beyond ``max_parallelism`` could never hold a key, yet
+    Spark would open its state store and run its task in every micro-batch), by default
+    at most 32. The query keeps the number it started with (Spark stores it in the
+    checkpoint); the session's setting is restored."""
+    metadata = df.schema[SIDE].metadata if SIDE in df.columns else {}
+    cap = metadata.get(_PARTITIONS_METADATA, metadata.get(_GROUPS_METADATA))
     conf = df.sparkSession.conf
     before = conf.get(_SHUFFLE_PARTITIONS)
-    if groups is None or before is None or int(before) <= int(groups):
+    if cap is None or before is None or int(before) <= int(cap):
         yield
         return
-    conf.set(_SHUFFLE_PARTITIONS, str(groups))
+    conf.set(_SHUFFLE_PARTITIONS, str(cap))
     try:
         yield
     finally:

@@ -147,7 +147,8 @@ class StoredGroup:
                 f"the checkpoint has {stored_parallelism}: restart with "
                 f"max_parallelism={stored_parallelism} (spark.tidemark.streaming."
                 f"maxParallelism={stored_parallelism}; by default it follows "
-                "spark.sql.shuffle.partitions, at most 32), or start a new checkpoint"
+                "spark.sql.shuffle.partitions: 4 x min(partitions, 32)), or start a new "
+                "checkpoint"
             )
         return cls(pickle.loads(blob), event_timer, processing_timer, True, watermark)
 
