@@ -91,19 +91,14 @@ class WindowStatefulProcessor(WindowGroups, StatefulProcessor):
         # A call builds and drops many small objects (Rows, key states) and no cycles:
         # Python's collector scanning every 700 allocations took 2/3 of a call's time.
         with fewer_gc_passes():
-            runs: dict[Any, KeyRun] = {}
-            passed: list[tuple[Any, ...]] = []
-            forwarded: dict[Any, int] = {}
-            for pdf in rows:
-                self._split(pdf, runs, passed, forwarded)
-            return self._call(runs, timerValues, None, passed, forwarded)
+            return self._call(*self._split_frames(rows), timerValues, None)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
         with fewer_gc_passes():
-            return self._call({}, timerValues, expired, [], {})
+            return self._call({}, [], {}, timerValues, expired)
 
     def close(self) -> None:
         pass
@@ -111,10 +106,10 @@ class WindowStatefulProcessor(WindowGroups, StatefulProcessor):
     def _call(
         self,
         runs: dict[Any, KeyRun],
-        timer_values: TimerValues,
-        expired: int | None,
         passed: list[tuple[Any, ...]],
         forwarded: dict[Any, int],
+        timer_values: TimerValues,
+        expired: int | None,
     ) -> Iterator[pd.DataFrame]:
         group = StoredGroup.decode(self._state.get(), self._config.max_parallelism)
         clock = self._clock(
@@ -173,12 +168,8 @@ class WindowGroupFunction(WindowGroups):
         if self._row_type is None:
             self._prepare()
         with fewer_gc_passes():
-            runs: dict[Any, KeyRun] = {}
-            passed: list[tuple[Any, ...]] = []
-            forwarded: dict[Any, int] = {}
-            if not state.hasTimedOut:  # a timed-out group comes with an empty frame
-                for pdf in rows:
-                    self._split(pdf, runs, passed, forwarded)
+            # a timed-out group comes with an empty frame
+            runs, passed, forwarded = self._split_frames([] if state.hasTimedOut else rows)
             stored = state.get if state.exists else None
             group = StoredGroup.decode(stored, self._config.max_parallelism)
             clock = self._clock(state.getCurrentProcessingTimeMs(), state.getCurrentWatermarkMs)

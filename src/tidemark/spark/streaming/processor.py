@@ -44,7 +44,7 @@ feeds the rest; its other outputs pass through, renamed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -130,6 +130,18 @@ class WindowGroups:
         self._row_type = row_type_of(config.value_names)
 
     # ------------------------------------------------------------------ input
+
+    def _split_frames(
+        self, frames: Iterable[pd.DataFrame]
+    ) -> tuple[dict[Any, KeyRun], list[tuple[Any, ...]], dict[Any, int]]:
+        """A call's rows split by key (see :meth:`_split`): the keys' runs, an upstream's
+        passed-through outputs, and the watermarks the keys' early rows follow."""
+        runs: dict[Any, KeyRun] = {}
+        passed: list[tuple[Any, ...]] = []
+        forwarded: dict[Any, int] = {}
+        for pdf in frames:
+            self._split(pdf, runs, passed, forwarded)
+        return runs, passed, forwarded
 
     def _split(
         self,
