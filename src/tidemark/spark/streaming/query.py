@@ -569,8 +569,7 @@ def _partitions_capped(df: DataFrame) -> Iterator[None]:
     Spark would open its state store and run its task in every micro-batch), by default
     at most 32. The query keeps the number it started with (Spark stores it in the
     checkpoint); the session's setting is restored."""
-    metadata = df.schema[SIDE].metadata if SIDE in df.columns else {}
-    cap = metadata.get(_PARTITIONS_METADATA, metadata.get(_GROUPS_METADATA))
+    cap = df.schema[SIDE].metadata.get(_PARTITIONS_METADATA) if SIDE in df.columns else None
     conf = df.sparkSession.conf
     before = conf.get(_SHUFFLE_PARTITIONS)
     if cap is None or before is None or int(before) <= int(cap):
