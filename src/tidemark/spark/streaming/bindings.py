@@ -168,14 +168,17 @@ class WindowGroupFunction(WindowGroups):
         if self._row_type is None:
             self._prepare()
         with fewer_gc_passes():
-            # a timed-out group comes with an empty frame
-            runs, passed, forwarded = self._split_frames([] if state.hasTimedOut else rows)
-            stored = state.get if state.exists else None
-            group = StoredGroup.decode(stored, self._config.max_parallelism)
-            clock = self._clock(state.getCurrentProcessingTimeMs(), state.getCurrentWatermarkMs)
-            records = self._run(group, runs, clock, passed, forwarded)
-            self._save(state, group, clock)
-            return self._frames(records)
+            return self._call(rows, state)
+
+    def _call(self, rows: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+        # a timed-out group comes with an empty frame
+        runs, passed, forwarded = self._split_frames([] if state.hasTimedOut else rows)
+        stored = state.get if state.exists else None
+        group = StoredGroup.decode(stored, self._config.max_parallelism)
+        clock = self._clock(state.getCurrentProcessingTimeMs(), state.getCurrentWatermarkMs)
+        records = self._run(group, runs, clock, passed, forwarded)
+        self._save(state, group, clock)
+        return self._frames(records)
 
     def _save(self, state: Any, group: StoredGroup, clock: BatchClock) -> None:
         """Write the group's row and set its timeout (Spark unsets it at every call): the
