@@ -55,6 +55,8 @@ def column_values(series: pd.Series, type_name: str) -> list[Any]:
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         return [None if pd.isna(v) else v.to_pydatetime() for v in series]
     values = series.tolist()
+    if series.dtype.kind in "iub":  # a NumPy integer or bool column holds no nulls
+        return values
     missing = series.isna()
     if missing.any():
         values = [None if gone else v for v, gone in zip(values, missing.tolist())]

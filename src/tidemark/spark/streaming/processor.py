@@ -46,8 +46,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from tidemark._engine.keystate import KeyState
@@ -152,54 +155,77 @@ class WindowGroups:
     ) -> None:
         """Append each row of ``pdf`` to its key's run (Rows, timestamps; before or after
         the watermark), in order; an upstream's other outputs go to ``passed``, and the
-        watermark a key's early rows follow to ``forwarded``."""
+        watermark a key's early rows follow to ``forwarded``.
+
+        The Rows are built in one pass and put in key order by one stable sort (each
+        key's rows keep Spark's order): what is done in Python per key, not per row, is
+        appending the key's rows to its run."""
         config = self._config
         phases: Any = None
         follows: Any = None
         if config.upstream is not None:
             pdf, phases, follows = config.upstream.split(pdf, passed)
-        event_time = config.event_time
-        series = [column for _, column in pdf.items()]  # cheaper than iloc per column
-        timestamps = column_values(series[config.timestamp_position], "LongType")
-        key_columns = [
-            column_values(series[i], t)
-            for i, t in zip(config.key_positions, config.key_types, strict=True)
-        ]
-        spark_keys: Any = key_columns[0] if len(key_columns) == 1 else zip(*key_columns)
-        columns = [
-            column_values(series[i], t)
+        columns = _ColumnValues(pdf)
+        timestamps: Any = columns.at(config.timestamp_position, "LongType")
+        keys: Any = columns.keys(config.key_positions, config.key_types)
+        values = [
+            columns.at(i, t)
             for i, t in zip(config.value_positions, config.value_types, strict=True)
         ]
-        values = zip(*columns, strict=True) if columns else [()] * len(timestamps)
-        if phases is None:
-            phases, follows = [ON_ELEMENTS] * len(timestamps), [None] * len(timestamps)
-        markers = END_OF_INPUT_MS if config.upstream is None else None
-        new, row_type = tuple.__new__, self._row_type
-        engine_keys: dict[Any, Any] = {}
-        rows = zip(spark_keys, timestamps, values, phases, follows, strict=True)
-        for spark_key, timestamp, row_values, phase, follow in rows:
-            if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
-                check_timestamp(timestamp, spark_key, event_time)
-            elif markers is not None and timestamp >= markers:
-                continue  # an end-of-input marker: it only moves the watermark
-            key = engine_keys.get(spark_key, engine_keys)
-            if key is engine_keys:
-                key = engine_keys[spark_key] = self._engine_key(spark_key, len(key_columns))
+        tuples = zip(*values) if values else repeat((), len(timestamps))
+        rows: Any = list(map(tuple.__new__, repeat(self._row_type), tuples))
+        kept = self._kept_rows(timestamps, keys)
+        if kept is not None:
+            keys, timestamps, rows, phases, follows = (
+                None if seq is None else [seq[i] for i in kept]
+                for seq in (keys, timestamps, rows, phases, follows)
+            )
+        if not rows:
+            return
+        order, segments = _key_segments(keys, self._engine_key, phases)
+        rows, timestamps = _reorder(rows, order), _reorder(timestamps, order)
+        follows = None if follows is None else _reorder(follows, order)
+        for key, early, start, end in segments:
             run = runs.get(key)
             if run is None:
                 run = runs[key] = ([], [], [], [])
-            at = 0 if phase == EARLY else 2
-            if at == 0 and follow is not None:
-                forwarded[key] = max(follow, forwarded.get(key, follow))
-            run[at].append(new(row_type, row_values))
-            run[at + 1].append(timestamp)
+            at = 0 if early else 2
+            run[at].extend(rows[start:end])
+            run[at + 1].extend(timestamps[start:end])
+            if early:
+                follow = max((f for f in follows[start:end] if f is not None), default=None)
+                if follow is not None:
+                    forwarded[key] = max(follow, forwarded.get(key, follow))
 
-    def _engine_key(self, spark_key: Any, columns: int) -> Any:
-        as_tuple = (spark_key,) if columns == 1 else tuple(spark_key)
+    def _kept_rows(self, timestamps: list[Any], keys: list[Any]) -> list[int] | None:
+        """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
+        carry fails, naming its key; an end-of-input marker only moves the watermark."""
+        config = self._config
+        markers = END_OF_INPUT_MS if config.upstream is None else None
+        low: Any = None
+        high: Any = None
+        try:
+            low, high = min(timestamps, default=0), max(timestamps, default=0)
+        except TypeError:  # a null timestamp among others
+            pass
+        if low is not None and low >= MIN_TIMESTAMP_MS and (markers is None or high < markers):
+            return None
+        kept = []
+        for row, (timestamp, key) in enumerate(zip(timestamps, keys, strict=True)):
+            if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
+                check_timestamp(timestamp, key, config.event_time)
+            elif markers is not None and timestamp >= markers:
+                continue
+            kept.append(row)
+        return kept
+
+    def _engine_key(self, spark_key: Any) -> Any:
+        single = len(self._config.key_positions) == 1
+        as_tuple = (spark_key,) if single else tuple(spark_key)
         engine_key = self._config.engine_key
         if engine_key is not None:
             return engine_key(as_tuple)
-        return as_tuple[0] if columns == 1 else as_tuple
+        return as_tuple[0] if single else as_tuple
 
     # ------------------------------------------------------------------ one call
 
@@ -493,3 +519,63 @@ def _earliest(a: int | None, b: int | None) -> int | None:
 def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:
     """A pandas frame of Python values; object columns keep ints exact and None as null."""
     return pd.DataFrame(records, columns=names, dtype=object)
+
+
+class _ColumnValues:
+    """A pandas frame's columns as Python values (:func:`column_values`), each column
+    converted once: one column can be a key, a value and the timestamp."""
+
+    def __init__(self, pdf: pd.DataFrame):
+        self._series = [column for _, column in pdf.items()]  # cheaper than iloc per column
+        self._converted: dict[int, list[Any]] = {}
+
+    def at(self, position: int, type_name: str) -> list[Any]:
+        values = self._converted.get(position)
+        if values is None:
+            values = self._converted[position] = column_values(self._series[position], type_name)
+        return values
+
+    def keys(self, positions: tuple[int, ...], type_names: tuple[str, ...]) -> list[Any]:
+        """Each row's Spark key: the key column's value, or a tuple of several."""
+        columns = [self.at(i, t) for i, t in zip(positions, type_names, strict=True)]
+        return columns[0] if len(columns) == 1 else list(zip(*columns))
+
+
+def _key_segments(
+    keys: list[Any], engine_key: Callable[[Any], Any], phases: list[Any] | None
+) -> tuple[list[int], list[tuple[Any, bool, int, int]]]:
+    """The rows' order by key (stable) and its segments: (engine key, early, start, end),
+    keys in the order of their first row, a key's early rows (a chain's, ``phases``)
+    apart from its others. Spark keys that are one engine key are one segment."""
+    n = len(keys)
+    first_rows: dict[Any, int] = {}
+    codes = np.fromiter(map(first_rows.setdefault, keys, range(n)), dtype=np.int64, count=n)
+    owners: dict[Any, int] = {}  # engine key -> the first row of its first Spark key
+    engine_keys: dict[int, Any] = {}
+    merged: dict[int, int] = {}
+    for spark_key, row in first_rows.items():
+        key = engine_key(spark_key)
+        owner = owners.setdefault(key, row)
+        if owner == row:
+            engine_keys[row] = key
+        else:
+            merged[row] = owner
+    if merged:
+        codes = np.fromiter((merged.get(c, c) for c in codes.tolist()), np.int64, count=n)
+    late = 1 if phases is None else np.fromiter((p != EARLY for p in phases), np.int64, n)
+    codes = codes * 2 + late
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()]
+    ends = [*starts[1:], n]
+    firsts = ordered[starts].tolist()
+    segments = [
+        (engine_keys[code >> 1], not code & 1, start, end)
+        for code, start, end in zip(firsts, starts, ends, strict=True)
+    ]
+    return order.tolist(), segments
+
+
+def _reorder(values: list[Any], order: list[int]) -> Any:
+    """``values`` in ``order`` (a sequence)."""
+    return itemgetter(*order)(values) if len(order) > 1 else values
