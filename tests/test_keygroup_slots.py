@@ -14,6 +14,7 @@ from tidemark.spark.streaming.config import (
     state_partitions_cap,
 )
 from tidemark.spark.streaming.keygroups import (
+    GROUPS_FILE,
     check_checkpoint_groups,
     slot_column,
     slots,
@@ -55,6 +56,18 @@ def test_the_checkpoint_keeps_its_number_of_key_groups(spark, tmp_path):
     check_checkpoint_groups(spark, checkpoint, 4)  # same: starts
     with pytest.raises(WindowSpecError, match=r"has 4 key groups, this query 3.*maxParallelism=4"):
         check_checkpoint_groups(spark, checkpoint, 3)
+    # written with the JVM's file system, read as Spark writes text (and Connect reads it)
+    assert [r.value for r in spark.read.text(f"{checkpoint}/{GROUPS_FILE}").collect()] == ["4"]
+
+
+def test_a_marker_spark_wrote_is_read(spark, tmp_path):
+    """Over Connect Spark's text writer writes the marker, as it did on every session before."""
+    checkpoint = str(tmp_path / "checkpoint")
+    marker = spark.createDataFrame([("6",)], "value string")
+    marker.coalesce(1).write.text(f"{checkpoint}/{GROUPS_FILE}")
+    check_checkpoint_groups(spark, checkpoint, 6)
+    with pytest.raises(WindowSpecError, match=r"has 6 key groups, this query 8"):
+        check_checkpoint_groups(spark, checkpoint, 8)
 
 
 def test_the_default_number_of_key_groups_follows_the_shuffle_partitions(spark):

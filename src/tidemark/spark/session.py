@@ -8,7 +8,7 @@ from typing import Any
 
 from tidemark.spark._java import ensure_java
 
-__all__ = ["get_spark", "SPARK_CONF"]
+__all__ = ["get_spark", "is_connect", "SPARK_CONF"]
 
 SPARK_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -65,3 +65,8 @@ def get_spark(
     # unless the streams manager exists (apache/spark#58211); touching it is harmless.
     _ = session.streams.active
     return session
+
+
+def is_connect(spark: Any) -> bool:
+    """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs, broadcasts)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")

@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from tidemark.spark.columns import ORDER, TS, WM
+from tidemark.spark.session import is_connect
 from tidemark.time import LONG_MIN
 
 __all__ = [
@@ -31,7 +32,6 @@ __all__ = [
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
     "share_with_tasks",
-    "is_connect",
 ]
 
 
@@ -100,11 +100,6 @@ def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSe
         return sequence.first_at_or_after(max(time, op.current_watermark + 1))
 
     op.advance_watermark_stepwise(watermark, resolve)
-
-
-def is_connect(spark: Any) -> bool:
-    """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs, broadcasts)."""
-    return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
 @dataclass
