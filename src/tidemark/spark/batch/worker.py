@@ -186,8 +186,8 @@ class PartitionDriver:
         columns = self.config.sort_columns
         if columns:
             batches = sorted_batches(batches, columns, self.config.sort_budget)
-        with fewer_gc_passes():
-            yield from self._run(batches)
+        fewer_gc_passes()
+        yield from self._run(batches)
 
     def _run(self, batches: Any) -> Any:
         config = self.config

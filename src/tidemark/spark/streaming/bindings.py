@@ -37,7 +37,6 @@ from tidemark.spark.columns import KEY_GROUP, WATERMARK_MARK
 from tidemark.spark.streaming.config import EVENT_TIME, PROCESSING_TIME, ProcessorConfig
 from tidemark.spark.streaming.processor import BatchClock, KeyRun, WindowGroups
 from tidemark.spark.streaming.state import STATE_NAME, STATE_SCHEMA, StoredGroup
-from tidemark.spark.worker_gc import fewer_gc_passes
 
 __all__ = ["WindowStatefulProcessor", "WindowGroupFunction", "key_group_operator"]
 
@@ -88,17 +87,13 @@ class WindowStatefulProcessor(WindowGroups, StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        # A call builds and drops many small objects (Rows, key states) and no cycles:
-        # Python's collector scanning every 700 allocations took 2/3 of a call's time.
-        with fewer_gc_passes():
-            return self._call(*self._split_frames(rows), timerValues, None)
+        return self._call(*self._split_frames(rows), timerValues, None)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
-        with fewer_gc_passes():
-            return self._call({}, [], {}, timerValues, expired)
+        return self._call({}, [], {}, timerValues, expired)
 
     def close(self) -> None:
         pass
@@ -167,10 +162,6 @@ class WindowGroupFunction(WindowGroups):
     def __call__(self, key: Any, rows: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         if self._row_type is None:
             self._prepare()
-        with fewer_gc_passes():
-            return self._call(rows, state)
-
-    def _call(self, rows: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
         # a timed-out group comes with an empty frame
         runs, passed, forwarded = self._split_frames([] if state.hasTimedOut else rows)
         stored = state.get if state.exists else None

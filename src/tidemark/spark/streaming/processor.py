@@ -82,6 +82,7 @@ from tidemark.spark.streaming.state import (
     StoredKey,
     dump_key_state,
 )
+from tidemark.spark.worker_gc import fewer_gc_passes
 
 __all__ = ["WindowGroups", "BatchClock", "KeyRun", "object_frame"]
 
@@ -126,6 +127,8 @@ class WindowGroups:
 
     def _prepare(self) -> None:
         """What every call needs, derived once per worker."""
+        # A call builds and drops many small objects (Rows, key states) and no cycles.
+        fewer_gc_passes()
         config = self._config
         self._idle = config.idleness_ms is not None
         # In a ProcessingTime query Spark holds no event-time timer: calls serve them.
