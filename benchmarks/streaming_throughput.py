@@ -23,11 +23,15 @@ partitions: micro-batch latency of both queries (each partition opens its state 
 
 Usage::
 
-    python benchmarks/streaming_throughput.py            # the full table (~10 min, 2 cores)
-    python benchmarks/streaming_throughput.py --quick    # smaller batches (~3 min)
+    python benchmarks/streaming_throughput.py            # the full table (~2 min, 2 cores)
+    python benchmarks/streaming_throughput.py --quick    # smaller batches (~1 min)
     python benchmarks/streaming_throughput.py --keys 20000 --batch-rows 40000 --batches 5
+    python benchmarks/streaming_throughput.py --keys 1000 --batches 10 --repeat 5 --skip-default-partitions
 
-Ratios in one run are what to compare: a busy machine slows both sides.
+Ratios in one run are what to compare: a busy machine slows both sides. Spark's own
+rows/s moves by 20% from one run to the next on 2 cores: ``--repeat N`` runs each key
+count N times, the two queries one after the other each time, and prints the median,
+mean and range of the ratios.
 """
 
 from __future__ import annotations
@@ -280,7 +284,7 @@ def _mb(n: int) -> str:
 
 
 def key_count_table(
-    spark: Any, root: Path, configs: list[tuple[int, int, int]], groups: int | None
+    spark: Any, root: Path, configs: list[tuple[int, int, int]], groups: int | None, repeat: int = 1
 ) -> None:
     print(
         f"\n{'keys/batch':>10} {'rows':>9} | {'Spark rows/s':>12} {'tidemark':>9} {'ratio':>6} | "
@@ -289,22 +293,39 @@ def key_count_table(
     for keys, batch_rows, batches in configs:
         directory = root / f"in-{keys}"
         write_input(directory, keys, batch_rows, batches)
-        rows = batch_rows * batches
-        native = timed(spark, start_spark, directory, root / f"ck-spark-{keys}", groups)
-        ours = timed(spark, start_tidemark, directory, root / f"ck-tm-{keys}", groups)
-        held, held_bytes = tidemark_state(spark, root / f"ck-tm-{keys}")
-        native_rate, our_rate = rows / native.elapsed_s, rows / ours.elapsed_s
-        print(
-            f"{keys:>10,} {rows:>9,} | {native_rate:>12,.0f} {our_rate:>9,.0f} "
-            f"{our_rate / native_rate:>5.2f}x | {native.median_ms:>7,.0f}/{ours.median_ms:<7,.0f} "
-            f"{ours.median_ms / max(native.median_ms, 1):>5.2f}x | "
-            f"{native.max_ms:>7,.0f}/{ours.max_ms:<7,.0f} | largest {_mb(ours.peak_worker)}, "
-            f"all {_mb(ours.peak_workers)}; "
-            f"{held:,} keys in {_mb(held_bytes)} of rows; state dirs on disk: tidemark "
-            f"{_mb(ours.state_disk)}, Spark {_mb(native.state_disk)}",
-            flush=True,
-        )
+        ratios = [
+            key_count_row(spark, root, directory, keys, batch_rows * batches, groups, f"{keys}-{n}")
+            for n in range(repeat)
+        ]
+        if repeat > 1:
+            print(
+                f"{'':>10} {'':>9} | rows/s ratio over {repeat} runs: median "
+                f"{statistics.median(ratios):.2f}x, mean {statistics.mean(ratios):.2f}x, "
+                f"{min(ratios):.2f}x-{max(ratios):.2f}x",
+                flush=True,
+            )
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def key_count_row(
+    spark: Any, root: Path, directory: Path, keys: int, rows: int, groups: int | None, name: str
+) -> float:
+    """Both queries over ``directory``, Spark's first; prints a row, returns the ratio."""
+    native = timed(spark, start_spark, directory, root / f"ck-spark-{name}", groups)
+    ours = timed(spark, start_tidemark, directory, root / f"ck-tm-{name}", groups)
+    held, held_bytes = tidemark_state(spark, root / f"ck-tm-{name}")
+    native_rate, our_rate = rows / native.elapsed_s, rows / ours.elapsed_s
+    print(
+        f"{keys:>10,} {rows:>9,} | {native_rate:>12,.0f} {our_rate:>9,.0f} "
+        f"{our_rate / native_rate:>5.2f}x | {native.median_ms:>7,.0f}/{ours.median_ms:<7,.0f} "
+        f"{ours.median_ms / max(native.median_ms, 1):>5.2f}x | "
+        f"{native.max_ms:>7,.0f}/{ours.max_ms:<7,.0f} | largest {_mb(ours.peak_worker)}, "
+        f"all {_mb(ours.peak_workers)}; "
+        f"{held:,} keys in {_mb(held_bytes)} of rows; state dirs on disk: tidemark "
+        f"{_mb(ours.state_disk)}, Spark {_mb(native.state_disk)}",
+        flush=True,
+    )
+    return our_rate / native_rate
 
 
 def default_partitions(spark: Any, root: Path, groups: int | None) -> None:
@@ -338,6 +359,9 @@ def main(argv: list[str] | None = None) -> None:
         "--max-parallelism", type=int, help="key groups; default: the session's (8 here)"
     )
     parser.add_argument("--skip-default-partitions", action="store_true")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="run each key count N times (Spark, tidemark)"
+    )
     args = parser.parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from tidemark.spark.session import get_spark
@@ -360,7 +384,7 @@ def main(argv: list[str] | None = None) -> None:
         write_input(root / "warm", 100, 2_000, 2)
         for name, start in (("spark", start_spark), ("tidemark", start_tidemark)):
             timed(spark, start, root / "warm", root / f"ck-warm-{name}", args.max_parallelism)
-        key_count_table(spark, root, configs, args.max_parallelism)
+        key_count_table(spark, root, configs, args.max_parallelism, args.repeat)
         if not args.skip_default_partitions:
             default_partitions(spark, root, args.max_parallelism)
         print(f"\ntotal {time.perf_counter() - started:.0f} s", flush=True)
