@@ -46,7 +46,8 @@ demo: java
 	$(BIN)/tidemark demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/mypy
 
 bench: $(STAMP)

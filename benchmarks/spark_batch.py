@@ -76,18 +76,27 @@ def main(n: int) -> int:
     from pyspark.sql import functions as F
 
     df = events(spark, n)
-    print(f"{n:,} events, 1,000 keys, 1-minute tumbling windows, "
-          f"{spark.sparkContext.defaultParallelism} cores", flush=True)
+    print(
+        f"{n:,} events, 1,000 keys, 1-minute tumbling windows, "
+        f"{spark.sparkContext.defaultParallelism} cores",
+        flush=True,
+    )
     timed("materialise input (cached, not compared)", df.count, runs=1)
 
     def baseline():
-        (df.groupBy("user", F.window(F.timestamp_millis("ts"), "1 minute"))
-         .agg(F.sum("amount")).write.format("noop").mode("overwrite").save())
+        (
+            df.groupBy("user", F.window(F.timestamp_millis("ts"), "1 minute"))
+            .agg(F.sum("amount"))
+            .write.format("noop")
+            .mode("overwrite")
+            .save()
+        )
 
     def windowed():
         stream = tm.from_dataframe(df, timestamp="ts")
         return stream.key_by("user").window(
-            tm.TumblingEventTimeWindows.of(tm.Duration.of_minutes(1)))
+            tm.TumblingEventTimeWindows.of(tm.Duration.of_minutes(1))
+        )
 
     def write(result):
         result.to_dataframe().write.format("noop").mode("overwrite").save()
@@ -110,7 +119,9 @@ def main(n: int) -> int:
     # Spark's JIT goes on speeding both up for two or three runs (its own aggregation from
     # 2.8 s to 1.2 s): two untimed rounds first, so the ratio is that of warm code.
     warm = [f"{_once(action):.1f}" for _ in range(2) for action in (baseline, engine_sum)]
-    print(f"  {'warm-up (baseline, tidemark, baseline, tidemark)':<52}         ({', '.join(warm)} s)")
+    print(
+        f"  {'warm-up (baseline, tidemark, baseline, tidemark)':<52}         ({', '.join(warm)} s)"
+    )
     base, ours = timed_pair(
         ("Spark groupBy(window(ts, '1 minute')).agg(sum)", "tidemark .sum(), generic engine path"),
         (baseline, engine_sum),
@@ -118,9 +129,11 @@ def main(n: int) -> int:
     timed("tidemark .reduce(user function), engine path", user_reduce, runs=1)
     fast = timed("tidemark .sum(), SQL fast path", lambda: write(windowed().sum("amount")))
     ratio = ours / base
-    print(f"generic engine path / Spark: {ratio:.2f}x (target <= {TARGET_RATIO:.0f}x: "
-          f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}); "
-          f"SQL fast path / Spark: {fast / base:.2f}x")
+    print(
+        f"generic engine path / Spark: {ratio:.2f}x (target <= {TARGET_RATIO:.0f}x: "
+        f"{'met' if ratio <= TARGET_RATIO else 'NOT met'}); "
+        f"SQL fast path / Spark: {fast / base:.2f}x"
+    )
     return 0 if ratio <= TARGET_RATIO else 1
 
 

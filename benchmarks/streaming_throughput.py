@@ -133,7 +133,9 @@ def _source(spark: Any, directory: Path) -> Any:
     )
 
 
-def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int | None) -> Any:
+def start_tidemark(
+    spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int | None
+) -> Any:
     from pyspark.sql.types import LongType, StructField, StructType
 
     schema = StructType([StructField(n, LongType()) for n in ("window_max_ts", "count", "total")])
@@ -152,7 +154,9 @@ def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: Any, gro
     return write_outputs(combined, {"main": sink}, str(checkpoint), {"availableNow": True})
 
 
-def start_spark(spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int | None) -> Any:
+def start_spark(
+    spark: Any, directory: Path, checkpoint: Path, sink: Any, groups: int | None
+) -> Any:
     from pyspark.sql import functions as F
 
     events = _source(spark, directory).withColumn("event_time", F.timestamp_millis("ts"))

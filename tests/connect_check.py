@@ -118,8 +118,10 @@ def chained(spark: Any, workdir: Path) -> list[str]:
     import tidemark as tm
 
     write_batches(workdir / "chain-in", DOCS_BATCHES)
-    source = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(
-        str(workdir / "chain-in")
+    source = (
+        spark.readStream.schema(INPUT_SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(workdir / "chain-in"))
     )
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
     top = _docs_chain(tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy))

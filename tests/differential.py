@@ -116,8 +116,9 @@ class Emit(tm.ProcessWindowFunction):
     def process(self, key, context, elements):  # type: ignore[no-untyped-def]
         window = context.window()
         # None: a reduce whose evictor removed every element (Flink's null record)
-        items = [None if e is None else [e.v, e.ts] if hasattr(e, "v") else list(e)
-                 for e in elements]
+        items = [
+            None if e is None else [e.v, e.ts] if hasattr(e, "v") else list(e) for e in elements
+        ]
         yield json.dumps(
             {
                 "key": key,
@@ -130,8 +131,9 @@ class Emit(tm.ProcessWindowFunction):
 
 
 def sum_rows(a: Any, b: Any) -> Any:
-    return Row(key=a.key, v=a.v + b.v, ts=max(a.ts, b.ts), arrival=min(a.arrival, b.arrival),
-               wm=a.wm)
+    return Row(
+        key=a.key, v=a.v + b.v, ts=max(a.ts, b.ts), arrival=min(a.arrival, b.arrival), wm=a.wm
+    )
 
 
 class SumCount(tm.AggregateFunction):
@@ -276,35 +278,45 @@ def _window_parts(scenario: dict[str, Any]) -> tuple[Any, Any, Any]:
 
 
 def _random_assigner(rng: random.Random) -> dict[str, Any]:
-    kind = rng.choice(["tumbling", "tumbling", "sliding", "session", "session", "dynamic",
-                       "global", "count"])
+    kind = rng.choice(
+        ["tumbling", "tumbling", "sliding", "session", "session", "dynamic", "global", "count"]
+    )
     if kind == "tumbling":
         size = rng.choice([3, 5, 10, 20])
         return {"type": kind, "size": size, "offset": rng.randrange(-size + 1, size)}
     if kind == "sliding":
         slide = rng.choice([2, 3, 5])
         size = slide * rng.choice([1, 2, 3])
-        return {"type": kind, "size": size, "slide": slide,
-                "offset": rng.randrange(-slide + 1, slide)}
+        return {
+            "type": kind,
+            "size": size,
+            "slide": slide,
+            "offset": rng.randrange(-slide + 1, slide),
+        }
     if kind == "session":
         return {"type": kind, "gap": rng.choice([2, 3, 5, 8])}
     if kind == "dynamic":
         return {"type": kind, "unit": rng.choice([1, 2, 3])}
     if kind == "count":
-        return {"type": kind, "size": rng.choice([2, 3]),
-                "slide": rng.choice([None, None, 1, 2])}
+        return {"type": kind, "size": rng.choice([2, 3]), "slide": rng.choice([None, None, 1, 2])}
     return {"type": kind}
 
 
 def _random_trigger(rng: random.Random, assigner: dict[str, Any]) -> dict[str, Any] | None:
     merging = assigner["type"] in ("session", "dynamic")
     is_global = assigner["type"] == "global"
-    options: list[Any] = [None, {"type": "count", "count": rng.choice([1, 2, 3])},
-                          {"type": "custom"}]
+    options: list[Any] = [
+        None,
+        {"type": "count", "count": rng.choice([1, 2, 3])},
+        {"type": "custom"},
+    ]
     if not is_global:
-        options += [None, {"type": "event"},
-                    {"type": "continuous", "interval": rng.choice([2, 3, 4])},
-                    {"type": "continuous", "interval": rng.choice([2, 3, 4])}]
+        options += [
+            None,
+            {"type": "event"},
+            {"type": "continuous", "interval": rng.choice([2, 3, 4])},
+            {"type": "continuous", "interval": rng.choice([2, 3, 4])},
+        ]
     if not merging:
         options.append({"type": "delta", "threshold": rng.choice([1, 3, 5])})
     trigger = rng.choice(options)
@@ -319,11 +331,13 @@ def _random_evictor(rng: random.Random) -> dict[str, Any] | None:
     if rng.random() < 0.6:
         return None
     after = rng.random() < 0.5
-    return rng.choice([
-        {"type": "count", "count": rng.choice([1, 2, 3]), "after": after},
-        {"type": "time", "interval": rng.choice([0, 2, 5]), "after": after},
-        {"type": "delta", "threshold": rng.choice([1, 3, 6]), "after": after},
-    ])
+    return rng.choice(
+        [
+            {"type": "count", "count": rng.choice([1, 2, 3]), "after": after},
+            {"type": "time", "interval": rng.choice([0, 2, 5]), "after": after},
+            {"type": "delta", "threshold": rng.choice([1, 3, 6]), "after": after},
+        ]
+    )
 
 
 def _random_rows(rng: random.Random, keys: list[str], recorded: bool) -> list[tuple]:
@@ -337,8 +351,15 @@ def _random_rows(rng: random.Random, keys: list[str], recorded: bool) -> list[tu
         ts = clock - rng.randrange(0, 12)
         if recorded and rng.random() < 0.4:
             watermark = max(watermark, clock - rng.randrange(0, 8))
-        rows.append((rng.choice(keys), rng.randrange(0, 9), ts, arrival,
-                     watermark if recorded else LONG_MIN))
+        rows.append(
+            (
+                rng.choice(keys),
+                rng.randrange(0, 9),
+                ts,
+                arrival,
+                watermark if recorded else LONG_MIN,
+            )
+        )
     return rows
 
 
@@ -347,11 +368,16 @@ def _random_key(rng: random.Random) -> dict[str, Any] | None:
     columns or a function of the Row."""
     if rng.random() < 0.2:
         return None
-    return rng.choice([
-        {"columns": ["key"]}, {"columns": ["key"]}, {"columns": ["key"]},
-        {"columns": ["key", "v"]}, {"columns": ["v", "key"]},
-        *({"function": name} for name in KEY_FUNCTIONS),
-    ])
+    return rng.choice(
+        [
+            {"columns": ["key"]},
+            {"columns": ["key"]},
+            {"columns": ["key"]},
+            {"columns": ["key", "v"]},
+            {"columns": ["v", "key"]},
+            *({"function": name} for name in KEY_FUNCTIONS),
+        ]
+    )
 
 
 def random_scenario(rng: random.Random, index: int) -> dict[str, Any]:
@@ -367,8 +393,17 @@ def random_scenario(rng: random.Random, index: int) -> dict[str, Any]:
         "evictor": None if counted else _random_evictor(rng),
         "allowed_lateness": rng.choice([0, 0, 1, 3, 7]),
         "side_output": rng.random() < 0.6,
-        "function": rng.choice(["process", "process", "reduce", "aggregate", "reduce_process",
-                                "aggregate_process", *SHORTHANDS]),
+        "function": rng.choice(
+            [
+                "process",
+                "process",
+                "reduce",
+                "aggregate",
+                "reduce_process",
+                "aggregate_process",
+                *SHORTHANDS,
+            ]
+        ),
         "out_of_orderness": None if recorded else rng.choice([0, 2, 5]),
         "rows": _random_rows(rng, [f"k{i}" for i in range(n_keys)], recorded),
     }
@@ -387,8 +422,13 @@ def harness(scenario: dict[str, Any]) -> WindowOperatorHarness:
     assigner, trigger, evictor = _window_parts(scenario)
     function, window_function, _ = _function(scenario)
     if isinstance(function, str):
-        shorthand = {"sum": aggregations.Sum, "min": aggregations.Min, "max": aggregations.Max,
-                     "min_by": aggregations.MinBy, "max_by": aggregations.MaxBy}[function]
+        shorthand = {
+            "sum": aggregations.Sum,
+            "min": aggregations.Min,
+            "max": aggregations.Max,
+            "min_by": aggregations.MinBy,
+            "max_by": aggregations.MaxBy,
+        }[function]
         function = shorthand("v")
     return WindowOperatorHarness(
         assigner,
@@ -490,12 +530,18 @@ def spark_pipeline(scenario: dict[str, Any], df: Any, replay: bool) -> Any:
     keyed = scenario["key"] is not None
     if assigner["type"] == "count":
         size, slide = assigner["size"], assigner.get("slide")
-        windowed = (stream.key_by(key_by_argument(scenario)).count_window(size, slide) if keyed
-                    else stream.count_window_all(size, slide))
+        windowed = (
+            stream.key_by(key_by_argument(scenario)).count_window(size, slide)
+            if keyed
+            else stream.count_window_all(size, slide)
+        )
     else:
         built, trigger, evictor = _window_parts(scenario)
-        windowed = (stream.key_by(key_by_argument(scenario)).window(built) if keyed
-                    else stream.window_all(built))
+        windowed = (
+            stream.key_by(key_by_argument(scenario)).window(built)
+            if keyed
+            else stream.window_all(built)
+        )
         if trigger is not None:
             windowed = windowed.trigger(trigger)
         if evictor is not None:
@@ -545,8 +591,9 @@ def _spark_value(text: str | None, scenario: dict[str, Any]) -> str:
     if schema is not None:
         return text or ""
     values = json.loads(text or "[]")
-    return json.dumps([v if i == 0 else (None if v is None else int(v))
-                       for i, v in enumerate(values)])
+    return json.dumps(
+        [v if i == 0 else (None if v is None else int(v)) for i, v in enumerate(values)]
+    )
 
 
 def run_spark(spark: Any, scenarios: list[dict[str, Any]], replay: bool) -> list[dict[str, Any]]:
@@ -696,5 +743,6 @@ def describe_difference(
     if not lines:
         return None
     spec = {k: v for k, v in scenario.items() if k != "rows"}
-    return "\n".join([f"{scenario['name']} {json.dumps(spec)}",
-                      f"  rows {scenario['rows']}", *lines])
+    return "\n".join(
+        [f"{scenario['name']} {json.dumps(spec)}", f"  rows {scenario['rows']}", *lines]
+    )

@@ -80,8 +80,8 @@ def streaming(spark: Any, workdir: Path, seed: int) -> list[str]:
     return [
         "streaming " + diff
         for scenario, got in zip(chosen, outcomes)
-        if (diff := d.describe_difference(
-            scenario, d.reference_streaming(scenario, batches), got)) is not None
+        if (diff := d.describe_difference(scenario, d.reference_streaming(scenario, batches), got))
+        is not None
     ]
 
 

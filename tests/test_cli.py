@@ -29,14 +29,14 @@ def test_console_script_is_installed() -> None:
         if script_path is None:
             pytest.skip("the tidemark console script is not installed")
         script = Path(script_path)
-    done = subprocess.run([str(script), "--version"], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([str(script), "--version"], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == f"tidemark {tidemark.__version__}"
 
 
 @pytest.mark.parametrize("suffix", [".png", ".html"])
 def test_timeline_subcommand_draws_a_saved_run(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str
+) -> None:
     if suffix == ".png":
         pytest.importorskip("matplotlib")
     out = tmp_path / f"seed{suffix}"
@@ -61,7 +61,8 @@ def test_no_command_prints_help(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.spark
 def test_demo_prints_the_articles_results(
-        spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from tidemark.demo import run_demo
 
     assert run_demo(tmp_path) == 0
@@ -71,11 +72,13 @@ def test_demo_prints_the_articles_results(
     sections = re.split(r"\n\((?=[abc]\) )", out)
     assert len(sections) == 4, out
     for section in sections[1:]:
-        for window, key, n in (("[12:00:00, 12:00:05)", "cart", 1),
-                               ("[12:00:00, 12:00:05)", "pv", 2),
-                               ("[12:00:05, 12:00:10)", "pv", 2),
-                               ("[12:00:05, 12:00:10)", "buy", 2),
-                               ("[12:00:05, 12:00:10)", "cart", 1)):
+        for window, key, n in (
+            ("[12:00:00, 12:00:05)", "cart", 1),
+            ("[12:00:00, 12:00:05)", "pv", 2),
+            ("[12:00:05, 12:00:10)", "pv", 2),
+            ("[12:00:05, 12:00:10)", "buy", 2),
+            ("[12:00:05, 12:00:10)", "cart", 1),
+        ):
             assert re.search(rf"{re.escape(window)}\s+{key}\s+{n}\s", section), (window, key)
     plain, lateness, side = sections[1:]
     assert "event3 (buy, 12:00:03, arrival 5) came at watermark 12:00:06.999: dropped" in plain

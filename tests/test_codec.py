@@ -61,10 +61,16 @@ def test_fields_are_read_only_as_on_a_row():
     assert row.amount == 5
 
 
-@pytest.mark.parametrize("aggregation, expected", [
-    (Sum, ("a", 12, 1)), (Min, ("a", 3, 1)), (Max, ("a", 9, 1)),
-    (MinBy, ("a", 3, 2)), (MaxBy, ("a", 9, 1)),
-])
+@pytest.mark.parametrize(
+    "aggregation, expected",
+    [
+        (Sum, ("a", 12, 1)),
+        (Min, ("a", 3, 1)),
+        (Max, ("a", 9, 1)),
+        (MinBy, ("a", 3, 2)),
+        (MaxBy, ("a", 9, 1)),
+    ],
+)
 def test_shorthand_aggregations_read_any_row_or_tuple(aggregation, expected):
     """The field is read by name on tidemark's Rows, by position on plain Rows (whose
     attributes are slow) and tuples, and through Row.__getitem__ for names Rows own."""
@@ -140,7 +146,9 @@ def test_shorthand_over_a_window_emptied_by_an_evictor_is_flinks_null_record(kin
     from tidemark.testing import WindowOperatorHarness
 
     h = WindowOperatorHarness(
-        tm.TumblingEventTimeWindows.of(10), kind("v"), key_selector=lambda r: r.key,
+        tm.TumblingEventTimeWindows.of(10),
+        kind("v"),
+        key_selector=lambda r: r.key,
         evictor=tm.TimeEvictor.of(0),
     )
     h.process_element(Row(key="a", v=1), 3)

@@ -42,8 +42,11 @@ def test_the_combined_schema_frames_the_results(replay):
 
 
 def _late_pipeline(df, sql_fast_path):
-    stream = tm.from_dataframe(df, timestamp="ts", watermark_strategy=(
-        tm.WatermarkStrategy.for_bounded_out_of_orderness(0)))
+    stream = tm.from_dataframe(
+        df,
+        timestamp="ts",
+        watermark_strategy=(tm.WatermarkStrategy.for_bounded_out_of_orderness(0)),
+    )
     windowed = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(10))
     return windowed.sum("n") if sql_fast_path else windowed.reduce(lambda a, b: a)
 
@@ -61,11 +64,16 @@ def test_batch_paths_and_streaming_share_one_combined_schema(spark, tmp_path, sq
 
 def test_a_replay_counts_dropped_records_in_the_dropped_column(spark):
     # Arrival order: ts 20, then ts 1 (late for [0, 10), no side output): dropped.
-    df = spark.createDataFrame([("a", 1, 20, 0), ("a", 1, 1, 1)],
-                               "k string, n long, ts long, arrival long")
+    df = spark.createDataFrame(
+        [("a", 1, 20, 0), ("a", 1, 1, 1)], "k string, n long, ts long, arrival long"
+    )
     result = (
-        tm.from_dataframe(df, timestamp="ts", order_by="arrival",
-                          watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0))
+        tm.from_dataframe(
+            df,
+            timestamp="ts",
+            order_by="arrival",
+            watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
+        )
         .key_by("k")
         .window(tm.TumblingEventTimeWindows.of(10))
         .reduce(lambda a, b: a)

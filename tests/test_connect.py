@@ -21,7 +21,10 @@ def test_batch_replay_and_streaming_on_spark_connect(tmp_path):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(
         [sys.executable, str(SCRIPT), str(tmp_path)],
-        capture_output=True, text=True, timeout=900, env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
     )
     lines = [x for x in done.stdout.splitlines() if x.startswith("CONNECT-RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]

@@ -29,16 +29,19 @@ class SilentTrigger(tm.NeverTrigger):
 
 
 class Undeclared(tm.Trigger[tm.Window]):
-    def on_element(self, element: Any, timestamp: int | None, window: tm.Window,
-                   ctx: tm.TriggerContext) -> tm.TriggerResult:
+    def on_element(
+        self, element: Any, timestamp: int | None, window: tm.Window, ctx: tm.TriggerContext
+    ) -> tm.TriggerResult:
         return tm.TriggerResult.CONTINUE
 
-    def on_event_time(self, time: int, window: tm.Window,
-                      ctx: tm.TriggerContext) -> tm.TriggerResult:
+    def on_event_time(
+        self, time: int, window: tm.Window, ctx: tm.TriggerContext
+    ) -> tm.TriggerResult:
         return tm.TriggerResult.CONTINUE
 
-    def on_processing_time(self, time: int, window: tm.Window,
-                           ctx: tm.TriggerContext) -> tm.TriggerResult:
+    def on_processing_time(
+        self, time: int, window: tm.Window, ctx: tm.TriggerContext
+    ) -> tm.TriggerResult:
         return tm.TriggerResult.CONTINUE
 
     def clear(self, window: tm.Window, ctx: tm.TriggerContext) -> None:
@@ -64,11 +67,15 @@ class ProcessingOnly(Undeclared):
             tm.ContinuousProcessingTimeTrigger.of(5), {PROCESSING}, False, id="continuous-proc"
         ),
         pytest.param(
-            tm.PurgingTrigger.of(tm.ContinuousProcessingTimeTrigger.of(5)), {PROCESSING}, False,
+            tm.PurgingTrigger.of(tm.ContinuousProcessingTimeTrigger.of(5)),
+            {PROCESSING},
+            False,
             id="purging-delegates-domains",
         ),
         pytest.param(
-            tm.PurgingTrigger.of(tm.EventTimeTrigger.create()), {EVENT}, False,
+            tm.PurgingTrigger.of(tm.EventTimeTrigger.create()),
+            {EVENT},
+            False,
             id="purging-event-time-purges-so-not-the-plain-end-firing",
         ),
         pytest.param(Undeclared(), {EVENT, PROCESSING}, False, id="custom-default-both"),
@@ -116,46 +123,57 @@ def window_op(assigner: Any, trigger: Any = None) -> WindowOp:
         pytest.param(window_op(tm.TumblingEventTimeWindows.of(5)), "EventTime", id="event-time"),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), tm.ContinuousProcessingTimeTrigger.of(2)),
-            "EventTimeAndProcessingTime", id="event-time-windows-processing-trigger",
+            "EventTimeAndProcessingTime",
+            id="event-time-windows-processing-trigger",
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5), tm.EventTimeTrigger.create()),
-            "EventTimeAndProcessingTime", id="processing-windows-event-trigger",
+            "EventTimeAndProcessingTime",
+            id="processing-windows-event-trigger",
         ),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), tm.CountTrigger.of(2)),
-            "EventTime", id="event-time-windows-count-trigger",
+            "EventTime",
+            id="event-time-windows-count-trigger",
         ),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), Undeclared()),
-            "EventTime", id="custom-undeclared-on-event-time-uses-the-windows-clock",
+            "EventTime",
+            id="custom-undeclared-on-event-time-uses-the-windows-clock",
         ),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), tm.PurgingTrigger.of(Undeclared())),
-            "EventTime", id="purging-delegates-the-declaration",
+            "EventTime",
+            id="purging-delegates-the-declaration",
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5)), "ProcessingTime", id="processing"
         ),
         pytest.param(window_op(tm.GlobalWindows.create()), "None", id="global-never"),
         pytest.param(
-            window_op(tm.GlobalWindows.create_with_end_of_stream_trigger()), "EventTime",
+            window_op(tm.GlobalWindows.create_with_end_of_stream_trigger()),
+            "EventTime",
             id="global-end-of-stream",
         ),
         pytest.param(
             window_op(tm.GlobalWindows.create(), tm.PurgingTrigger.of(tm.CountTrigger.of(3))),
-            "None", id="count-window",
+            "None",
+            id="count-window",
         ),
         pytest.param(
             window_op(tm.GlobalWindows.create(), tm.ContinuousEventTimeTrigger.of(3)),
-            "EventTime", id="global-continuous-event",
+            "EventTime",
+            id="global-continuous-event",
         ),
         pytest.param(
-            window_op(tm.GlobalWindows.create(), ProcessingOnly()), "ProcessingTime",
+            window_op(tm.GlobalWindows.create(), ProcessingOnly()),
+            "ProcessingTime",
             id="custom-declared-processing",
         ),
         pytest.param(
-            window_op(tm.GlobalWindows.create(), SilentTrigger()), "None", id="custom-no-timers",
+            window_op(tm.GlobalWindows.create(), SilentTrigger()),
+            "None",
+            id="custom-no-timers",
         ),
     ],
 )
@@ -167,23 +185,33 @@ def test_the_streaming_time_mode_asks_the_declarations(op: WindowOp, mode: str) 
     ("op", "timestamp", "mode"),
     [
         pytest.param(
-            window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()), None,
-            "ProcessingTime", id="undeclared-without-event-time-uses-processing-time",
+            window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()),
+            None,
+            "ProcessingTime",
+            id="undeclared-without-event-time-uses-processing-time",
         ),
         pytest.param(
-            window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()), "ts",
-            "ProcessingTime", id="undeclared-with-event-time-uses-the-windows-clock",
+            window_op(tm.TumblingProcessingTimeWindows.of(5), Undeclared()),
+            "ts",
+            "ProcessingTime",
+            id="undeclared-with-event-time-uses-the-windows-clock",
         ),
         pytest.param(
             window_op(tm.TumblingProcessingTimeWindows.of(5), tm.EventTimeTrigger.create()),
-            None, "EventTimeAndProcessingTime", id="certain-event-time-stays-to-be-refused",
+            None,
+            "EventTimeAndProcessingTime",
+            id="certain-event-time-stays-to-be-refused",
         ),
         pytest.param(
             window_op(tm.TumblingEventTimeWindows.of(5), tm.ContinuousProcessingTimeTrigger.of(2)),
-            None, "EventTimeAndProcessingTime", id="event-time-windows-stay-to-be-refused",
+            None,
+            "EventTimeAndProcessingTime",
+            id="event-time-windows-stay-to-be-refused",
         ),
         pytest.param(
-            window_op(tm.GlobalWindows.create(), tm.CountTrigger.of(2)), "ts", "EventTime",
+            window_op(tm.GlobalWindows.create(), tm.CountTrigger.of(2)),
+            "ts",
+            "EventTime",
             id="count-windows-see-the-watermark",
         ),
     ],
@@ -227,8 +255,10 @@ def test_the_fast_paths_switch_reaches_the_engine_operator() -> None:
 def test_spark_fast_paths_off_turns_off_the_sql_fast_path_with_the_same_results(spark) -> None:
     rows = [("k", 10, 1), ("k", 12, 2), ("j", 55, 3), ("k", 61, 4)]
     df = spark.createDataFrame(rows, "key string, ts long, n long")
-    windowed = tm.from_dataframe(df, timestamp="ts").key_by("key").window(
-        tm.TumblingEventTimeWindows.of(50)
+    windowed = (
+        tm.from_dataframe(df, timestamp="ts")
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(50))
     )
     summed = windowed.sum("n")
     op = summed._plan
@@ -250,6 +280,8 @@ def test_a_user_trigger_type_checks_strictly_without_ignores(tmp_path: Path) -> 
     assert "type: ignore" not in example.read_text()
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path), str(example)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -59,11 +59,20 @@ def test_generator_covers_the_vocabulary():
     functions = {s["function"] for s in chosen}
     assert assigners == {"tumbling", "sliding", "session", "dynamic", "global", "count"}
     assert {"event", "count", "purging", "continuous", "delta", "custom", None} <= triggers
-    assert functions == {"process", "reduce", "aggregate", "reduce_process",
-                         "aggregate_process", *d.SHORTHANDS}
+    assert functions == {
+        "process",
+        "reduce",
+        "aggregate",
+        "reduce_process",
+        "aggregate_process",
+        *d.SHORTHANDS,
+    }
     keys = {json.dumps(s["key"]) for s in chosen}
-    assert keys == {"null", *(json.dumps({"function": f}) for f in d.KEY_FUNCTIONS),
-                    *(json.dumps({"columns": c}) for c in (["key"], ["key", "v"], ["v", "key"]))}
+    assert keys == {
+        "null",
+        *(json.dumps({"function": f}) for f in d.KEY_FUNCTIONS),
+        *(json.dumps({"columns": c}) for c in (["key"], ["key", "v"], ["v", "key"])),
+    }
     assert any(s["rows"][0][2] < 0 for s in chosen)
     assert any(s["assigner"].get("offset", 0) < 0 for s in chosen)
 
@@ -94,13 +103,11 @@ def check_streaming(spark, tmp_path, seed: int, count: int) -> None:
     failures = [
         diff
         for scenario, got in zip(chosen, outcomes)
-        if (diff := d.describe_difference(
-            scenario, d.reference_streaming(scenario, batches), got)) is not None
+        if (diff := d.describe_difference(scenario, d.reference_streaming(scenario, batches), got))
+        is not None
     ]
     cut = f"micro-batches {[len(b) for b in batches]}"
-    assert not failures, f"{len(failures)} of {len(chosen)} differ ({cut}):\n" + "\n".join(
-        failures
-    )
+    assert not failures, f"{len(failures)} of {len(chosen)} differ ({cut}):\n" + "\n".join(failures)
 
 
 def test_differential_streaming_sample(spark, tmp_path):
@@ -127,7 +134,10 @@ def test_differential_with_fresh_python_workers(tmp_path):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(
         [sys.executable, str(FRESH_WORKERS), str(tmp_path), str(SEED)],
-        capture_output=True, text=True, timeout=1800, env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        env=env,
     )
     lines = [x for x in done.stdout.splitlines() if x.startswith("FRESH-WORKER-RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]

@@ -17,52 +17,100 @@ def _sum(a, b):
 @pytest.mark.parametrize(
     "make, message",
     [
-        pytest.param(lambda: tm.TumblingEventTimeWindows.of(0), "`size` must be > 0; got size=0ms",
-                     id="tumbling-size"),
-        pytest.param(lambda: tm.TumblingProcessingTimeWindows.of(10, -10),
-                     "`offset` must satisfy abs(offset) < size; got offset=-10ms, size=10ms",
-                     id="tumbling-offset"),
-        pytest.param(lambda: tm.SlidingEventTimeWindows.of(10, 11),
-                     "`slide` must be > 0 and <= `size`; got slide=11ms, size=10ms",
-                     id="slide-over-size"),
-        pytest.param(lambda: tm.SlidingProcessingTimeWindows.of(10, -1),
-                     "`slide` must be > 0 and <= `size`; got slide=-1ms, size=10ms",
-                     id="slide-negative"),
-        pytest.param(lambda: tm.SlidingEventTimeWindows.of(10, 5, 5),
-                     "`offset` must satisfy abs(offset) < slide; got offset=5ms, slide=5ms",
-                     id="sliding-offset"),
-        pytest.param(lambda: tm.EventTimeSessionWindows.with_gap(datetime.timedelta(0)),
-                     "`gap` must be > 0; got gap=0ms", id="session-gap"),
-        pytest.param(lambda: tm.ProcessingTimeSessionWindows.with_gap(-5),
-                     "`gap` must be > 0; got gap=-5ms", id="processing-session-gap"),
-        pytest.param(lambda: tm.TumblingEventTimeWindows.of("1m"),
-                     "`size` must be a Duration, a datetime.timedelta or int milliseconds; got '1m'",
-                     id="size-type"),
-        pytest.param(lambda: tm.CountTrigger.of(0), "`count` must be >= 1; got count=0",
-                     id="count-trigger"),
-        pytest.param(lambda: tm.ContinuousEventTimeTrigger.of(0),
-                     "`interval` must be > 0; got interval=0ms", id="continuous-interval"),
-        pytest.param(lambda: tm.CountEvictor.of(-1), "`max_count` must be an int >= 0; got max_count=-1",
-                     id="count-evictor"),
-        pytest.param(lambda: tm.TimeEvictor.of(-1), "`interval` must be >= 0; got interval=-1ms",
-                     id="time-evictor"),
-        pytest.param(lambda: tm.WatermarkStrategy.for_bounded_out_of_orderness(-1),
-                     "`max_out_of_orderness` must be >= 0; got max_out_of_orderness=-1ms",
-                     id="out-of-orderness"),
-        pytest.param(lambda: tm.WatermarkStrategy.for_monotonous_timestamps().with_idleness(0),
-                     "`idle_timeout` must be > 0; got idle_timeout=0ms", id="idleness"),
-        pytest.param(lambda: WindowOperatorHarness(tm.TumblingEventTimeWindows.of(5), _sum,
-                                                   allowed_lateness=-1),
-                     "`allowed_lateness` must be >= 0; got allowed_lateness=-1ms", id="lateness"),
-        pytest.param(lambda: WindowOperatorHarness(
-            tm.EventTimeSessionWindows.with_gap(5), _sum,
-            trigger=tm.DeltaTrigger.of(1, lambda a, b: b - a)),
+        pytest.param(
+            lambda: tm.TumblingEventTimeWindows.of(0),
+            "`size` must be > 0; got size=0ms",
+            id="tumbling-size",
+        ),
+        pytest.param(
+            lambda: tm.TumblingProcessingTimeWindows.of(10, -10),
+            "`offset` must satisfy abs(offset) < size; got offset=-10ms, size=10ms",
+            id="tumbling-offset",
+        ),
+        pytest.param(
+            lambda: tm.SlidingEventTimeWindows.of(10, 11),
+            "`slide` must be > 0 and <= `size`; got slide=11ms, size=10ms",
+            id="slide-over-size",
+        ),
+        pytest.param(
+            lambda: tm.SlidingProcessingTimeWindows.of(10, -1),
+            "`slide` must be > 0 and <= `size`; got slide=-1ms, size=10ms",
+            id="slide-negative",
+        ),
+        pytest.param(
+            lambda: tm.SlidingEventTimeWindows.of(10, 5, 5),
+            "`offset` must satisfy abs(offset) < slide; got offset=5ms, slide=5ms",
+            id="sliding-offset",
+        ),
+        pytest.param(
+            lambda: tm.EventTimeSessionWindows.with_gap(datetime.timedelta(0)),
+            "`gap` must be > 0; got gap=0ms",
+            id="session-gap",
+        ),
+        pytest.param(
+            lambda: tm.ProcessingTimeSessionWindows.with_gap(-5),
+            "`gap` must be > 0; got gap=-5ms",
+            id="processing-session-gap",
+        ),
+        pytest.param(
+            lambda: tm.TumblingEventTimeWindows.of("1m"),
+            "`size` must be a Duration, a datetime.timedelta or int milliseconds; got '1m'",
+            id="size-type",
+        ),
+        pytest.param(
+            lambda: tm.CountTrigger.of(0), "`count` must be >= 1; got count=0", id="count-trigger"
+        ),
+        pytest.param(
+            lambda: tm.ContinuousEventTimeTrigger.of(0),
+            "`interval` must be > 0; got interval=0ms",
+            id="continuous-interval",
+        ),
+        pytest.param(
+            lambda: tm.CountEvictor.of(-1),
+            "`max_count` must be an int >= 0; got max_count=-1",
+            id="count-evictor",
+        ),
+        pytest.param(
+            lambda: tm.TimeEvictor.of(-1),
+            "`interval` must be >= 0; got interval=-1ms",
+            id="time-evictor",
+        ),
+        pytest.param(
+            lambda: tm.WatermarkStrategy.for_bounded_out_of_orderness(-1),
+            "`max_out_of_orderness` must be >= 0; got max_out_of_orderness=-1ms",
+            id="out-of-orderness",
+        ),
+        pytest.param(
+            lambda: tm.WatermarkStrategy.for_monotonous_timestamps().with_idleness(0),
+            "`idle_timeout` must be > 0; got idle_timeout=0ms",
+            id="idleness",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(
+                tm.TumblingEventTimeWindows.of(5), _sum, allowed_lateness=-1
+            ),
+            "`allowed_lateness` must be >= 0; got allowed_lateness=-1ms",
+            id="lateness",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(
+                tm.EventTimeSessionWindows.with_gap(5),
+                _sum,
+                trigger=tm.DeltaTrigger.of(1, lambda a, b: b - a),
+            ),
             "`trigger` must support merging (can_merge() is True) with the merging assigner",
-            id="non-merging-trigger"),
-        pytest.param(lambda: WindowOperatorHarness(tm.GlobalWindows.create(), _sum, evictor="x"),
-                     "`evictor` must be an Evictor; got 'x'", id="evictor-type"),
-        pytest.param(lambda: WindowOperatorHarness(tm.GlobalWindows.create(), 42),
-                     "`function` must be a ReduceFunction or callable", id="function-type"),
+            id="non-merging-trigger",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(tm.GlobalWindows.create(), _sum, evictor="x"),
+            "`evictor` must be an Evictor; got 'x'",
+            id="evictor-type",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(tm.GlobalWindows.create(), 42),
+            "`function` must be a ReduceFunction or callable",
+            id="function-type",
+        ),
     ],
 )
 def test_definition_errors_name_parameter_rule_and_value(make, message):
@@ -76,7 +124,9 @@ def test_runtime_errors_carry_key_window_and_watermark():
     def broken(a, b):
         raise KeyError("missing")
 
-    h = WindowOperatorHarness(tm.TumblingEventTimeWindows.of(5), broken, key_selector=lambda v: v[0])
+    h = WindowOperatorHarness(
+        tm.TumblingEventTimeWindows.of(5), broken, key_selector=lambda v: v[0]
+    )
     h.process_element(("k", 1), 1)
     h.process_watermark(0)
     with pytest.raises(tm.UserFunctionError) as info:

@@ -258,12 +258,20 @@ def advance_past_the_window_end(trigger: Any, fast_paths: bool) -> Any:
     """Window [0, 10), lateness 10; processing time and the watermark move past its end,
     some advances repeated. A timer a callback registers at or before the time it fires
     for waits for the next advance of its clock (timer_registered_in_the_past.yaml)."""
-    h = harness(TumblingEventTimeWindows.of(10), trigger, allowed_lateness=10, fast_paths=fast_paths)
+    h = harness(
+        TumblingEventTimeWindows.of(10), trigger, allowed_lateness=10, fast_paths=fast_paths
+    )
     with within_seconds(20, f"{trigger!r}, fast_paths={fast_paths}"):
         h.set_processing_time(0)
         h.process_element(("a", 1, 1), 3)
         for processing_time, watermark in (
-            (20, 5), (20, 9), (30, 9), (31, 12), (31, 15), (40, 25), (50, 40)
+            (20, 5),
+            (20, 9),
+            (30, 9),
+            (31, 12),
+            (31, 15),
+            (40, 25),
+            (50, 40),
         ):
             h.set_processing_time(processing_time)
             h.process_watermark(watermark)

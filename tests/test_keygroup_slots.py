@@ -36,9 +36,7 @@ def test_each_group_has_one_slot_hashing_to_it(groups):
     assert all(spark_int_hash(s) % groups == g for g, s in enumerate(found))
 
 
-@pytest.mark.parametrize(
-    ("groups", "partitions"), [(2, 2), (8, 2), (32, 2), (32, 8), (128, 32)]
-)
+@pytest.mark.parametrize(("groups", "partitions"), [(2, 2), (8, 2), (32, 2), (32, 8), (128, 32)])
 def test_spark_places_group_g_in_partition_g_mod_p(spark, groups, partitions):
     keys = spark.range(5000).select(F.concat(F.lit("k"), F.col("id")).alias("key"))
     placed = keys.select(

@@ -575,9 +575,7 @@ def feed_in_runs(harness: WindowOperatorHarness, events: list[tuple[Any, ...]]) 
 
     def flush() -> None:
         if run:
-            operator.process_elements(
-                key_of(run[0][1]), [e[1] for e in run], [e[2] for e in run]
-            )
+            operator.process_elements(key_of(run[0][1]), [e[1] for e in run], [e[2] for e in run])
             harness._collect()
             run.clear()
 
@@ -644,7 +642,9 @@ def batch_inputs(draw: Any) -> list[tuple[str, list[int]]]:
     return keys
 
 
-def run_batch(pipeline: Pipeline, keys: list[tuple[str, list[int]]], batch_mode: bool, cuts: Any) -> Any:
+def run_batch(
+    pipeline: Pipeline, keys: list[tuple[str, list[int]]], batch_mode: bool, cuts: Any
+) -> Any:
     """Drive an operator as a BATCH Spark task does: a key's runs, then +inf, then the
     key's state goes and the clocks restart; returns the output and what is left."""
     operator = pipeline.harness(batch_mode=batch_mode).operator
@@ -669,9 +669,7 @@ def run_batch(pipeline: Pipeline, keys: list[tuple[str, list[int]]], batch_mode:
 
 @settings(max_examples=examples(300), deadline=None)
 @given(
-    pipeline=pipelines(
-        assigners=("tumbling",), triggers=st.just(("default",)), evictors=st.none()
-    ),
+    pipeline=pipelines(assigners=("tumbling",), triggers=st.just(("default",)), evictors=st.none()),
     keys=batch_inputs(),
     data=st.data(),
 )

@@ -34,19 +34,25 @@ def _table(rng: random.Random, n: int) -> pa.Table:
         return None if rng.random() < 0.1 else value
 
     tags = ["", "a", "b", "ab", "é", "z", "\u4e2d", "\U0001f600"]
-    return pa.table({
-        "key": [rng.choice(["k1", "k2", "k3"]) for _ in range(n)],
-        "ts": [maybe(rng.randrange(-5, 5)) for _ in range(n)],
-        "tag": [maybe(rng.choice(tags)) for _ in range(n)],
-        "blob": [maybe(bytes([rng.randrange(3)] * rng.randrange(3))) for _ in range(n)],
-        "amount": pa.array([maybe(Decimal(rng.randrange(-3, 3)) / 2) for _ in range(n)],
-                           pa.decimal128(10, 2)),
-        "day": [maybe(dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(3)))
-                for _ in range(n)],
-        "flag": [maybe(rng.random() < 0.5) for _ in range(n)],
-        "price": [maybe(rng.choice([float("nan"), -0.0, 0.0, 1.5, -2.0, float("inf"),
-                                    float("-inf")])) for _ in range(n)],
-    })
+    return pa.table(
+        {
+            "key": [rng.choice(["k1", "k2", "k3"]) for _ in range(n)],
+            "ts": [maybe(rng.randrange(-5, 5)) for _ in range(n)],
+            "tag": [maybe(rng.choice(tags)) for _ in range(n)],
+            "blob": [maybe(bytes([rng.randrange(3)] * rng.randrange(3))) for _ in range(n)],
+            "amount": pa.array(
+                [maybe(Decimal(rng.randrange(-3, 3)) / 2) for _ in range(n)], pa.decimal128(10, 2)
+            ),
+            "day": [
+                maybe(dt.date(2020, 1, 1) + dt.timedelta(days=rng.randrange(3))) for _ in range(n)
+            ],
+            "flag": [maybe(rng.random() < 0.5) for _ in range(n)],
+            "price": [
+                maybe(rng.choice([float("nan"), -0.0, 0.0, 1.5, -2.0, float("inf"), float("-inf")]))
+                for _ in range(n)
+            ],
+        }
+    )
 
 
 def _spark_order(rows: list[dict]) -> list[tuple]:
@@ -68,13 +74,16 @@ def _spark_order(rows: list[dict]) -> list[tuple]:
 
 def _comparable(row: dict) -> tuple:
     """The row's values, with NaN as a string (NaN != NaN would fail equal rows)."""
-    return tuple("NaN" if isinstance(v, float) and math.isnan(v) else v
-                 for v in (row[c] for c in COLUMNS))
+    return tuple(
+        "NaN" if isinstance(v, float) and math.isnan(v) else v for v in (row[c] for c in COLUMNS)
+    )
 
 
 @pytest.mark.parametrize("budget", [1 << 30, 2_000, 1])
 @pytest.mark.parametrize("seed", range(4))
-def test_sorted_batches_are_in_spark_order_in_memory_or_spilled(tmp_path, monkeypatch, seed, budget):
+def test_sorted_batches_are_in_spark_order_in_memory_or_spilled(
+    tmp_path, monkeypatch, seed, budget
+):
     monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
     rng = random.Random(seed)
     table = _table(rng, rng.randrange(1, 400))

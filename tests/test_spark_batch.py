@@ -23,7 +23,12 @@ CASES = [c for c in load_transcripts() if not c.must_fail and st.spark_expressib
 # One case per family (sliding, sessions with a count trigger and late merges,
 # processing time, partial lateness with a side output, evicting count windows).
 FAST = (
-    "WOT-01-", "WOT-05-", "WOT-13-", "WOT-19-side", "WOT-24-", "EWOT-07-",
+    "WOT-01-",
+    "WOT-05-",
+    "WOT-13-",
+    "WOT-19-side",
+    "WOT-24-",
+    "EWOT-07-",
     "continuous-processing-time-trigger-past-",
 )
 
@@ -64,8 +69,14 @@ def test_transcript_batch_on_spark(spark, case):
 # ---------------------------------------------------------------- the seed example
 
 SEED = [  # action, id, seconds after 12:00:00 (+08:00), in arrival order
-    ("pv", "event1", 0), ("cart", "event2", 1), ("pv", "event4", 4), ("pv", "event5", 5),
-    ("buy", "event7", 7), ("buy", "event3", 3), ("cart", "event6", 6), ("buy", "event8", 8),
+    ("pv", "event1", 0),
+    ("cart", "event2", 1),
+    ("pv", "event4", 4),
+    ("pv", "event5", 5),
+    ("buy", "event7", 7),
+    ("buy", "event3", 3),
+    ("cart", "event6", 6),
+    ("buy", "event8", 8),
     ("pv", "event9", 9),
 ]
 NOON = 1590292800000  # 2020-05-24 12:00:00 +08:00
@@ -102,8 +113,11 @@ def _seed_windows(seed_df, order_by, **window_options):
 def test_seed_replay_matches_the_article(seed_df):
     windows, late = _seed_windows(seed_df, "arrival")
     assert windows == [
-        ("buy", 5000, 10000, 2), ("cart", 0, 5000, 1), ("cart", 5000, 10000, 1),
-        ("pv", 0, 5000, 2), ("pv", 5000, 10000, 2),
+        ("buy", 5000, 10000, 2),
+        ("cart", 0, 5000, 1),
+        ("cart", 5000, 10000, 1),
+        ("pv", 0, 5000, 2),
+        ("pv", 5000, 10000, 2),
     ]
     assert late == ["event3"]
 
@@ -140,7 +154,10 @@ def _random_stream(seed: int, n: int = 120) -> list[tuple[str, int, int, int]]:
 def _engine_replay(rows, assigner, lateness, ooo):
     late = tm.OutputTag("late")
     h = WindowOperatorHarness(
-        assigner, Observe(), key_selector=lambda r: r[0], allowed_lateness=lateness,
+        assigner,
+        Observe(),
+        key_selector=lambda r: r[0],
+        allowed_lateness=lateness,
         late_data_tag=late,
     )
     best = None
@@ -166,10 +183,14 @@ def test_random_replay_equals_harness(spark, seed, assigner, lateness, ooo):
     late = tm.OutputTag("late")
     result = (
         tm.from_dataframe(
-            df, timestamp="ts", order_by="arrival",
+            df,
+            timestamp="ts",
+            order_by="arrival",
             watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(ooo),
         )
-        .key_by("k").window(assigner).allowed_lateness(lateness)
+        .key_by("k")
+        .window(assigner)
+        .allowed_lateness(lateness)
         .side_output_late_data(late)
         .process(Observe(), "k string, s long, e long, vals string, wm long")
     )
@@ -186,8 +207,12 @@ def test_random_replay_equals_harness(spark, seed, assigner, lateness, ooo):
 @pytest.fixture(scope="module")
 def sales(spark):
     rows = [  # user, amount, ts (ms), arrival
-        ("ann", 5, 1_000, 0), ("bob", 7, 2_000, 1), ("ann", 3, 30_000, 2),
-        ("cid", 1, 59_999, 3), ("bob", 2, 61_000, 4), ("ann", 9, 62_000, 5),
+        ("ann", 5, 1_000, 0),
+        ("bob", 7, 2_000, 1),
+        ("ann", 3, 30_000, 2),
+        ("cid", 1, 59_999, 3),
+        ("bob", 2, 61_000, 4),
+        ("ann", 9, 62_000, 5),
         ("cid", 4, 119_000, 6),
     ]
     return spark.createDataFrame(rows, "user string, amount long, ts long, arrival long")
@@ -202,8 +227,12 @@ def test_shorthand_aggregations_keep_the_input_schema(sales):
     sums = _minute(stream).sum("amount").to_dataframe()
     assert sums.columns == sales.columns
     assert sorted((r["user"], r["amount"], r["ts"]) for r in sums.collect()) == [
-        ("ann", 8, 1_000), ("ann", 9, 62_000), ("bob", 2, 61_000), ("bob", 7, 2_000),
-        ("cid", 1, 59_999), ("cid", 4, 119_000),
+        ("ann", 8, 1_000),
+        ("ann", 9, 62_000),
+        ("bob", 2, 61_000),
+        ("bob", 7, 2_000),
+        ("cid", 1, 59_999),
+        ("cid", 4, 119_000),
     ]
     max_rows = _minute(stream).max("amount").to_dataframe().collect()
     maxes = {(r["user"], r["ts"] // 60_000): r["amount"] for r in max_rows}
@@ -226,7 +255,8 @@ def test_windows_chain_on_result_timestamps(sales, order_by):
         TopOne(), "minute long, user string, amount long"
     )
     assert sorted(tuple(r) for r in top.to_dataframe().collect()) == [
-        (0, "ann", 8), (60_000, "ann", 9),
+        (0, "ann", 8),
+        (60_000, "ann", 9),
     ]
 
 
@@ -234,11 +264,19 @@ def test_count_windows(sales):
     stream = tm.from_dataframe(sales, timestamp="ts")
     tumbling = stream.key_by("user").count_window(2).sum("amount").to_dataframe().collect()
     assert sorted((r["user"], r["amount"]) for r in tumbling) == [
-        ("ann", 8), ("bob", 9), ("cid", 5),
+        ("ann", 8),
+        ("bob", 9),
+        ("cid", 5),
     ]
     sliding = stream.key_by("user").count_window(2, 1).sum("amount").to_dataframe().collect()
     assert sorted((r["user"], r["amount"]) for r in sliding) == [
-        ("ann", 5), ("ann", 8), ("ann", 12), ("bob", 7), ("bob", 9), ("cid", 1), ("cid", 5),
+        ("ann", 5),
+        ("ann", 8),
+        ("ann", 12),
+        ("bob", 7),
+        ("bob", 9),
+        ("cid", 1),
+        ("cid", 5),
     ]
 
 
@@ -260,8 +298,12 @@ def test_timestamp_columns_may_be_spark_timestamps(spark):
         "select 'a', 2L, timestamp'2020-05-24 04:00:04'"
     )
     result = (
-        tm.from_dataframe(df, timestamp="t").key_by("k")
-        .window(tm.TumblingEventTimeWindows.of(5000)).sum("v").to_dataframe().collect()
+        tm.from_dataframe(df, timestamp="t")
+        .key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(5000))
+        .sum("v")
+        .to_dataframe()
+        .collect()
     )
     assert [r["v"] for r in result] == [3]
 
@@ -272,7 +314,9 @@ def test_timestamp_columns_may_be_spark_timestamps(spark):
 def test_missing_columns_are_named(sales):
     with pytest.raises(tm.WindowSpecError, match="`timestamp` names a missing column 'when'"):
         tm.from_dataframe(sales, timestamp="when")
-    with pytest.raises(tm.WindowSpecError, match=r"`key` names columns that do not exist: \['who'\]"):
+    with pytest.raises(
+        tm.WindowSpecError, match=r"`key` names columns that do not exist: \['who'\]"
+    ):
         tm.from_dataframe(sales, timestamp="ts").key_by("who")
 
 
@@ -329,12 +373,20 @@ def test_timestamps_from_a_timestamp_assigner(sales):
     )
     result = (
         tm.from_dataframe(sales, watermark_strategy=strategy)
-        .key_by("user").window(tm.TumblingEventTimeWindows.of(120_000)).sum("amount")
-        .to_dataframe().collect()
+        .key_by("user")
+        .window(tm.TumblingEventTimeWindows.of(120_000))
+        .sum("amount")
+        .to_dataframe()
+        .collect()
     )
     # ts + 1 min: bob@2s and cid@59.999s stay in [0, 2 min); bob@61s moves to the next
     assert sorted((r["user"], r["amount"]) for r in result) == [
-        ("ann", 8), ("ann", 9), ("bob", 2), ("bob", 7), ("cid", 1), ("cid", 4),
+        ("ann", 8),
+        ("ann", 9),
+        ("bob", 2),
+        ("bob", 7),
+        ("cid", 1),
+        ("cid", 4),
     ]
 
 
@@ -378,8 +430,10 @@ def test_batch_with_an_unorderable_column_orders_ties_by_input_position(spark):
     column), on both paths."""
     rows = [("k", 10, {"a": n}, n) for n in (3, 1, 2)]
     df = spark.createDataFrame(rows, "key string, ts long, attrs map<string, long>, n long")
-    windowed = tm.from_dataframe(df.coalesce(1), timestamp="ts").key_by("key").window(
-        tm.TumblingEventTimeWindows.of(50)
+    windowed = (
+        tm.from_dataframe(df.coalesce(1), timestamp="ts")
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(50))
     )
     spark.conf.set("spark.tidemark.sqlFastPath", "false")
     try:
@@ -400,16 +454,28 @@ def test_batch_order_is_the_same_sorted_by_spark_or_in_the_worker(spark, seed):
     rng = random.Random(seed)
     tags = [None, "", "a", "b", "é", "\u4e2d"]
     doubles = [None, float("nan"), -0.0, 0.0, 1.5, float("-inf")]
-    rows = [(rng.choice(["k1", "k2", "k3"]), rng.randrange(0, 300), rng.choice(tags),
-             rng.choice([None, 1, 2, 3]), rng.choice(doubles)) for _ in range(400)]
+    rows = [
+        (
+            rng.choice(["k1", "k2", "k3"]),
+            rng.randrange(0, 300),
+            rng.choice(tags),
+            rng.choice([None, 1, 2, 3]),
+            rng.choice(doubles),
+        )
+        for _ in range(400)
+    ]
     df = spark.createDataFrame(rows, "key string, ts long, tag string, n long, x double")
-    windowed = tm.from_dataframe(df.repartition(3), timestamp="ts").key_by("key").window(
-        tm.TumblingEventTimeWindows.of(100))
+    windowed = (
+        tm.from_dataframe(df.repartition(3), timestamp="ts")
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(100))
+    )
 
     def joined():
         result = windowed.reduce(
             lambda a, b: (a[0], a[1], f"{a[2]}|{b[1]}:{b[2]}:{b[3]}:{_zero(b[4])}", None, None),
-            output_schema="key string, ts long, tag string, n long, x double")
+            output_schema="key string, ts long, tag string, n long, x double",
+        )
         return sorted(tuple(r)[:3] for r in result.to_dataframe().collect())
 
     runs = {}
@@ -432,8 +498,11 @@ def _zero(x):
 
 def test_columns_arrow_orders_otherwise_leave_the_sort_to_spark(spark):
     df = spark.createDataFrame([("k", 1, [0.5])], "key string, ts long, x array<double>")
-    windowed = tm.from_dataframe(df, timestamp="ts").key_by("key").window(
-        tm.TumblingEventTimeWindows.of(100))
+    windowed = (
+        tm.from_dataframe(df, timestamp="ts")
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(100))
+    )
     result = windowed.reduce(lambda a, b: a).to_dataframe()
     assert "Sort [" in result._jdf.queryExecution().executedPlan().toString()
     assert [tuple(r) for r in result.collect()] == [("k", 1, [0.5])]

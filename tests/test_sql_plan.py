@@ -35,9 +35,17 @@ def _run(spark, df, assigner, shorthand, keyed, fast):
         spark.conf.unset(CONF)
 
 
-@pytest.mark.parametrize("shorthand", [("sum", "amount"), ("min", "amount"), ("max", "score"),
-                                       ("min_by", "amount"), ("max_by", "score")],
-                         ids=lambda s: f"{s[0]}-{s[1]}")
+@pytest.mark.parametrize(
+    "shorthand",
+    [
+        ("sum", "amount"),
+        ("min", "amount"),
+        ("max", "score"),
+        ("min_by", "amount"),
+        ("max_by", "score"),
+    ],
+    ids=lambda s: f"{s[0]}-{s[1]}",
+)
 @pytest.mark.parametrize(
     "assigner",
     [tm.TumblingEventTimeWindows.of(500, 120), tm.SlidingEventTimeWindows.of(900, 300, -100)],

@@ -141,14 +141,17 @@ def run_stream(
     the query stops after that many batches and a new one carries on from its checkpoint.
     """
     collected: dict[tuple[str, int], list] = {}
-    parts = [batches] if restart_after is None else [batches[:restart_after],
-                                                     batches[restart_after:]]
+    parts = (
+        [batches] if restart_after is None else [batches[:restart_after], batches[restart_after:]]
+    )
     first, labels = 0, []
     for part in parts:
         write_batches(tmp_path / "in", part, first)
         first += len(part)
-        source = spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(
-            str(tmp_path / "in")
+        source = (
+            spark.readStream.schema(INPUT_SCHEMA)
+            .option("maxFilesPerTrigger", 1)
+            .json(str(tmp_path / "in"))
         )
         last, keys = build(source)
         labels = list(keys)
@@ -306,7 +309,8 @@ def test_a_count_window_after_a_time_window_sees_the_forwarded_watermark(spark, 
         FIVE_SECONDS, aggregations.Sum("amount"), key_selector=lambda r: r.user
     )
     pairs = WindowOperatorHarness(
-        tm.GlobalWindows.create(), PairWatermark(),
+        tm.GlobalWindows.create(),
+        PairWatermark(),
         trigger=tm.PurgingTrigger.of(tm.CountTrigger.of(2)),
     )
     chain_reference([(first, names), (pairs, names)], PAIR_BATCHES, 1000)
@@ -328,14 +332,17 @@ def test_late_firing_reaches_the_second_window_and_is_late_there(spark, tmp_path
             .allowed_lateness(tm.Duration.of_seconds(2))
             .process(UserSum(), user_sum)
         )
-        second = first.window_all(FIVE_SECONDS).side_output_late_data(LATE2).process(
-            TopTwo(), TOP_SCHEMA
+        second = (
+            first.window_all(FIVE_SECONDS)
+            .side_output_late_data(LATE2)
+            .process(TopTwo(), TOP_SCHEMA)
         )
         return first, second
 
     def build(source: Any) -> Any:
-        first, second = chain(tm.from_dataframe(source, timestamp="ts",
-                                                watermark_strategy=strategy))
+        first, second = chain(
+            tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        )
         return second, {
             "main": "main",
             "late2": LATE2,
@@ -348,8 +355,9 @@ def test_late_firing_reaches_the_second_window_and_is_late_there(spark, tmp_path
         FIVE_SECONDS, UserSum(), key_selector=lambda r: r.user, allowed_lateness=2000
     )
     top = WindowOperatorHarness(FIVE_SECONDS, TopTwo(), late_data_tag=LATE2)
-    chain_reference([(first, names), (top, user_sum.replace(",", "").split()[::2])],
-                    LATE_BATCHES, 0)
+    chain_reference(
+        [(first, names), (top, user_sum.replace(",", "").split()[::2])], LATE_BATCHES, 0
+    )
     assert streamed["main"] == Counter(tuple(v) for v, _ in top.output())
     assert sorted(streamed["main"]) == [
         (0, 1, "a", 1, 5999),
@@ -401,7 +409,9 @@ def test_keyed_second_window_and_the_first_windows_side_output(spark, tmp_path):
 
     streamed = run_stream(spark, tmp_path, KEYED_BATCHES, build)
     first = WindowOperatorHarness(
-        FIVE_SECONDS, aggregations.Sum("amount"), key_selector=lambda r: r.user,
+        FIVE_SECONDS,
+        aggregations.Sum("amount"),
+        key_selector=lambda r: r.user,
         late_data_tag=LATE1,
     )
     second = WindowOperatorHarness(ten_seconds, RegionTotal(), key_selector=_region)
@@ -443,6 +453,7 @@ def test_a_sink_for_a_window_outside_the_chain_is_refused(spark, tmp_path):
 
 # ---------------------------------------------------------------------- the processor by hand
 
+
 #   A chained window (tumbling 10, late tag LATE2) driven without Spark, two calls:
 #
 #   call 1  W none   on elements: x@5
@@ -454,8 +465,9 @@ def test_a_sink_for_a_window_outside_the_chain_is_refused(spark, tmp_path):
 def test_chained_processor_feeds_early_results_before_the_watermark():
     result_names = ("key", "start", "end", "n", "total", "watermark")
     config = ProcessorConfig(
-        make_operator=_op(tm.TumblingEventTimeWindows.of(10), late_data_tag=LATE2,
-                          function=Describe()),
+        make_operator=_op(
+            tm.TumblingEventTimeWindows.of(10), late_data_tag=LATE2, function=Describe()
+        ),
         time_mode="EventTime",
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
@@ -471,12 +483,15 @@ def test_chained_processor_feeds_early_results_before_the_watermark():
     late_row = Row(key="y", v=7, ts=1)
     calls = [
         (None, [("x", 1, 5, 5, "main", None, None, ON_ELEMENTS, None)]),
-        (9, [
-            ("x", 4, 8, 8, "main", None, None, ON_ELEMENTS, None),
-            ("x", 2, 9, 9, "main", None, None, EARLY, 6),
-            (None, None, None, 1, "late", encode_side(late_row), None, ON_ELEMENTS, None),
-            (None, None, None, 0, "__late_records_dropped", None, 3, ON_ELEMENTS, None),
-        ]),
+        (
+            9,
+            [
+                ("x", 4, 8, 8, "main", None, None, ON_ELEMENTS, None),
+                ("x", 2, 9, 9, "main", None, None, EARLY, 6),
+                (None, None, None, 1, "late", encode_side(late_row), None, ON_ELEMENTS, None),
+                (None, None, None, 0, "__late_records_dropped", None, 3, ON_ELEMENTS, None),
+            ],
+        ),
     ]
     got = []
     for watermark, rows in calls:
@@ -488,8 +503,10 @@ def test_chained_processor_feeds_early_results_before_the_watermark():
     late = [decode_side(r[8]) for r in got if r[0] == "late2"]
     assert late == [Row(key="x", v=4, ts=8)]
     passed = sorted((r[0], r[1], r[9]) for r in got if r[0].startswith("__tm_window1/"))
-    assert passed == [("__tm_window1/__late_records_dropped", None, 3),
-                      ("__tm_window1/late", 1, None)]
+    assert passed == [
+        ("__tm_window1/__late_records_dropped", None, 3),
+        ("__tm_window1/late", 1, None),
+    ]
 
 
 # ---------------------------------------------------------------------- random three-window chains
@@ -526,29 +543,42 @@ def random_batches(seed: int) -> list[list[tuple]]:
 
 def _three_windows(stream: Any) -> tuple[Any, Any, Any]:
     first = (
-        stream.key_by("user").window(tm.TumblingEventTimeWindows.of(4000))
-        .allowed_lateness(1500).side_output_late_data(LATE1).process(UserSum(), USER_SUM)
+        stream.key_by("user")
+        .window(tm.TumblingEventTimeWindows.of(4000))
+        .allowed_lateness(1500)
+        .side_output_late_data(LATE1)
+        .process(UserSum(), USER_SUM)
     )
     second = (
-        first.key_by("region").window(tm.TumblingEventTimeWindows.of(4000))
-        .allowed_lateness(500).process(RegionTotal(), REGION_SCHEMA)
+        first.key_by("region")
+        .window(tm.TumblingEventTimeWindows.of(4000))
+        .allowed_lateness(500)
+        .process(RegionTotal(), REGION_SCHEMA)
     )
     third = (
         second.window_all(tm.TumblingEventTimeWindows.of(4000))
-        .side_output_late_data(LATE3).process(Summary(), SUMMARY)
+        .side_output_late_data(LATE3)
+        .process(Summary(), SUMMARY)
     )
     return first, second, third
 
 
 def _three_harnesses() -> list[WindowOperatorHarness]:
     return [
-        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), UserSum(),
-                              key_selector=lambda r: r.user, allowed_lateness=1500,
-                              late_data_tag=LATE1),
-        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), RegionTotal(),
-                              key_selector=_region, allowed_lateness=500),
-        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), Summary(),
-                              late_data_tag=LATE3),
+        WindowOperatorHarness(
+            tm.TumblingEventTimeWindows.of(4000),
+            UserSum(),
+            key_selector=lambda r: r.user,
+            allowed_lateness=1500,
+            late_data_tag=LATE1,
+        ),
+        WindowOperatorHarness(
+            tm.TumblingEventTimeWindows.of(4000),
+            RegionTotal(),
+            key_selector=_region,
+            allowed_lateness=500,
+        ),
+        WindowOperatorHarness(tm.TumblingEventTimeWindows.of(4000), Summary(), late_data_tag=LATE3),
     ]
 
 

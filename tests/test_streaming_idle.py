@@ -42,9 +42,6 @@ TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
 # ---------------------------------------------------------------------- processor by hand
 
 
-
-
-
 def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, Handle]:
     config = ProcessorConfig(
         make_operator=TUMBLING_10,

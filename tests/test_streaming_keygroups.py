@@ -59,10 +59,6 @@ CALLS: list[tuple[int | None, list[tuple[str, int]]]] = [
 ]
 
 
-
-
-
-
 def _config() -> ProcessorConfig:
     return ProcessorConfig(
         make_operator=MAKE,
@@ -145,7 +141,8 @@ def test_applyinpandaswithstate_binding_processing_time_timeout():
     from tidemark import TumblingProcessingTimeWindows
 
     config = dataclasses.replace(
-        _config(), make_operator=_op(TumblingProcessingTimeWindows.of(10_000)),
+        _config(),
+        make_operator=_op(TumblingProcessingTimeWindows.of(10_000)),
         time_mode="ProcessingTime",
     )
     function = WindowGroupFunction(config)
@@ -157,6 +154,8 @@ def test_applyinpandaswithstate_binding_processing_time_timeout():
     for now in (5_000, 9_998):  # Spark calls the group once 9998 < the batch's time
         assert not state.timeout < now
     fired = GroupState(state.row, 0, True, now_ms=10_000)
-    rows = [tuple(r)[2:7] for f in function((0,), iter([]), fired) for r in f.itertuples(index=False)]
+    rows = [
+        tuple(r)[2:7] for f in function((0,), iter([]), fired) for r in f.itertuples(index=False)
+    ]
     assert sorted(rows) == [("a", 0, 10_000, 2, 12), ("b", 0, 10_000, 1, 6)]
     assert fired.row is None and fired.timeout is None  # no key left: removed, no timeout

@@ -101,9 +101,6 @@ def test_engine_early_firings_then_the_watermark_fires_the_window():
 # ---------------------------------------------------------------------- processor by hand
 
 
-
-
-
 class _OneGroup:
     """One key group as Spark runs it in a ProcessingTime query: per micro-batch, the
     rows (``handleInputRows``), then each expired timer (``handleExpiredTimer``), which
@@ -496,9 +493,7 @@ def test_an_undeclared_trigger_on_event_time_windows_ends_with_available_now(spa
 
 
 @pytest.mark.spark
-def test_available_now_on_a_processing_time_query_is_refused_naming_the_trigger(
-    spark, tmp_path
-):
+def test_available_now_on_a_processing_time_query_is_refused_naming_the_trigger(spark, tmp_path):
     source = spark.readStream.schema("key string, v long, ts long").json(str(tmp_path))
     result = (
         tm.from_dataframe(source)

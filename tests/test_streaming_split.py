@@ -113,7 +113,12 @@ def test_a_chains_early_rows_are_a_segment_apart():
     order, segments = _key_segments(keys, lambda k: k, phases)
     assert [keys[i] for i in order] == ["a", "a", "a", "b", "b"]
     assert order == [0, 3, 2, 4, 1]
-    assert segments == [("a", True, 0, 2), ("a", False, 2, 3), ("b", True, 3, 4), ("b", False, 4, 5)]
+    assert segments == [
+        ("a", True, 0, 2),
+        ("a", False, 2, 3),
+        ("b", True, 3, 4),
+        ("b", False, 4, 5),
+    ]
 
 
 def test_many_rows_split_as_one_by_one():

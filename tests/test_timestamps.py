@@ -115,9 +115,15 @@ def test_streaming_accepts_what_batch_accepts(spark, tmp_path, cast):
         trigger={"availableNow": True},
     )
     query.awaitTermination(300)
-    bounded = spark.createDataFrame([("a", 1, stamp(1000)), ("a", 2, stamp(4000)),
-                                     ("a", 4, stamp(6000)), ("b", 8, stamp(2000))],
-                                    "k string, v long, ts string")
+    bounded = spark.createDataFrame(
+        [
+            ("a", 1, stamp(1000)),
+            ("a", 2, stamp(4000)),
+            ("a", 4, stamp(6000)),
+            ("b", 8, stamp(2000)),
+        ],
+        "k string, v long, ts string",
+    )
     bounded = bounded.withColumn("ts", F.col("ts").cast(cast))
     batch = (
         tm.from_dataframe(bounded, timestamp="ts")

@@ -50,9 +50,13 @@ MINIMAL = """
     "text, message",
     [
         pytest.param("[]", "non-empty list", id="empty-file"),
-        pytest.param(MINIMAL.format(name="x") + "  colour: red\n", "unknown keys", id="unknown-key"),
         pytest.param(
-            MINIMAL.format(name="x") + MINIMAL.format(name="x"), "duplicate case name", id="dup-name"
+            MINIMAL.format(name="x") + "  colour: red\n", "unknown keys", id="unknown-key"
+        ),
+        pytest.param(
+            MINIMAL.format(name="x") + MINIMAL.format(name="x"),
+            "duplicate case name",
+            id="dup-name",
         ),
         pytest.param(
             "- name: x\n  name: y\n  window: {}\n  steps: []\n", "duplicate key", id="dup-key"

@@ -67,12 +67,28 @@ __all__ = [
 TRANSCRIPT_DIR = Path(__file__).parent / "transcripts"
 
 CASE_KEYS = {
-    "name", "source", "doc", "timeline", "window", "order", "steps",
-    "expect_late", "expect_state", "must_fail",
+    "name",
+    "source",
+    "doc",
+    "timeline",
+    "window",
+    "order",
+    "steps",
+    "expect_late",
+    "expect_state",
+    "must_fail",
 }
 WINDOW_KEYS = {
-    "assigner", "trigger", "evictor", "allowed_lateness", "late_side_output", "function",
-    "keyed", "gap_of", "key_by", "flatten",
+    "assigner",
+    "trigger",
+    "evictor",
+    "allowed_lateness",
+    "late_side_output",
+    "function",
+    "keyed",
+    "gap_of",
+    "key_by",
+    "flatten",
 }
 STEP_KINDS = {"element", "watermark", "processing_time", "snapshot_restore"}
 STATE_KEYS = {"entries", "event_timers", "processing_timers", "dropped"}
@@ -290,7 +306,9 @@ DELTA_FUNCTIONS: dict[str, Any] = {
 def _delta_function(spec: dict[str, Any]) -> Any:
     name = spec.get("delta", "abs_value")
     if name not in DELTA_FUNCTIONS:
-        raise TranscriptError(f"{spec.get('type')}: unknown delta {name!r}; known: {sorted(DELTA_FUNCTIONS)}")
+        raise TranscriptError(
+            f"{spec.get('type')}: unknown delta {name!r}; known: {sorted(DELTA_FUNCTIONS)}"
+        )
     return DELTA_FUNCTIONS[name]
 
 

@@ -338,6 +338,7 @@ CUSTOM_TRIGGERS = {
     ),
 }
 
+
 def _wot_dynamic_gap(element: Any) -> int:
     """WindowOperatorTest's mocked SessionWindowTimeGapExtractor (dynamic session tests):
     key1 -> 3000 ms; key2 -> 1000 ms when the value is 10, else 2000 ms; otherwise 0."""

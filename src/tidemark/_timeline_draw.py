@@ -24,9 +24,35 @@ __all__ = ["render"]
 # this far out is "infinite" rather than a point to put on the axis.
 _INFINITE_MS = 2**62
 _EPOCH_THRESHOLD_MS = 1e11
-_CLOCK_STEPS_MS = (1, 2, 5, 10, 20, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10_000,
-                   15_000, 30_000, 60_000, 120_000, 300_000, 600_000, 900_000,
-                   1_800_000, 3_600_000, 7_200_000, 21_600_000, 43_200_000, 86_400_000)
+_CLOCK_STEPS_MS = (
+    1,
+    2,
+    5,
+    10,
+    20,
+    50,
+    100,
+    200,
+    250,
+    500,
+    1000,
+    2000,
+    5000,
+    10_000,
+    15_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    7_200_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+)
 
 # (colour, matplotlib marker, legend text); the SVG writer draws the same shapes.
 _STATUS_STYLE = {
@@ -195,9 +221,12 @@ def _per_char(xlim: tuple[float, float]) -> float:
     return _CHAR_IN * (xlim[1] - xlim[0]) / (_FIG_W - _LEFT - _RIGHT)
 
 
-def _bands(windows: list[tuple[int | None, int | None]], clock: _Clock,
-           xlim: tuple[float, float],
-           shades: Mapping[tuple[int | None, int | None], int]) -> tuple[_Band, ...]:
+def _bands(
+    windows: list[tuple[int | None, int | None]],
+    clock: _Clock,
+    xlim: tuple[float, float],
+    shades: Mapping[tuple[int | None, int | None], int],
+) -> tuple[_Band, ...]:
     """Give overlapping windows (sliding) separate label rows, so labels never collide."""
     per_char = _per_char(xlim)
     row_ends: list[float] = []
@@ -210,13 +239,14 @@ def _bands(windows: list[tuple[int | None, int | None]], clock: _Clock,
         half = max(x1 - x0, len(label) * per_char * 1.1) / 2
         left, right = (x0 + x1) / 2 - half, (x0 + x1) / 2 + half
         row = next((r for r, e in enumerate(row_ends) if e <= left), len(row_ends))
-        row_ends[row:row + 1] = [right]
+        row_ends[row : row + 1] = [right]
         bands.append(_Band(x0, x1, row, shades[start, end], label))
     return tuple(bands)
 
 
-def _marks(firings: list[Mapping[str, Any]], clock: _Clock, xlim: tuple[float, float],
-           row_gap: float) -> tuple[_Mark, ...]:
+def _marks(
+    firings: list[Mapping[str, Any]], clock: _Clock, xlim: tuple[float, float], row_gap: float
+) -> tuple[_Mark, ...]:
     """Place each firing at its window end, after its arrival; text where it fits."""
     spots = []
     for f in firings:
@@ -225,8 +255,10 @@ def _marks(firings: list[Mapping[str, Any]], clock: _Clock, xlim: tuple[float, f
             x, name = f["end"], clock.interval(f["start"], f["end"])
         else:
             x, name = (wm if abs(wm) < _INFINITE_MS else xlim[1]), "GlobalWindow"
-        tip = (f"{name} fired {f['kind']} after arrival {f['arrival']}, watermark "
-               f"{_watermark_text(wm, clock)}: {f['result']}")
+        tip = (
+            f"{name} fired {f['kind']} after arrival {f['arrival']}, watermark "
+            f"{_watermark_text(wm, clock)}: {f['result']}"
+        )
         spots.append((min(max(x, xlim[0]), xlim[1]), f["arrival"] + 0.5, f, tip))
     per_char = _per_char(xlim)
     # Every marker is an obstacle; each text goes left of its marker (inside its
@@ -235,16 +267,16 @@ def _marks(firings: list[Mapping[str, Any]], clock: _Clock, xlim: tuple[float, f
     marks = []
     for i, (x, y, f, tip) in enumerate(spots):
         width = (2.5 + len(f["result"])) * per_char
-        others = taken[:i] + taken[i + 1:]
-        left = not any(abs(ty - y) < row_gap and lo < x - per_char and hi > x - width
-                       for ty, lo, hi in others)
+        others = taken[:i] + taken[i + 1 :]
+        left = not any(
+            abs(ty - y) < row_gap and lo < x - per_char and hi > x - width for ty, lo, hi in others
+        )
         taken.append((y, x - width, x) if left else (y, x, x + width))
         marks.append(_Mark(x, y, f["kind"], f["result"], tip, left))
     return tuple(marks)
 
 
-def _lanes(trace: Mapping[str, Any], clock: _Clock,
-           xlim: tuple[float, float]) -> tuple[_Lane, ...]:
+def _lanes(trace: Mapping[str, Any], clock: _Clock, xlim: tuple[float, float]) -> tuple[_Lane, ...]:
     groups: dict[Hashable, dict[str, list[Any]]] = {}
     for part in ("elements", "windows", "firings"):
         for rec in trace[part]:
@@ -252,16 +284,26 @@ def _lanes(trace: Mapping[str, Any], clock: _Clock,
             groups.setdefault(key, {"elements": [], "windows": [], "firings": []})
             groups[key][part].append(rec)
     # The same window gets the same tint in every lane; neighbours alternate.
-    spans = sorted({(w["start"], w["end"]) for w in trace["windows"]},
-                   key=lambda w: (w[0] is not None, w[0] or 0, w[1] or 0))
+    spans = sorted(
+        {(w["start"], w["end"]) for w in trace["windows"]},
+        key=lambda w: (w[0] is not None, w[0] or 0, w[1] or 0),
+    )
     shades = {span: i % 2 for i, span in enumerate(spans)}
     n_rows = len(trace["elements"]) + 2
     row_gap = 0.2 * n_rows / _plot_height(n_rows)  # 0.2 inch, in arrivals
     lanes = []
     for key, got in groups.items():
-        dots = tuple(_Dot(e["ts"], e["arrival"], e["label"], e["status"],
-                          f"{e['label']} key={_lane_name(key)} ts={clock.text(e['ts'], True)}"
-                          f" arrival={e['arrival']} {e['status']}") for e in got["elements"])
+        dots = tuple(
+            _Dot(
+                e["ts"],
+                e["arrival"],
+                e["label"],
+                e["status"],
+                f"{e['label']} key={_lane_name(key)} ts={clock.text(e['ts'], True)}"
+                f" arrival={e['arrival']} {e['status']}",
+            )
+            for e in got["elements"]
+        )
         bands = _bands([(w["start"], w["end"]) for w in got["windows"]], clock, xlim, shades)
         rows = 1 + max((b.row for b in bands), default=0)
         marks = _marks(got["firings"], clock, xlim, row_gap)
@@ -269,8 +311,10 @@ def _lanes(trace: Mapping[str, Any], clock: _Clock,
     return tuple(lanes)
 
 
-def _watermark_line(trace: Mapping[str, Any], xlim: tuple[float, float],
-                    ) -> tuple[tuple[tuple[float, float], ...], tuple[float, float] | None]:
+def _watermark_line(
+    trace: Mapping[str, Any],
+    xlim: tuple[float, float],
+) -> tuple[tuple[tuple[float, float], ...], tuple[float, float] | None]:
     """Step line: the watermark after arrival i holds from y=i+0.5 up to the next change."""
     marks, n = trace["watermarks"], len(trace["elements"])
     points: list[tuple[float, float]] = []
@@ -297,11 +341,17 @@ def _scene(trace: Mapping[str, Any], title: str | None) -> _Scene:
     fired = {f["kind"] for f in trace["firings"]}
     return _Scene(
         title=title or trace.get("title") or "tidemark timeline",
-        lanes=_lanes(trace, clock, xlim), watermark=line, end_of_input=eoi,
-        xlim=xlim, ylim=(-1.0, n + 1.0), xticks=clock.ticks(*xlim),
-        yticks=_yticks(n, ends_input), xlabel=clock.axis_label(*xlim),
+        lanes=_lanes(trace, clock, xlim),
+        watermark=line,
+        end_of_input=eoi,
+        xlim=xlim,
+        ylim=(-1.0, n + 1.0),
+        xticks=clock.ticks(*xlim),
+        yticks=_yticks(n, ends_input),
+        xlabel=clock.axis_label(*xlim),
         statuses=tuple(s for s in ELEMENT_STATUSES if s in present),
-        kinds=tuple(k for k in FIRING_KINDS if k in fired))
+        kinds=tuple(k for k in FIRING_KINDS if k in fired),
+    )
 
 
 @dataclass(frozen=True)
@@ -347,33 +397,93 @@ def _draw_lane_mpl(ax: Any, scene: _Scene, lane: _Lane, box: _Box) -> None:
     for b in lane.bands:
         colour = _BAND_COLOURS[b.shade]
         ax.axvspan(b.x0, b.x1, color=colour, alpha=0.12, lw=0)
-        ax.vlines([b.x0, b.x1], 0, 1, transform=ax.get_xaxis_transform(), colors=colour,
-                  alpha=0.45, lw=0.8)
+        ax.vlines(
+            [b.x0, b.x1],
+            0,
+            1,
+            transform=ax.get_xaxis_transform(),
+            colors=colour,
+            alpha=0.45,
+            lw=0.8,
+        )
         y = 1 - (b.row + 0.55) * _LABEL_ROW_IN / box.height
-        ax.text((b.x0 + b.x1) / 2, y, b.label, transform=ax.get_xaxis_transform(),
-                ha="center", va="center", fontsize=8, color="#333355")
+        ax.text(
+            (b.x0 + b.x1) / 2,
+            y,
+            b.label,
+            transform=ax.get_xaxis_transform(),
+            ha="center",
+            va="center",
+            fontsize=8,
+            color="#333355",
+        )
     if scene.watermark:
         xs, ys = zip(*scene.watermark, strict=True)
         ax.plot(xs, ys, color=_WATERMARK_COLOUR, lw=1.3, ls="--", zorder=2)
     if scene.end_of_input:
         ax.plot(*scene.end_of_input, marker=">", color=_WATERMARK_COLOUR, clip_on=False)
-        ax.annotate("+∞", scene.end_of_input, xytext=(6, 0), textcoords="offset points",
-                    va="center", fontsize=8, color=_WATERMARK_COLOUR, annotation_clip=False)
+        ax.annotate(
+            "+∞",
+            scene.end_of_input,
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            color=_WATERMARK_COLOUR,
+            annotation_clip=False,
+        )
     for d in lane.dots:
         colour, marker, _ = _STATUS_STYLE[d.status]
-        ax.scatter([d.x], [d.y], s=46, c=colour, marker=marker, zorder=4,
-                   edgecolors="white", linewidths=0.6)
-        ax.annotate(d.label, (d.x, d.y), xytext=(6, 0), textcoords="offset points",
-                    va="center", fontsize=8, color=colour, zorder=5)
+        ax.scatter(
+            [d.x],
+            [d.y],
+            s=46,
+            c=colour,
+            marker=marker,
+            zorder=4,
+            edgecolors="white",
+            linewidths=0.6,
+        )
+        ax.annotate(
+            d.label,
+            (d.x, d.y),
+            xytext=(6, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            color=colour,
+            zorder=5,
+        )
     for m in lane.marks:
         colour, marker, _ = _KIND_STYLE[m.kind]
-        ax.scatter([m.x], [m.y], s=70, c=colour, marker=marker, zorder=6,
-                   edgecolors="black", linewidths=0.8)
-        ax.annotate(m.text, (m.x, m.y), xytext=(-8 if m.left else 8, 0),
-                    textcoords="offset points", ha="right" if m.left else "left",
-                    va="center", fontsize=8, fontweight="bold", zorder=6,
-                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": colour,
-                          "alpha": 0.9, "lw": 0.8})
+        ax.scatter(
+            [m.x],
+            [m.y],
+            s=70,
+            c=colour,
+            marker=marker,
+            zorder=6,
+            edgecolors="black",
+            linewidths=0.8,
+        )
+        ax.annotate(
+            m.text,
+            (m.x, m.y),
+            xytext=(-8 if m.left else 8, 0),
+            textcoords="offset points",
+            ha="right" if m.left else "left",
+            va="center",
+            fontsize=8,
+            fontweight="bold",
+            zorder=6,
+            bbox={
+                "boxstyle": "round,pad=0.2",
+                "fc": "white",
+                "ec": colour,
+                "alpha": 0.9,
+                "lw": 0.8,
+            },
+        )
 
 
 def _style_axes_mpl(ax: Any, scene: _Scene, lane: _Lane, last: bool) -> None:
@@ -394,19 +504,32 @@ def _legend_mpl(fig: Any, scene: _Scene, top: float, height: float) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
-    handles: list[Any] = [Patch(color=_BAND_COLOURS[0], alpha=0.25, label="window [start, end)"),
-                          Line2D([], [], color=_WATERMARK_COLOUR, ls="--", label="watermark")]
+    handles: list[Any] = [
+        Patch(color=_BAND_COLOURS[0], alpha=0.25, label="window [start, end)"),
+        Line2D([], [], color=_WATERMARK_COLOUR, ls="--", label="watermark"),
+    ]
     for status in scene.statuses:
         colour, marker, text = _STATUS_STYLE[status]
         handles.append(Line2D([], [], ls="", marker=marker, color=colour, label=text))
     for kind in scene.kinds:
         colour, marker, text = _KIND_STYLE[kind]
-        handles.append(Line2D([], [], ls="", marker=marker, color=colour, mec="black",
-                              label=text))
-    fig.legend(handles=handles, loc="upper center", ncol=min(5, len(handles)),
-               bbox_to_anchor=(0.5, 1 - 0.5 / height), frameon=False, fontsize=8.5)
-    fig.text(0.015, 1 - (top + height) / 2 / height, "arrival order (later ↑)",
-             rotation=90, va="center", fontsize=9)
+        handles.append(Line2D([], [], ls="", marker=marker, color=colour, mec="black", label=text))
+    fig.legend(
+        handles=handles,
+        loc="upper center",
+        ncol=min(5, len(handles)),
+        bbox_to_anchor=(0.5, 1 - 0.5 / height),
+        frameon=False,
+        fontsize=8.5,
+    )
+    fig.text(
+        0.015,
+        1 - (top + height) / 2 / height,
+        "arrival order (later ↑)",
+        rotation=90,
+        va="center",
+        fontsize=9,
+    )
 
 
 def _write_png(scene: _Scene, path: Path) -> None:
@@ -414,16 +537,21 @@ def _write_png(scene: _Scene, path: Path) -> None:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as exc:
-        raise ImportError("timeline(): writing a .png needs matplotlib; install it with "
-                          "`pip install tidemark[plot]`, or write .html instead") from exc
+        raise ImportError(
+            "timeline(): writing a .png needs matplotlib; install it with "
+            "`pip install tidemark[plot]`, or write .html instead"
+        ) from exc
     height, top, boxes = _layout(scene)
     fig = Figure(figsize=(_FIG_W, height), dpi=110)
     FigureCanvasAgg(fig)
-    fig.suptitle(scene.title, y=1 - 0.12 / height, va="top", fontsize=12.5,
-                 fontweight="bold")
+    fig.suptitle(scene.title, y=1 - 0.12 / height, va="top", fontsize=12.5, fontweight="bold")
     for i, (lane, box) in enumerate(zip(scene.lanes, boxes, strict=True)):
-        rect = (_LEFT / _FIG_W, 1 - (box.top + box.height) / height,
-                (_FIG_W - _LEFT - _RIGHT) / _FIG_W, box.height / height)
+        rect = (
+            _LEFT / _FIG_W,
+            1 - (box.top + box.height) / height,
+            (_FIG_W - _LEFT - _RIGHT) / _FIG_W,
+            box.height / height,
+        )
         ax = fig.add_axes(rect)
         _draw_lane_mpl(ax, scene, lane, box)
         _style_axes_mpl(ax, scene, lane, i == len(boxes) - 1)
@@ -443,15 +571,27 @@ def _svg_marker(marker: str, x: float, y: float, r: float, fill: str, stroke: st
     shapes = {
         "o": f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{r:.1f}" {paint}/>',
         "s": f'<rect x="{x - r:.1f}" y="{y - r:.1f}" width="{2 * r:.1f}" '
-             f'height="{2 * r:.1f}" {paint}/>',
+        f'height="{2 * r:.1f}" {paint}/>',
     }
     points = {
         "D": [(0, -1.2), (1.2, 0), (0, 1.2), (-1.2, 0)],
         "^": [(0, -1.25), (1.15, 0.85), (-1.15, 0.85)],
         "v": [(0, 1.25), (1.15, -0.85), (-1.15, -0.85)],
         ">": [(1.25, 0), (-0.85, 1.15), (-0.85, -1.15)],
-        "X": [(-1, -0.6), (-0.6, -1), (0, -0.4), (0.6, -1), (1, -0.6), (0.4, 0), (1, 0.6),
-              (0.6, 1), (0, 0.4), (-0.6, 1), (-1, 0.6), (-0.4, 0)],
+        "X": [
+            (-1, -0.6),
+            (-0.6, -1),
+            (0, -0.4),
+            (0.6, -1),
+            (1, -0.6),
+            (0.4, 0),
+            (1, 0.6),
+            (0.6, 1),
+            (0, 0.4),
+            (-0.6, 1),
+            (-1, 0.6),
+            (-0.4, 0),
+        ],
     }
     if marker in shapes:
         return shapes[marker]
@@ -461,8 +601,9 @@ def _svg_marker(marker: str, x: float, y: float, r: float, fill: str, stroke: st
 
 def _svg_text(x: float, y: float, text: str, size: float, **attrs: str) -> str:
     extra = "".join(f' {k.replace("_", "-")}="{v}"' for k, v in attrs.items())
-    return (f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size * _PT:.1f}"{extra}>'
-            f"{escape(text)}</text>")
+    return (
+        f'<text x="{x:.1f}" y="{y:.1f}" font-size="{size * _PT:.1f}"{extra}>{escape(text)}</text>'
+    )
 
 
 def _svg_lane(scene: _Scene, lane: _Lane, box: _Box, last: bool) -> list[str]:
@@ -477,22 +618,30 @@ def _svg_lane(scene: _Scene, lane: _Lane, box: _Box, last: bool) -> list[str]:
         return top + (hi - y) / (hi - lo) * h
 
     out = [_svg_text(x0, top - 6, f"key = {lane.name}", 10, font_weight="bold")]
-    out += [f'<line x1="{sx(x):.1f}" y1="{top:.1f}" x2="{sx(x):.1f}" y2="{top + h:.1f}" '
-            f'stroke="#dddddd"/>' for x, _ in scene.xticks]
+    out += [
+        f'<line x1="{sx(x):.1f}" y1="{top:.1f}" x2="{sx(x):.1f}" y2="{top + h:.1f}" '
+        f'stroke="#dddddd"/>'
+        for x, _ in scene.xticks
+    ]
     for b in lane.bands:
-        out.append(f'<rect x="{sx(b.x0):.1f}" y="{top:.1f}" width="{sx(b.x1) - sx(b.x0):.1f}" '
-                   f'height="{h:.1f}" fill="{_BAND_COLOURS[b.shade]}" fill-opacity="0.12" '
-                   f'stroke="{_BAND_COLOURS[b.shade]}" stroke-opacity="0.45">'
-                   f"<title>{escape(b.label)}</title></rect>")
+        out.append(
+            f'<rect x="{sx(b.x0):.1f}" y="{top:.1f}" width="{sx(b.x1) - sx(b.x0):.1f}" '
+            f'height="{h:.1f}" fill="{_BAND_COLOURS[b.shade]}" fill-opacity="0.12" '
+            f'stroke="{_BAND_COLOURS[b.shade]}" stroke-opacity="0.45">'
+            f"<title>{escape(b.label)}</title></rect>"
+        )
         ly = top + (b.row + 0.55) * _LABEL_ROW_IN * _PX + 4
-        out.append(_svg_text(sx((b.x0 + b.x1) / 2), ly, b.label, 8, text_anchor="middle",
-                             fill="#333355"))
+        out.append(
+            _svg_text(sx((b.x0 + b.x1) / 2), ly, b.label, 8, text_anchor="middle", fill="#333355")
+        )
     out += _svg_axes(scene, sx, sy, (x0, top, w, h), last)
     if scene.watermark:
         pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in scene.watermark)
-        out.append(f'<polyline points="{pts}" fill="none" stroke="{_WATERMARK_COLOUR}" '
-                   f'stroke-width="1.4" stroke-dasharray="5,3"><title>watermark</title>'
-                   f"</polyline>")
+        out.append(
+            f'<polyline points="{pts}" fill="none" stroke="{_WATERMARK_COLOUR}" '
+            f'stroke-width="1.4" stroke-dasharray="5,3"><title>watermark</title>'
+            f"</polyline>"
+        )
     if scene.end_of_input:
         ex, ey = sx(scene.end_of_input[0]), sy(scene.end_of_input[1])
         out.append(_svg_marker(">", ex, ey, 4.5, _WATERMARK_COLOUR, _WATERMARK_COLOUR))
@@ -501,11 +650,13 @@ def _svg_lane(scene: _Scene, lane: _Lane, box: _Box, last: bool) -> list[str]:
     return out
 
 
-def _svg_axes(scene: _Scene, sx: Any, sy: Any, rect: tuple[float, float, float, float],
-              last: bool) -> list[str]:
+def _svg_axes(
+    scene: _Scene, sx: Any, sy: Any, rect: tuple[float, float, float, float], last: bool
+) -> list[str]:
     x0, top, w, h = rect
-    out = [f'<path d="M{x0:.1f},{top:.1f} V{top + h:.1f} H{x0 + w:.1f}" fill="none" '
-           f'stroke="#333"/>']
+    out = [
+        f'<path d="M{x0:.1f},{top:.1f} V{top + h:.1f} H{x0 + w:.1f}" fill="none" stroke="#333"/>'
+    ]
     for y, text in scene.yticks:
         out.append(_svg_text(x0 - 6, sy(y) + 3, text, 7.5, text_anchor="end"))
     if last:
@@ -519,40 +670,50 @@ def _svg_points(lane: _Lane, sx: Any, sy: Any) -> list[str]:
     out = []
     for d in lane.dots:
         colour, marker, _ = _STATUS_STYLE[d.status]
-        out.append(f"<g><title>{escape(d.tip)}</title>"
-                   f"{_svg_marker(marker, sx(d.x), sy(d.y), 4.6, colour, 'white')}"
-                   f"{_svg_text(sx(d.x) + 8, sy(d.y) + 3.5, d.label, 8, fill=colour)}</g>")
+        out.append(
+            f"<g><title>{escape(d.tip)}</title>"
+            f"{_svg_marker(marker, sx(d.x), sy(d.y), 4.6, colour, 'white')}"
+            f"{_svg_text(sx(d.x) + 8, sy(d.y) + 3.5, d.label, 8, fill=colour)}</g>"
+        )
     for m in lane.marks:
         colour, marker, _ = _KIND_STYLE[m.kind]
         x, y = sx(m.x), sy(m.y)
         width = len(m.text) * 6.6 + 8
         box_x, text_x = (x - 10 - width, x - 14) if m.left else (x + 10, x + 14)
         anchor = "end" if m.left else "start"
-        out.append(f'<g><title>{escape(m.tip)}</title><rect x="{box_x:.1f}" '
-                   f'y="{y - 8:.1f}" width="{width:.1f}" height="16" rx="3" fill="white" '
-                   f'fill-opacity="0.9" stroke="{colour}"/>'
-                   f"{_svg_text(text_x, y + 4, m.text, 8, text_anchor=anchor, font_weight='bold')}"
-                   f"{_svg_marker(marker, x, y, 5.5, colour, 'black')}</g>")
+        out.append(
+            f'<g><title>{escape(m.tip)}</title><rect x="{box_x:.1f}" '
+            f'y="{y - 8:.1f}" width="{width:.1f}" height="16" rx="3" fill="white" '
+            f'fill-opacity="0.9" stroke="{colour}"/>'
+            f"{_svg_text(text_x, y + 4, m.text, 8, text_anchor=anchor, font_weight='bold')}"
+            f"{_svg_marker(marker, x, y, 5.5, colour, 'black')}</g>"
+        )
     return out
 
 
 def _svg_legend(scene: _Scene, y: float) -> list[str]:
-    entries: list[tuple[str, str, str]] = [("band", _BAND_COLOURS[0], "window [start, end)"),
-                                           ("line", _WATERMARK_COLOUR, "watermark")]
+    entries: list[tuple[str, str, str]] = [
+        ("band", _BAND_COLOURS[0], "window [start, end)"),
+        ("line", _WATERMARK_COLOUR, "watermark"),
+    ]
     entries += [(m, c, t) for c, m, t in (_STATUS_STYLE[s] for s in scene.statuses)]
     entries += [(m, c, t) for c, m, t in (_KIND_STYLE[k] for k in scene.kinds)]
     out: list[str] = []
     for i, (marker, colour, text) in enumerate(entries):
-        row = entries[i - i % 5:i - i % 5 + 5]
+        row = entries[i - i % 5 : i - i % 5 + 5]
         widths = [40 + len(t) * 6.2 for _, _, t in row]
-        x = (_FIG_W * _PX - sum(widths)) / 2 + 10 + sum(widths[:i % 5])
+        x = (_FIG_W * _PX - sum(widths)) / 2 + 10 + sum(widths[: i % 5])
         row_y = y + (i // 5) * 0.26 * _PX
         if marker == "band":
-            out.append(f'<rect x="{x - 8}" y="{row_y - 6}" width="16" height="12" '
-                       f'fill="{colour}" fill-opacity="0.25"/>')
+            out.append(
+                f'<rect x="{x - 8}" y="{row_y - 6}" width="16" height="12" '
+                f'fill="{colour}" fill-opacity="0.25"/>'
+            )
         elif marker == "line":
-            out.append(f'<line x1="{x - 10}" y1="{row_y}" x2="{x + 10}" y2="{row_y}" '
-                       f'stroke="{colour}" stroke-width="1.4" stroke-dasharray="5,3"/>')
+            out.append(
+                f'<line x1="{x - 10}" y1="{row_y}" x2="{x + 10}" y2="{row_y}" '
+                f'stroke="{colour}" stroke-width="1.4" stroke-dasharray="5,3"/>'
+            )
         else:
             out.append(_svg_marker(marker, x, row_y, 5, colour, "black"))
         out.append(_svg_text(x + 14, row_y + 4, text, 8.5))
@@ -562,20 +723,27 @@ def _svg_legend(scene: _Scene, y: float) -> list[str]:
 def _write_html(scene: _Scene, path: Path) -> None:
     height, top, boxes = _layout(scene)
     w, h = _FIG_W * _PX, height * _PX
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0f}" height="{h:.0f}" '
-             f'viewBox="0 0 {w:.0f} {h:.0f}" font-family="DejaVu Sans, Helvetica, Arial, '
-             f'sans-serif">', f'<rect width="{w:.0f}" height="{h:.0f}" fill="white"/>',
-             _svg_text(w / 2, 0.35 * _PX, scene.title, 12.5, text_anchor="middle",
-                       font_weight="bold")]
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{w:.0f}" height="{h:.0f}" '
+        f'viewBox="0 0 {w:.0f} {h:.0f}" font-family="DejaVu Sans, Helvetica, Arial, '
+        f'sans-serif">',
+        f'<rect width="{w:.0f}" height="{h:.0f}" fill="white"/>',
+        _svg_text(w / 2, 0.35 * _PX, scene.title, 12.5, text_anchor="middle", font_weight="bold"),
+    ]
     parts += _svg_legend(scene, 0.62 * _PX)
     for i, (lane, box) in enumerate(zip(scene.lanes, boxes, strict=True)):
         parts += _svg_lane(scene, lane, box, i == len(boxes) - 1)
     mid = (top + height) / 2 * _PX
-    parts.append(f'<text x="16" y="{mid:.1f}" font-size="12" transform="rotate(-90 16 '
-                 f'{mid:.1f})" text-anchor="middle">arrival order (later ↑)</text></svg>')
-    page = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{escape(scene.title)}</title></head>\n<body style=\"margin:16px\">\n"
-            + "\n".join(parts) + "\n</body></html>\n")
+    parts.append(
+        f'<text x="16" y="{mid:.1f}" font-size="12" transform="rotate(-90 16 '
+        f'{mid:.1f})" text-anchor="middle">arrival order (later ↑)</text></svg>'
+    )
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<title>{escape(scene.title)}</title></head>\n<body style="margin:16px">\n'
+        + "\n".join(parts)
+        + "\n</body></html>\n"
+    )
     path.write_text(page, encoding="utf-8")
 
 

@@ -30,15 +30,24 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tidemark {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     demo = commands.add_parser(
-        "demo", help="run the seed article's example on local Spark",
+        "demo",
+        help="run the seed article's example on local Spark",
         description="Run the user-behaviour example (pv/cart/buy, 5 s tumbling windows) "
-                    "on local Spark, print its windows and late element, and write "
-                    "timelines.")
-    demo.add_argument("--out", default="tidemark-demo", metavar="DIR",
-                      help="where traces and timelines go (default: ./tidemark-demo)")
+        "on local Spark, print its windows and late element, and write "
+        "timelines.",
+    )
+    demo.add_argument(
+        "--out",
+        default="tidemark-demo",
+        metavar="DIR",
+        help="where traces and timelines go (default: ./tidemark-demo)",
+    )
     commands.add_parser(
-        "timeline", add_help=False, help="draw a saved run trace as PNG or HTML",
-        description="Draw a saved run trace: tidemark timeline RUN.json OUT.png|OUT.html")
+        "timeline",
+        add_help=False,
+        help="draw a saved run trace as PNG or HTML",
+        description="Draw a saved run trace: tidemark timeline RUN.json OUT.png|OUT.html",
+    )
     return parser
 
 

@@ -49,8 +49,14 @@ WINDOW_MS = 5000
 
 #: ``(id, action, seconds after 12:00:00)`` in the order the article's source sent them.
 EVENTS = (
-    ("event1", "pv", 0), ("event2", "cart", 1), ("event4", "pv", 4), ("event5", "pv", 5),
-    ("event7", "buy", 7), ("event3", "buy", 3), ("event6", "cart", 6), ("event8", "buy", 8),
+    ("event1", "pv", 0),
+    ("event2", "cart", 1),
+    ("event4", "pv", 4),
+    ("event5", "pv", 5),
+    ("event7", "buy", 7),
+    ("event3", "buy", 3),
+    ("event6", "cart", 6),
+    ("event8", "buy", 8),
     ("event9", "pv", 9),
 )
 
@@ -104,10 +110,16 @@ class Variant:
 
 VARIANTS = (
     Variant("a", "a-plain", "as in the article (allowed_lateness 0)"),
-    Variant("b", "b-allowed-lateness", "allowed_lateness 3 s", allowed_lateness_ms=3000,
-            late_firing=True),
-    Variant("c", "c-side-output", "side_output_late_data(OutputTag('late-events'))",
-            side_output=True),
+    Variant(
+        "b",
+        "b-allowed-lateness",
+        "allowed_lateness 3 s",
+        allowed_lateness_ms=3000,
+        late_firing=True,
+    ),
+    Variant(
+        "c", "c-side-output", "side_output_late_data(OutputTag('late-events'))", side_output=True
+    ),
 )
 
 
@@ -179,8 +191,10 @@ def _start_spark() -> Any:
 
 
 def _input_frame(spark: Any) -> Any:
-    rows = [(action, ident, datetime.fromtimestamp((T0_MS + s * 1000) / 1000, tz=_ZONE), n)
-            for n, (ident, action, s) in enumerate(EVENTS)]
+    rows = [
+        (action, ident, datetime.fromtimestamp((T0_MS + s * 1000) / 1000, tz=_ZONE), n)
+        for n, (ident, action, s) in enumerate(EVENTS)
+    ]
     return spark.createDataFrame(rows, "action string, id string, ts timestamp, arrival long")
 
 
@@ -188,9 +202,11 @@ def _run_on_spark(df: Any, variant: Variant) -> tuple[list[Any], list[Any], int]
     """The variant's window results, late side output (Rows) and dropped count."""
     import tidemark as tm
 
-    windowed = (tm.from_dataframe(df, timestamp="ts", order_by="arrival")
-                .key_by("action")
-                .window(TumblingEventTimeWindows.of(WINDOW_MS)))
+    windowed = (
+        tm.from_dataframe(df, timestamp="ts", order_by="arrival")
+        .key_by("action")
+        .window(TumblingEventTimeWindows.of(WINDOW_MS))
+    )
     if variant.allowed_lateness_ms:
         windowed = windowed.allowed_lateness(variant.allowed_lateness_ms)
     if variant.side_output:
@@ -208,15 +224,22 @@ def _engine_trace(variant: Variant, allowed_lateness_ms: int | None = None) -> d
     from tidemark.testing import replay_trace
 
     lateness = variant.allowed_lateness_ms if allowed_lateness_ms is None else allowed_lateness_ms
-    title = (f"({variant.letter}) user behaviour, 5 s tumbling windows keyed by action"
-             + (f", allowed lateness {lateness // 1000} s" if lateness else "")
-             + (", late data to a side output" if variant.side_output else ""))
+    title = (
+        f"({variant.letter}) user behaviour, 5 s tumbling windows keyed by action"
+        + (f", allowed lateness {lateness // 1000} s" if lateness else "")
+        + (", late data to a side output" if variant.side_output else "")
+    )
     elements = [((action, ident), T0_MS + s * 1000, ident) for ident, action, s in EVENTS]
     return replay_trace(
-        TumblingEventTimeWindows.of(WINDOW_MS), CountPerWindow(), elements,
-        key_selector=lambda value: value[0], allowed_lateness=lateness,
+        TumblingEventTimeWindows.of(WINDOW_MS),
+        CountPerWindow(),
+        elements,
+        key_selector=lambda value: value[0],
+        allowed_lateness=lateness,
         late_data_tag=LATE if variant.side_output else None,
-        title=title, time_zone=ZONE_NAME, describe=lambda r: f"{r[3]} {r[0]}",
+        title=title,
+        time_zone=ZONE_NAME,
+        describe=lambda r: f"{r[3]} {r[0]}",
     )
 
 
@@ -239,8 +262,9 @@ def _expected(variant: Variant) -> dict[tuple[str, int, int], list[int]]:
     return want
 
 
-def _problems(variant: Variant, rows: list[Any], late: list[Any],
-              trace: dict[str, Any]) -> list[str]:
+def _problems(
+    variant: Variant, rows: list[Any], late: list[Any], trace: dict[str, Any]
+) -> list[str]:
     """Where Spark, the engine and the article disagree (empty when all is well)."""
     got: dict[tuple[str, int, int], list[int]] = {}
     for r in rows:
@@ -255,8 +279,11 @@ def _problems(variant: Variant, rows: list[Any], late: list[Any],
     late_ids = [r.id for r in late]
     if late_ids != (["event3"] if variant.side_output else []):
         problems.append(f"late side output should be ['event3']; got {late_ids}")
-    want = "late_firing" if variant.late_firing else (
-        "side_output" if variant.side_output else "dropped")
+    want = (
+        "late_firing"
+        if variant.late_firing
+        else ("side_output" if variant.side_output else "dropped")
+    )
     statuses = {e["label"]: e["status"] for e in trace["elements"] if e["status"] != "on_time"}
     if statuses != {"event3": want}:
         problems.append(f"the engine should mark only event3 as {want}; got {statuses}")
@@ -272,35 +299,37 @@ def _print_windows(rows: list[Any], trace: dict[str, Any]) -> None:
     _say(f"  {'window':<22} {'key':<5} {'count':>5}  {'fired at watermark':<20} firing")
     for r in ordered:
         kind = kinds.get((r.action, r.window_start, r.watermark), "?").replace("_", "-")
-        _say(f"  {_interval(r.window_start, r.window_end):<22} {r.action:<5} {r.n:>5}  "
-             f"{_watermark(r.watermark):<20} {kind}")
+        _say(
+            f"  {_interval(r.window_start, r.window_end):<22} {r.action:<5} {r.n:>5}  "
+            f"{_watermark(r.watermark):<20} {kind}"
+        )
 
 
 def _late_line(element: dict[str, Any], trace: dict[str, Any]) -> str:
     watermark = _watermark_at(trace, element["arrival"])
     at = _watermark(watermark) if watermark is not None else "none yet"
-    return (f"{element['label']} ({element['key']}, {_clock(element['ts'])}, arrival "
-            f"{element['arrival']}) came at watermark {at}")
+    return (
+        f"{element['label']} ({element['key']}, {_clock(element['ts'])}, arrival "
+        f"{element['arrival']}) came at watermark {at}"
+    )
 
 
-def _print_late(
-    variant: Variant, late: list[Any], trace: dict[str, Any], dropped: int
-) -> None:
+def _print_late(variant: Variant, late: list[Any], trace: dict[str, Any], dropped: int) -> None:
     behind = [e for e in trace["elements"] if e["status"] != "on_time"]
     for element in behind:
         line = _late_line(element, trace)
         if element["status"] == "dropped":
-            _say(f"  late: {line}: dropped\n"
-                 f"        num_late_records_dropped() on Spark: {dropped}")
+            _say(f"  late: {line}: dropped\n        num_late_records_dropped() on Spark: {dropped}")
         elif element["status"] == "late_firing":
-            _say(f"  late: {line}:\n        within the allowed lateness: "
-                 "the late firing above")
+            _say(f"  late: {line}:\n        within the allowed lateness: the late firing above")
         else:
             _say(f"  late: {line}:\n        sent to the side output")
     for r in late:
         stamp = r.ts.astimezone(_ZONE).strftime("%H:%M:%S")
-        _say(f"  side output 'late-events' (Spark): action={r.action} id={r.id} ts={stamp} "
-             f"arrival={r.arrival}")
+        _say(
+            f"  side output 'late-events' (Spark): action={r.action} id={r.id} ts={stamp} "
+            f"arrival={r.arrival}"
+        )
 
 
 def _print_lateness_boundary() -> None:
@@ -308,10 +337,12 @@ def _print_lateness_boundary() -> None:
     trace = _engine_trace(VARIANTS[1], allowed_lateness_ms=2000)
     event3 = next(e for e in trace["elements"] if e["label"] == "event3")
     cleanup = T0_MS + WINDOW_MS - 1 + 2000
-    _say(f"  Why 3 s: with 2 s the window's state is cleaned when the watermark reaches "
-         f"{_clock(cleanup, True)}\n  (end - 1 ms + 2 s), and event7 brought exactly that "
-         f"watermark before event3 came;\n  the engine replay with 2 s: event3 "
-         f"{event3['status']}.")
+    _say(
+        f"  Why 3 s: with 2 s the window's state is cleaned when the watermark reaches "
+        f"{_clock(cleanup, True)}\n  (end - 1 ms + 2 s), and event7 brought exactly that "
+        f"watermark before event3 came;\n  the engine replay with 2 s: event3 "
+        f"{event3['status']}."
+    )
 
 
 def _print_pictures(paths: Sequence[Path]) -> None:
@@ -327,8 +358,7 @@ def _print_pictures(paths: Sequence[Path]) -> None:
 def _write_run(trace: dict[str, Any], out_dir: Path, slug: str) -> list[Path]:
     from tidemark.timeline import save_trace, timeline
 
-    paths = [save_trace(trace, out_dir / f"{slug}.json"),
-             timeline(trace, out_dir / f"{slug}.html")]
+    paths = [save_trace(trace, out_dir / f"{slug}.json"), timeline(trace, out_dir / f"{slug}.html")]
     try:
         paths.insert(1, timeline(trace, out_dir / f"{slug}.png"))
     except ImportError as exc:  # matplotlib is optional: tidemark[plot]
@@ -337,8 +367,9 @@ def _write_run(trace: dict[str, Any], out_dir: Path, slug: str) -> list[Path]:
 
 
 def _run_variant(df: Any, variant: Variant, number: int, out_dir: Path) -> tuple[bool, list[Path]]:
-    with _progress(f"running replay {number}/{len(VARIANTS)} on Spark: ({variant.letter}) "
-                   f"{variant.heading}"):
+    with _progress(
+        f"running replay {number}/{len(VARIANTS)} on Spark: ({variant.letter}) {variant.heading}"
+    ):
         rows, late, dropped = _run_on_spark(df, variant)
     trace = _engine_trace(variant)
     _say()
@@ -374,10 +405,13 @@ def run_demo(out_dir: str | os.PathLike[str] = "tidemark-demo") -> int:
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    _say("tidemark demo: the seed article's user-behaviour events, 5 s tumbling windows "
-         "keyed by action,\nreplayed on Spark in arrival order "
-         + " ".join(ident for ident, _, _ in EVENTS) + ";\nwatermark = largest "
-         "timestamp seen - 1 ms; times in +08:00.")
+    _say(
+        "tidemark demo: the seed article's user-behaviour events, 5 s tumbling windows "
+        "keyed by action,\nreplayed on Spark in arrival order "
+        + " ".join(ident for ident, _, _ in EVENTS)
+        + ";\nwatermark = largest "
+        "timestamp seen - 1 ms; times in +08:00."
+    )
     with _progress("starting Spark (local[2]; the first start takes a while)"):
         df = _input_frame(_start_spark())
     ok, paths = True, list[Path]()
@@ -385,6 +419,9 @@ def run_demo(out_dir: str | os.PathLike[str] = "tidemark-demo") -> int:
         good, written = _run_variant(df, variant, number, out)
         ok, paths = ok and good, paths + written
     _print_pictures(paths)
-    _say("All three runs match the article's results." if ok else "Some runs went wrong: "
-         "see PROBLEM above.")
+    _say(
+        "All three runs match the article's results."
+        if ok
+        else "Some runs went wrong: see PROBLEM above."
+    )
     return 0 if ok else 1

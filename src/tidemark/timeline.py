@@ -61,22 +61,31 @@ class TraceError(ValueError):
 # --------------------------------------------------------------------------- checks
 
 
-def _record(value: object, where: str, required: Sequence[str],
-            optional: Sequence[str] = ()) -> Mapping[str, Any]:
+def _record(
+    value: object, where: str, required: Sequence[str], optional: Sequence[str] = ()
+) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise TraceError(f"{where} must be a dict; got {type(value).__name__} {value!r}")
     unknown = sorted(str(k) for k in value if k not in required and k not in optional)
     if unknown:
-        raise TraceError(f"{where} has unknown field(s) {unknown}; allowed are "
-                         f"{sorted([*required, *optional])}")
+        raise TraceError(
+            f"{where} has unknown field(s) {unknown}; allowed are {sorted([*required, *optional])}"
+        )
     missing = [k for k in required if k not in value]
     if missing:
         raise TraceError(f"{where} is missing field(s) {missing}")
     return value
 
 
-def _int(rec: Mapping[str, Any], field: str, where: str, *, none_ok: bool = False,
-         lo: int | None = None, hi: int | None = None) -> int | None:
+def _int(
+    rec: Mapping[str, Any],
+    field: str,
+    where: str,
+    *,
+    none_ok: bool = False,
+    lo: int | None = None,
+    hi: int | None = None,
+) -> int | None:
     value = rec[field]
     if value is None and none_ok:
         return None
@@ -88,14 +97,14 @@ def _int(rec: Mapping[str, Any], field: str, where: str, *, none_ok: bool = Fals
     return value
 
 
-def _str(rec: Mapping[str, Any], field: str, where: str,
-         choices: Sequence[str] = ()) -> str:
+def _str(rec: Mapping[str, Any], field: str, where: str, choices: Sequence[str] = ()) -> str:
     value = rec[field]
     if not isinstance(value, str):
         raise TraceError(f"{where}[{field!r}] must be a str; got {value!r}")
     if choices and value not in choices:
-        raise TraceError(f"{where}[{field!r}] must be one of {', '.join(map(repr, choices))}"
-                         f"; got {value!r}")
+        raise TraceError(
+            f"{where}[{field!r}] must be one of {', '.join(map(repr, choices))}; got {value!r}"
+        )
     return value
 
 
@@ -106,8 +115,9 @@ def _key(rec: Mapping[str, Any], where: str) -> Hashable:
     if isinstance(value, (list, tuple)) and all(isinstance(v, scalar) for v in value):
         return tuple(value)
     if not isinstance(value, scalar):
-        raise TraceError(f"{where}['key'] must be a str, number, bool, None or a list of "
-                         f"those; got {value!r}")
+        raise TraceError(
+            f"{where}['key'] must be a str, number, bool, None or a list of those; got {value!r}"
+        )
     return value
 
 
@@ -127,8 +137,10 @@ def _check_elements(elements: list[Any]) -> None:
         _str(rec, "label", where)
         _str(rec, "status", where, ELEMENT_STATUSES)
         if _int(rec, "arrival", where) != i:
-            raise TraceError(f"{where}['arrival'] must equal its position {i} (elements are "
-                             f"listed in arrival order); got {rec['arrival']!r}")
+            raise TraceError(
+                f"{where}['arrival'] must equal its position {i} (elements are "
+                f"listed in arrival order); got {rec['arrival']!r}"
+            )
 
 
 def _check_watermarks(watermarks: list[Any], n: int) -> None:
@@ -140,19 +152,22 @@ def _check_watermarks(watermarks: list[Any], n: int) -> None:
         ts = _int(rec, "ts", where)
         assert arrival is not None and ts is not None
         if last is not None and (arrival <= last[0] or ts < last[1]):
-            raise TraceError(f"{where} must come after the previous watermark (arrival "
-                             f"increasing, ts never decreasing); got arrival={arrival}, "
-                             f"ts={ts}ms after arrival={last[0]}, ts={last[1]}ms")
+            raise TraceError(
+                f"{where} must come after the previous watermark (arrival "
+                f"increasing, ts never decreasing); got arrival={arrival}, "
+                f"ts={ts}ms after arrival={last[0]}, ts={last[1]}ms"
+            )
         last = (arrival, ts)
 
 
 def _window_id(rec: Mapping[str, Any], where: str) -> tuple[Hashable, int | None, int | None]:
     start = _int(rec, "start", where, none_ok=True)
     end = _int(rec, "end", where, none_ok=True)
-    if (start is None) != (end is None) or (start is not None and end is not None
-                                            and start >= end):
-        raise TraceError(f"{where} must have start < end, or both None for GlobalWindow; "
-                         f"got start={start!r}, end={end!r}")
+    if (start is None) != (end is None) or (start is not None and end is not None and start >= end):
+        raise TraceError(
+            f"{where} must have start < end, or both None for GlobalWindow; "
+            f"got start={start!r}, end={end!r}"
+        )
     return _key(rec, where), start, end
 
 
@@ -167,15 +182,18 @@ def _check_windows(windows: list[Any]) -> set[tuple[Hashable, int | None, int | 
     return seen
 
 
-def _check_firings(firings: list[Any], n: int,
-                   windows: set[tuple[Hashable, int | None, int | None]]) -> None:
+def _check_firings(
+    firings: list[Any], n: int, windows: set[tuple[Hashable, int | None, int | None]]
+) -> None:
     fields = ("key", "start", "end", "arrival", "watermark", "kind", "result")
     for i, raw in enumerate(firings):
         where = f"trace['firings'][{i}]"
         rec = _record(raw, where, fields)
         if _window_id(rec, where) not in windows:
-            raise TraceError(f"{where} fires a window not listed in trace['windows']; got "
-                             f"key={rec['key']!r}, start={rec['start']!r}, end={rec['end']!r}")
+            raise TraceError(
+                f"{where} fires a window not listed in trace['windows']; got "
+                f"key={rec['key']!r}, start={rec['start']!r}, end={rec['end']!r}"
+            )
         _int(rec, "arrival", where, lo=-1, hi=n)
         _int(rec, "watermark", where)
         _str(rec, "kind", where, FIRING_KINDS)
@@ -211,8 +229,9 @@ def validate_trace(trace: object) -> None:
     trace['elements'][0]['status'] must be one of 'on_time', 'late_firing', 'side_output', \
 'dropped'; got 'late'
     """
-    top = _record(trace, "trace", ("elements", "watermarks", "windows", "firings"),
-                  ("title", "time_zone"))
+    top = _record(
+        trace, "trace", ("elements", "watermarks", "windows", "firings"), ("title", "time_zone")
+    )
     if top.get("title") is not None:
         _str(top, "title", "trace")
     if "time_zone" in top:
@@ -227,15 +246,17 @@ def _zone(name: str) -> tzinfo:
     try:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise TraceError(f"trace['time_zone'] must be an IANA zone name such as "
-                         f"'Asia/Shanghai'; got {name!r}") from exc
+        raise TraceError(
+            f"trace['time_zone'] must be an IANA zone name such as 'Asia/Shanghai'; got {name!r}"
+        ) from exc
 
 
 # --------------------------------------------------------------------------- API
 
 
-def timeline(trace: Mapping[str, Any], path: str | os.PathLike[str], *,
-             title: str | None = None) -> Path:
+def timeline(
+    trace: Mapping[str, Any], path: str | os.PathLike[str], *, title: str | None = None
+) -> Path:
     """Draw what the windows did in a traced run, as a PNG or a self-contained HTML page.
 
     Parameters
@@ -332,8 +353,9 @@ def main_timeline(argv: Sequence[str] | None = None) -> int:
     >>> main_timeline(["missing.json"])
     2
     """
-    parser = argparse.ArgumentParser(prog="tidemark timeline",
-                                     description="Draw what the windows did in a saved run.")
+    parser = argparse.ArgumentParser(
+        prog="tidemark timeline", description="Draw what the windows did in a saved run."
+    )
     parser.add_argument("trace_json", help="trace saved with tidemark.timeline.save_trace")
     parser.add_argument("out_path", help="output file ending in .png or .html")
     parser.add_argument("--title", default=None, help="title to show instead of the trace's")
@@ -353,8 +375,9 @@ def main_timeline(argv: Sequence[str] | None = None) -> int:
 class _CallableModule(types.ModuleType):
     """This module, callable: ``tidemark.timeline(trace, path)`` is `timeline`."""
 
-    def __call__(self, trace: Mapping[str, Any], path: str | os.PathLike[str], *,
-                 title: str | None = None) -> Path:
+    def __call__(
+        self, trace: Mapping[str, Any], path: str | os.PathLike[str], *, title: str | None = None
+    ) -> Path:
         return timeline(trace, path, title=title)
 
 

@@ -25,7 +25,9 @@ def run_flink(scenarios: list[dict]) -> dict:
         src.write_text(json.dumps(scenarios))
         subprocess.run(
             [sys.executable, str(ROOT / "tools/flinkref/run_flink.py"), str(src), str(dst)],
-            check=False, capture_output=True, text=True,
+            check=False,
+            capture_output=True,
+            text=True,
         )
         return json.loads(dst.read_text())
 
@@ -56,5 +58,9 @@ def main(count: int, seed: int) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200,
-                  int(sys.argv[2]) if len(sys.argv) > 2 else 1))
+    sys.exit(
+        main(
+            int(sys.argv[1]) if len(sys.argv) > 1 else 200,
+            int(sys.argv[2]) if len(sys.argv) > 2 else 1,
+        )
+    )

@@ -197,13 +197,20 @@ def _random_assigner(rng: random.Random) -> dict[str, Any]:
     kind = rng.choice(["tumbling", "tumbling", "sliding", "session", "dynamic", "global"])
     if kind == "tumbling":
         size = rng.choice([3, 5, 10, 20])
-        return {"type": "TumblingEventTimeWindows", "size": size,
-                "offset": rng.randrange(-size + 1, size)}
+        return {
+            "type": "TumblingEventTimeWindows",
+            "size": size,
+            "offset": rng.randrange(-size + 1, size),
+        }
     if kind == "sliding":
         slide = rng.choice([2, 3, 5])
         size = slide * rng.choice([1, 2, 3])
-        return {"type": "SlidingEventTimeWindows", "size": size, "slide": slide,
-                "offset": rng.randrange(-slide + 1, slide)}
+        return {
+            "type": "SlidingEventTimeWindows",
+            "size": size,
+            "slide": slide,
+            "offset": rng.randrange(-slide + 1, slide),
+        }
     if kind == "session":
         return {"type": "EventTimeSessionWindows", "gap": rng.choice([2, 3, 5, 8])}
     if kind == "dynamic":
@@ -216,8 +223,11 @@ def _random_trigger(rng: random.Random, assigner: dict[str, Any]) -> dict[str, A
     is_global = assigner["type"] == "GlobalWindows"
     options: list[Any] = [None, {"type": "CountTrigger", "count": rng.choice([1, 2, 3])}]
     if not is_global:
-        options += [None, {"type": "EventTimeTrigger"},
-                    {"type": "ContinuousEventTimeTrigger", "interval": rng.choice([2, 3, 4])}]
+        options += [
+            None,
+            {"type": "EventTimeTrigger"},
+            {"type": "ContinuousEventTimeTrigger", "interval": rng.choice([2, 3, 4])},
+        ]
     if not merging:
         options.append({"type": "DeltaTrigger", "threshold": rng.choice([1, 3, 5])})
     trigger = rng.choice(options)
@@ -232,11 +242,13 @@ def _random_evictor(rng: random.Random) -> dict[str, Any] | None:
     if rng.random() < 0.6:
         return None
     after = rng.random() < 0.5
-    return rng.choice([
-        {"type": "CountEvictor", "count": rng.choice([1, 2, 3]), "after": after},
-        {"type": "TimeEvictor", "interval": rng.choice([0, 2, 5]), "after": after},
-        {"type": "DeltaEvictor", "threshold": rng.choice([1, 3, 6]), "after": after},
-    ])
+    return rng.choice(
+        [
+            {"type": "CountEvictor", "count": rng.choice([1, 2, 3]), "after": after},
+            {"type": "TimeEvictor", "interval": rng.choice([0, 2, 5]), "after": after},
+            {"type": "DeltaEvictor", "threshold": rng.choice([1, 3, 6]), "after": after},
+        ]
+    )
 
 
 def _random_events(rng: random.Random, keys: list[str]) -> list[dict[str, Any]]:
@@ -246,8 +258,9 @@ def _random_events(rng: random.Random, keys: list[str]) -> list[dict[str, Any]]:
     for _ in range(rng.randrange(5, 30)):
         clock += rng.randrange(0, 4)
         ts = clock - rng.randrange(0, 12)
-        events.append({"element": {"key": rng.choice(keys), "value": rng.randrange(0, 9),
-                                   "ts": ts}})
+        events.append(
+            {"element": {"key": rng.choice(keys), "value": rng.randrange(0, 9), "ts": ts}}
+        )
         if rng.random() < 0.4:
             candidate = clock - rng.randrange(0, 8)
             if watermark is None or candidate > watermark:

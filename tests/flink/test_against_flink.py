@@ -28,17 +28,13 @@ EXAMPLES = [
 ]
 
 
-@pytest.mark.parametrize(
-    "case", GOLDEN, ids=[c["scenario"]["name"] for c in GOLDEN]
-)
+@pytest.mark.parametrize("case", GOLDEN, ids=[c["scenario"]["name"] for c in GOLDEN])
 def test_golden_flink_output(case):
     difference = compare(run_on_engine(case["scenario"]), case["flink"])
     assert difference is None, f"{difference}\n{json.dumps(case['scenario'])}"
 
 
-@pytest.mark.parametrize(
-    "case", EXAMPLES, ids=[c["scenario"]["name"] for c in EXAMPLES]
-)
+@pytest.mark.parametrize("case", EXAMPLES, ids=[c["scenario"]["name"] for c in EXAMPLES])
 def test_hand_written_scenarios_match_flink(case):
     difference = compare(run_on_engine(case["scenario"]), case["flink"])
     assert difference is None, difference

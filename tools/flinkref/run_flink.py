@@ -9,6 +9,7 @@ runs all scenarios in one JVM.  out.json = {scenario name: output list} (see SCE
 that Flink rejects (e.g. invalid assigner parameters) maps to {"error": "..."} and the exit code is 1.
 Only the Python standard library is used, so any Python 3 can run this driver.
 """
+
 from __future__ import annotations
 
 import glob
@@ -26,9 +27,19 @@ BUILD = os.path.join(HERE, "build")
 JAVA_OPENS = [
     f"--add-opens=java.base/{p}=ALL-UNNAMED"
     for p in (
-        "java.lang", "java.lang.reflect", "java.lang.invoke", "java.io", "java.net", "java.nio",
-        "java.text", "java.time", "java.util", "java.util.concurrent", "java.util.concurrent.atomic",
-        "java.util.concurrent.locks", "sun.nio.ch",
+        "java.lang",
+        "java.lang.reflect",
+        "java.lang.invoke",
+        "java.io",
+        "java.net",
+        "java.nio",
+        "java.text",
+        "java.time",
+        "java.util",
+        "java.util.concurrent",
+        "java.util.concurrent.atomic",
+        "java.util.concurrent.locks",
+        "sun.nio.ch",
     )
 ] + ["--add-exports=java.base/sun.net.util=ALL-UNNAMED"]
 
@@ -37,7 +48,9 @@ def flink_lib() -> str:
     env = os.environ.get("FLINK_LIB")
     if env:
         return env
-    hits = glob.glob(os.path.join(HERE, ".venv", "lib", "python*", "site-packages", "pyflink", "lib"))
+    hits = glob.glob(
+        os.path.join(HERE, ".venv", "lib", "python*", "site-packages", "pyflink", "lib")
+    )
     if not hits:
         sys.exit(f"pyflink jars not found under {HERE}/.venv; run tools/flinkref/setup.sh first")
     return hits[0]
@@ -53,8 +66,17 @@ def compile_if_needed(lib: str) -> None:
     if os.path.exists(cls) and os.path.getmtime(cls) >= os.path.getmtime(SRC):
         return
     os.makedirs(BUILD, exist_ok=True)
-    cmd = [java_bin("javac"), "-nowarn", "-encoding", "UTF-8", "-d", BUILD,
-           "-cp", os.path.join(lib, "*"), SRC]
+    cmd = [
+        java_bin("javac"),
+        "-nowarn",
+        "-encoding",
+        "UTF-8",
+        "-d",
+        BUILD,
+        "-cp",
+        os.path.join(lib, "*"),
+        SRC,
+    ]
     subprocess.run(cmd, check=True)
 
 
@@ -63,7 +85,9 @@ def write_pretty(path: str, data: dict) -> None:
     parts = []
     for name, out in data.items():
         if isinstance(out, list):
-            body = "[\n" + ",\n".join("    " + json.dumps(r) for r in out) + ("\n  ]" if out else "]")
+            body = (
+                "[\n" + ",\n".join("    " + json.dumps(r) for r in out) + ("\n  ]" if out else "]")
+            )
             if not out:
                 body = "[]"
         else:
@@ -83,7 +107,17 @@ def main(argv: list[str]) -> int:
     cp = os.pathsep.join([BUILD, os.path.join(lib, "*")])
     raw = out + ".raw.tmp"
     t0 = time.time()
-    cmd = [java_bin("java"), "-Xmx2g", "-XX:+UseSerialGC", *JAVA_OPENS, "-cp", cp, "FlinkRef", scen, raw]
+    cmd = [
+        java_bin("java"),
+        "-Xmx2g",
+        "-XX:+UseSerialGC",
+        *JAVA_OPENS,
+        "-cp",
+        cp,
+        "FlinkRef",
+        scen,
+        raw,
+    ]
     rc = subprocess.run(cmd).returncode
     if not os.path.exists(raw):
         print(f"flinkref: java failed (exit {rc}), no output", file=sys.stderr)
@@ -92,7 +126,10 @@ def main(argv: list[str]) -> int:
         data = json.load(f)
     os.remove(raw)
     write_pretty(out, data)
-    print(f"flinkref: wrote {len(data)} scenario outputs to {out} in {time.time() - t0:.1f} s", file=sys.stderr)
+    print(
+        f"flinkref: wrote {len(data)} scenario outputs to {out} in {time.time() - t0:.1f} s",
+        file=sys.stderr,
+    )
     return rc
 
 

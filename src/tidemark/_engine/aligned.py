@@ -140,7 +140,9 @@ class AlignedWindowOperator(WindowOperator):
                     else:
                         contents[window] = agg_add(value, create() if current is None else current)
                 except Exception as exc:
-                    raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+                    raise self._user_error(
+                        "the reduce/aggregate function", key, window, exc
+                    ) from exc
                 max_ts = window[1] - 1
                 if max_ts <= watermark:  # on_element: FIRE at once
                     status = ADDED_LATE

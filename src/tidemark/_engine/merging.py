@@ -75,7 +75,9 @@ class MergingWindowSet:
         """
         results: list[tuple[Window, list[Window]]] = []
         windows = [*self.mapping, new_window]
-        self._assigner.merge_windows(windows, lambda merged, result: results.append((result, merged)))
+        self._assigner.merge_windows(
+            windows, lambda merged, result: results.append((result, merged))
+        )
         result_window = new_window
         merged_new_window = False
         for merge_result, to_merge in _in_java_order(results):

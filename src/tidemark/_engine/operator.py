@@ -587,4 +587,3 @@ class WindowOperator:
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""
         return self.keys.pop(key, None)
-

@@ -92,15 +92,16 @@ class OperatorSpec:
 
     def __post_init__(self) -> None:
         validate_window_spec(
-            self.assigner, self.trigger, self.evictor, self.allowed_lateness_ms,
+            self.assigner,
+            self.trigger,
+            self.evictor,
+            self.allowed_lateness_ms,
             self.late_data_tag,
         )
         trigger = self.trigger if self.trigger is not None else self.assigner.get_default_trigger()
         object.__setattr__(self, "window_trigger", trigger)
         object.__setattr__(self, "is_event_time", self.assigner.is_event_time())
-        object.__setattr__(
-            self, "is_merging", isinstance(self.assigner, MergingWindowAssigner)
-        )
+        object.__setattr__(self, "is_merging", isinstance(self.assigner, MergingWindowAssigner))
 
     def aligned_layout(self) -> AlignedLayout | None:
         """The window layout the aligned operator serves this pipeline with, or None.

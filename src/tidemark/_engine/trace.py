@@ -81,8 +81,9 @@ def _trace_key(key: Any) -> Any:
     if isinstance(key, (str, int, float, bool, type(None))):
         return key
     if isinstance(key, tuple):
-        return tuple(p if isinstance(p, (str, int, float, bool, type(None))) else str(p)
-                     for p in key)
+        return tuple(
+            p if isinstance(p, (str, int, float, bool, type(None))) else str(p) for p in key
+        )
     return str(key)
 
 
@@ -160,11 +161,17 @@ class Tracer:
         ident = (_trace_key(key), start, end)
         self._held.setdefault(ident, False)
         self._fired.add(ident)
-        self._firings.append({
-            "key": _json(ident[0]), "start": start, "end": end, "arrival": self._arrival,
-            "watermark": watermark, "kind": self._kind(ident, window, watermark),
-            "result": self._result_text(results),
-        })
+        self._firings.append(
+            {
+                "key": _json(ident[0]),
+                "start": start,
+                "end": end,
+                "arrival": self._arrival,
+                "watermark": watermark,
+                "kind": self._kind(ident, window, watermark),
+                "result": self._result_text(results),
+            }
+        )
 
     def _kind(self, ident: _WindowId, window: Window, watermark: int) -> str:
         if watermark < window.max_timestamp():
@@ -191,8 +198,15 @@ class Tracer:
         if isinstance(timestamp, bool) or not isinstance(timestamp, int):
             raise TypeError(f"`timestamp` must be int ms (event time); got {timestamp!r}")
         self._arrival = len(self._elements)
-        self._elements.append({"key": _json(_trace_key(key)), "ts": timestamp,
-                               "arrival": self._arrival, "label": str(label), "status": None})
+        self._elements.append(
+            {
+                "key": _json(_trace_key(key)),
+                "ts": timestamp,
+                "arrival": self._arrival,
+                "label": str(label),
+                "status": None,
+            }
+        )
         self._in_element = True
         return self._arrival
 
@@ -257,8 +271,10 @@ class Tracer:
         """The trace so far, as a new dict in the format of ``tools/TRACE.md``."""
         pending = [e["arrival"] for e in self._elements if e["status"] is None]
         if pending:
-            raise RuntimeError(f"element(s) at arrival {pending} have no status: call "
-                               "element_status() after process_element()")
+            raise RuntimeError(
+                f"element(s) at arrival {pending} have no status: call "
+                "element_status() after process_element()"
+            )
         trace: dict[str, Any] = {"title": self._title} if self._title is not None else {}
         trace.update(
             elements=[dict(e) for e in self._elements],
@@ -275,8 +291,10 @@ class Tracer:
         fired = self._fired
         out = []
         for ident, merging in self._held.items():
-            merged_away = merging and ident not in fired and any(
-                other[0] == ident[0] and _contains(other, ident) for other in self._held
+            merged_away = (
+                merging
+                and ident not in fired
+                and any(other[0] == ident[0] and _contains(other, ident) for other in self._held)
             )
             if not merged_away:
                 out.append(ident)

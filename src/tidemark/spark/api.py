@@ -116,8 +116,9 @@ class DataStream:
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
-        return _count_window(WindowOp(self._plan, None, GlobalWindows.create()), size, slide,
-                             self._spark)
+        return _count_window(
+            WindowOp(self._plan, None, GlobalWindows.create()), size, slide, self._spark
+        )
 
     def to_dataframe(self) -> Any:
         """The elements as a DataFrame (for a source: the input rows, as given)."""
@@ -202,7 +203,9 @@ class WindowedStream:
     """
 
     def __init__(self, op: WindowOp, spark: Any):
-        validate_window_spec(op.assigner, op.trigger, op.evictor, op.allowed_lateness_ms, op.late_tag)
+        validate_window_spec(
+            op.assigner, op.trigger, op.evictor, op.allowed_lateness_ms, op.late_tag
+        )
         self._op = op
         self._spark = spark
 
@@ -312,7 +315,9 @@ class WindowedStream:
         """
         return self._finish(aggregate_function, window_function, output_schema)
 
-    def process(self, process_window_function: Any, output_schema: Any = None) -> WindowResultStream:
+    def process(
+        self, process_window_function: Any, output_schema: Any = None
+    ) -> WindowResultStream:
         """Call ``process_window_function`` with all of a window's elements when it fires.
 
         The function may emit any number of results and side outputs
@@ -373,7 +378,9 @@ class WindowedStream:
             return self.aggregate(function, output_schema=schema)
         return self.reduce(function)
 
-    def _finish(self, function: Any, window_function: Any, output_schema: Any) -> WindowResultStream:
+    def _finish(
+        self, function: Any, window_function: Any, output_schema: Any
+    ) -> WindowResultStream:
         window_logic(function, window_function)  # validates the combination now
         if output_schema is None:
             raise WindowSpecError(
@@ -468,16 +475,23 @@ class WindowResultStream(DataStream):
         named: dict[str, Any] = {}
         schemas: dict[str, Any] = {}
         for key, sink in sinks.items():
-            stream, output = (key.parent, key.tag) if isinstance(key, SideOutputStream) else (
-                key if isinstance(key, tuple) and len(key) == 2 else (self, key)
+            stream, output = (
+                (key.parent, key.tag)
+                if isinstance(key, SideOutputStream)
+                else (key if isinstance(key, tuple) and len(key) == 2 else (self, key))
             )
             target = stream.plan if isinstance(stream, WindowResultStream) else None
             name = streaming_plan.chain_output_name(self._plan, target, output)
             named[name] = sink
-            if isinstance(output, OutputTag) and output != stream._plan.late_tag and output.type_info:
+            if (
+                isinstance(output, OutputTag)
+                and output != stream._plan.late_tag
+                and output.type_info
+            ):
                 schemas[name] = stream.get_side_output(output).schema
-        return _write_outputs(self.combined_dataframe(), named, checkpoint, trigger,
-                              schemas=schemas)
+        return _write_outputs(
+            self.combined_dataframe(), named, checkpoint, trigger, schemas=schemas
+        )
 
     def get_side_output(self, tag: OutputTag) -> SideOutputStream:
         """The side output ``tag``: late data (input schema) or what a process function
@@ -594,6 +608,4 @@ def from_dataframe(
             )
     timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
     timestamp_ms(df.schema, processing_time, "processing_time")
-    return DataStream(
-        Source(df, timestamp, order_by, strategy, processing_time, watermark), spark
-    )
+    return DataStream(Source(df, timestamp, order_by, strategy, processing_time, watermark), spark)

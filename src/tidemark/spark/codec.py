@@ -218,4 +218,3 @@ def arrow_batch(columns: dict[str, Any], schema: Any) -> Any:
         arrow_schema = to_arrow_schema(schema)
     arrays = [pa.array(columns[f.name], type=f.type) for f in arrow_schema]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-

@@ -254,8 +254,14 @@ def replay_trace(
 
     tracer = Tracer(title=title, time_zone=time_zone, describe=describe)
     harness = WindowOperatorHarness(
-        assigner, function, key_selector=key_selector, trigger=trigger, evictor=evictor,
-        allowed_lateness=allowed_lateness, late_data_tag=late_data_tag, tracer=tracer,
+        assigner,
+        function,
+        key_selector=key_selector,
+        trigger=trigger,
+        evictor=evictor,
+        allowed_lateness=allowed_lateness,
+        late_data_tag=late_data_tag,
+        tracer=tracer,
     )
     strategy = WatermarkStrategy.for_bounded_out_of_orderness(out_of_orderness)
     generator = strategy.create_watermark_generator()

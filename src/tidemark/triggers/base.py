@@ -30,7 +30,6 @@ W = TypeVar("W", bound=Window)
 S = TypeVar("S", bound=State)
 
 
-
 class TriggerResult(enum.Enum):
     """What a trigger tells the window operator to do.
 

@@ -8,6 +8,7 @@ elements; the exact watermark values are therefore timing-dependent, but the rel
 watermark and the window's max timestamp is what we look at.  Part 2 has no periodic watermarks at all
 (interval 0), so every window fires on the final end-of-input watermark.  Part 3: count_window(2, 1).
 """
+
 import sys
 import time
 
@@ -26,8 +27,10 @@ class Ts(TimestampAssigner):
 class Pwf(ProcessWindowFunction):
     def process(self, key, ctx, elements):
         w = ctx.window()
-        yield (f"key={key} window=[{w.start},{w.end}) max_ts={w.max_timestamp()} "
-               f"values={[e[1] for e in elements]} current_watermark={ctx.current_watermark()}")
+        yield (
+            f"key={key} window=[{w.start},{w.end}) max_ts={w.max_timestamp()} "
+            f"values={[e[1] for e in elements]} current_watermark={ctx.current_watermark()}"
+        )
 
 
 def slow(x):
@@ -45,14 +48,19 @@ def run(part, interval_ms, sleep):
     env.set_python_executable(sys.executable)
     env.get_config().set_auto_watermark_interval(interval_ms)
     data = [("a", 1, 1), ("a", 2, 3), ("a", 3, 6), ("a", 4, 12), ("b", 5, 13)]
-    ds = env.from_collection(data, type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()]))
+    ds = env.from_collection(
+        data, type_info=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()])
+    )
     if sleep:
         ds = ds.map(slow, output_type=Types.TUPLE([Types.STRING(), Types.INT(), Types.LONG()]))
     ds = ds.assign_timestamps_and_watermarks(
-        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts()))
-    out = (ds.key_by(lambda x: x[0], key_type=Types.STRING())
-           .window(TumblingEventTimeWindows.of(Time.milliseconds(5)))
-           .process(Pwf(), Types.STRING()))
+        WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(Ts())
+    )
+    out = (
+        ds.key_by(lambda x: x[0], key_type=Types.STRING())
+        .window(TumblingEventTimeWindows.of(Time.milliseconds(5)))
+        .process(Pwf(), Types.STRING())
+    )
     with out.execute_and_collect() as results:
         for r in results:
             print(part, r, flush=True)
@@ -64,10 +72,13 @@ def run_count(part):
     env.set_python_executable(sys.executable)
     data = [("a", 1), ("a", 2), ("a", 3), ("b", 10), ("a", 4)]
     ds = env.from_collection(data, type_info=Types.TUPLE([Types.STRING(), Types.INT()]))
-    out = (ds.key_by(lambda x: x[0], key_type=Types.STRING())
-           .count_window(2, 1)
-           .reduce(lambda a, b: (a[0], a[1] + b[1]),
-                   output_type=Types.TUPLE([Types.STRING(), Types.INT()])))
+    out = (
+        ds.key_by(lambda x: x[0], key_type=Types.STRING())
+        .count_window(2, 1)
+        .reduce(
+            lambda a, b: (a[0], a[1] + b[1]), output_type=Types.TUPLE([Types.STRING(), Types.INT()])
+        )
+    )
     with out.execute_and_collect() as results:
         for r in results:
             print(part, r, flush=True)

@@ -99,7 +99,11 @@ def _partitioned(
     sort_columns = [*key_columns, *order]
     if not frame.replay and sort_budget > 0 and _worker_sorts(df.schema, sort_columns):
         return shuffled, key_columns, sort_columns
-    return shuffled.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_columns]), key_columns, None
+    return (
+        shuffled.sortWithinPartitions(*[F.col(f"`{c}`") for c in sort_columns]),
+        key_columns,
+        None,
+    )
 
 
 def _worker_sorts(schema: StructType, columns: list[str]) -> bool:

@@ -61,8 +61,7 @@ def budget_bytes(value: Any) -> int:
     digits = text[:-1] if scale != 1 else text
     if not digits.isdigit():
         raise ValueError(
-            f"`{CONF}` must be a number of bytes, optionally with k/m/g (e.g. 256m); "
-            f"got {value!r}"
+            f"`{CONF}` must be a number of bytes, optionally with k/m/g (e.g. 256m); got {value!r}"
         )
     return int(digits) * scale
 

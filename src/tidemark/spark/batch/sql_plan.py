@@ -111,14 +111,17 @@ def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str |
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
     for key in keys:
         column = F.col(f"`{key}`")
-        message = F.concat(F.lit(f"null key in column {key!r}: every element needs a key; "
-                                 "example row: "), example)
+        message = F.concat(
+            F.lit(f"null key in column {key!r}: every element needs a key; example row: "), example
+        )
         df = df.withColumn(key, F.when(column.isNull(), F.raise_error(message)).otherwise(column))
     raw = F.col(f"`{ts_column}`") if ts_column else F.lit(None)
     problem = F.when(raw.isNull(), F.lit("null")).otherwise(
         F.concat(F.lit("unparseable ('"), raw.cast("string"), F.lit("')"))
     )
-    message = F.concat(problem, F.lit(f" timestamp in column {ts_column!r}; example row: "), example)
+    message = F.concat(
+        problem, F.lit(f" timestamp in column {ts_column!r}; example row: "), example
+    )
     ts = F.col(TS)
     return df.withColumn(TS, F.when(ts.isNull(), F.raise_error(message)).otherwise(ts))
 

@@ -170,7 +170,6 @@ def _changes(column: Any) -> Any:
     return changed.to_numpy(zero_copy_only=False)
 
 
-
 class PartitionDriver:
     """``mapInArrow`` function: runs the operator over one key-sorted partition.
 

@@ -159,7 +159,9 @@ class WindowGroupFunction(WindowGroups):
             return "EventTimeTimeout"
         return "ProcessingTimeTimeout" if mode == PROCESSING_TIME else "NoTimeout"
 
-    def __call__(self, key: Any, rows: Iterator[pd.DataFrame], state: Any) -> Iterator[pd.DataFrame]:
+    def __call__(
+        self, key: Any, rows: Iterator[pd.DataFrame], state: Any
+    ) -> Iterator[pd.DataFrame]:
         if self._row_type is None:
             self._prepare()
         # a timed-out group comes with an empty frame

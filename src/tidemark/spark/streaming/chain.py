@@ -178,7 +178,8 @@ def upstream_schemas(known: dict[str, StructType], upstream_depth: int | None) -
     if upstream_depth is None:
         return {}
     return {
-        name if is_upstream_output(name) else upstream_output_name(upstream_depth, name):
-        schema.json()
+        name
+        if is_upstream_output(name)
+        else upstream_output_name(upstream_depth, name): schema.json()
         for name, schema in known.items()
     }

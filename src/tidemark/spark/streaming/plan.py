@@ -42,7 +42,6 @@ __all__ = [
 ]
 
 
-
 def time_mode_of(op: WindowOp) -> str:
     """Which engine timers the pipeline needs: the time domains its assigner (cleanup
     timers) and its trigger declare (``timer_domains()``), as a ``time_mode``.
@@ -205,6 +204,8 @@ def _streaming_source(op: WindowOp) -> Source:
     run is an error."""
     source = source_of(op)
     if source.replay or source.watermark is not None:
-        raise WindowSpecError("`order_by` and `watermark` describe a replay: a streaming "
-                              "DataFrame arrives in its own order; drop them")
+        raise WindowSpecError(
+            "`order_by` and `watermark` describe a replay: a streaming "
+            "DataFrame arrives in its own order; drop them"
+        )
     return source

@@ -356,9 +356,7 @@ def _check_arguments(
             "DataFrames with the batch runner"
         )
     if time_mode not in TIME_MODES:
-        raise WindowSpecError(
-            f"`time_mode` must be one of {list(TIME_MODES)}; got {time_mode!r}"
-        )
+        raise WindowSpecError(f"`time_mode` must be one of {list(TIME_MODES)}; got {time_mode!r}")
     names = df.columns
     wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
     missing = [c for c in wanted if c not in names]
@@ -440,9 +438,7 @@ def _with_side_schemas(
         _SPARK_TIME_MODE_METADATA: spark_time_mode,
     }
     columns = [
-        F.col(f"`{c}`").alias(c, metadata=metadata)
-        if c == SIDE
-        else F.col(f"`{c}`")
+        F.col(f"`{c}`").alias(c, metadata=metadata) if c == SIDE else F.col(f"`{c}`")
         for c in combined.columns
     ]
     return combined.select(*columns)
