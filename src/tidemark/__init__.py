@@ -149,7 +149,7 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module("tidemark.timeline")
     if name == "from_dataframe":
-        from tidemark.spark import api
+        from tidemark.spark import sources
 
-        return api.from_dataframe
+        return sources.from_dataframe
     raise AttributeError(f"module 'tidemark' has no attribute {name!r}")

@@ -1,4 +1,5 @@
-"""The DataStream-style API a PySpark user writes: ``from_dataframe`` ... ``to_dataframe``.
+"""The DataStream-style API a PySpark user writes: ``key_by`` ... ``window`` ... ``to_dataframe``
+(the source is :func:`tidemark.spark.sources.from_dataframe`).
 
 A pipeline is built lazily from immutable descriptions (a source, then window
 operations); nothing runs until ``to_dataframe()``. The same pipeline runs on a bounded
@@ -20,7 +21,7 @@ A keyed tumbling window (needs Spark, so not run as a doctest)::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 from tidemark._engine.functions import window_logic
@@ -30,19 +31,15 @@ from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
-from tidemark.spark import aggregations, columns, execution
+from tidemark.spark import aggregations, columns, execution, results
 from tidemark.spark.codec import RowResultReduce, parse_schema
 from tidemark.spark.plan import KeySpec, PlanNode, Source, WindowOp, source_of
-from tidemark.spark.session import get_spark
-from tidemark.spark.streaming import plan as streaming_plan
+from tidemark.spark.results import SideOutputStream
 from tidemark.spark.streaming.query import write_outputs as _write_outputs
-from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
-from tidemark.watermarks import WatermarkStrategy
 
 __all__ = [
-    "from_dataframe",
     "DataStream",
     "KeyedStream",
     "WindowedStream",
@@ -437,12 +434,7 @@ class WindowResultStream(DataStream):
         WindowSpecError
             On a streaming DataFrame.
         """
-        if self._plan.source.streaming:
-            raise WindowSpecError(
-                "num_late_records_dropped() needs a bounded DataFrame; on a stream, give "
-                "write_outputs a sink for '__late_records_dropped'"
-            )
-        return columns.num_late_records_dropped(self.combined_dataframe())
+        return results.late_records_dropped(self._plan, self._spark)
 
     def write_outputs(
         self, sinks: dict[Any, Any], checkpoint: str, trigger: dict[str, Any] | None = None
@@ -472,23 +464,7 @@ class WindowResultStream(DataStream):
             No sinks, a sink that is not callable, a side output without a schema, or an
             output of a window that is not this one or before it in the chain.
         """
-        named: dict[str, Any] = {}
-        schemas: dict[str, Any] = {}
-        for key, sink in sinks.items():
-            stream, output = (
-                (key.parent, key.tag)
-                if isinstance(key, SideOutputStream)
-                else (key if isinstance(key, tuple) and len(key) == 2 else (self, key))
-            )
-            target = stream.plan if isinstance(stream, WindowResultStream) else None
-            name = streaming_plan.chain_output_name(self._plan, target, output)
-            named[name] = sink
-            if (
-                isinstance(output, OutputTag)
-                and output != stream._plan.late_tag
-                and output.type_info
-            ):
-                schemas[name] = stream.get_side_output(output).schema
+        named, schemas = results.named_sinks(self, sinks)
         return _write_outputs(
             self.combined_dataframe(), named, checkpoint, trigger, schemas=schemas
         )
@@ -502,32 +478,7 @@ class WindowResultStream(DataStream):
         WindowSpecError
             ``tag`` is not an OutputTag, or has no schema and is not the late-data tag.
         """
-        if not isinstance(tag, OutputTag):
-            raise WindowSpecError(f"`tag` must be an OutputTag; got {tag!r}")
-        if tag == self._plan.late_tag:
-            schema = self._plan.upstream.schema
-        elif tag.type_info is not None:
-            schema = parse_schema(tag.type_info, self._spark)
-        else:
-            raise WindowSpecError(
-                f"side output {tag!r} needs a schema: create it as OutputTag({tag.tag_id!r}, "
-                "'col type, ...')"
-            )
-        return SideOutputStream(self, tag, schema)
-
-
-@dataclass(eq=False)
-class SideOutputStream:
-    """One side output of a window operation (hashable, so that it can key a sink in
-    :meth:`WindowResultStream.write_outputs`)."""
-
-    parent: WindowResultStream
-    tag: OutputTag
-    schema: Any
-
-    def to_dataframe(self) -> Any:
-        """The side output's rows, decoded into its schema (from the parent's one run)."""
-        return columns.side_output(self.parent.combined_dataframe(), self.tag.tag_id, self.schema)
+        return SideOutputStream(self, tag, results.side_output_schema(self._plan, tag, self._spark))
 
 
 def _key_spec(key: Any, schema: Any) -> KeySpec:
@@ -544,68 +495,3 @@ def _key_spec(key: Any, schema: Any) -> KeySpec:
             f"`key` names columns that do not exist: {missing}; columns: {schema.fieldNames()}"
         )
     return KeySpec(columns=columns)
-
-
-def from_dataframe(
-    df: Any,
-    timestamp: str | None = None,
-    *,
-    order_by: str | None = None,
-    watermark_strategy: WatermarkStrategy | None = None,
-    processing_time: str | None = None,
-    watermark: str | None = None,
-    spark: Any = None,
-) -> DataStream:
-    """Read a DataFrame as a stream of Rows.
-
-    Parameters
-    ----------
-    df : pyspark.sql.DataFrame
-        Bounded (batch) or streaming.
-    timestamp : str, optional
-        The event-time column: long milliseconds, a Spark timestamp (with or without
-        time zone) or a timestamp string, in every mode. Optional when
-        ``watermark_strategy`` has a timestamp assigner, or for processing-time windows.
-    order_by : str, optional
-        Arrival order of a recorded stream: run as a faithful replay (watermark after
-        every element, across all keys). Omit for Flink's BATCH semantics.
-    watermark_strategy : WatermarkStrategy, optional
-        Defaults to monotonous timestamps.
-    processing_time : str, optional
-        Replay only: the arrival time (long ms or timestamp) that drives processing time.
-    watermark : str, optional
-        Replay only: the watermark in force when each element arrived (long ms), as
-        recorded with the stream; replaces the watermarks of ``watermark_strategy``.
-
-    Returns
-    -------
-    DataStream
-        Nothing runs yet: the pipeline runs when an output of a window is evaluated.
-
-    Raises
-    ------
-    WindowSpecError
-        A column that does not exist, a timestamp column of another type, replay options
-        without ``order_by``, or a ``watermark_strategy`` that is not one.
-    """
-    spark = get_spark(spark if spark is not None else df.sparkSession)
-    strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
-    if not isinstance(strategy, WatermarkStrategy):
-        raise WindowSpecError(f"`watermark_strategy` must be a WatermarkStrategy; got {strategy!r}")
-    names = df.columns
-    for param, column in (
-        ("timestamp", timestamp),
-        ("order_by", order_by),
-        ("processing_time", processing_time),
-        ("watermark", watermark),
-    ):
-        if column is not None and column not in names:
-            raise WindowSpecError(f"`{param}` names a missing column {column!r}; columns: {names}")
-    for param, column in (("processing_time", processing_time), ("watermark", watermark)):
-        if column is not None and order_by is None and not df.isStreaming:
-            raise WindowSpecError(
-                f"`{param}` belongs to a replay: give `order_by` (the arrival order) too"
-            )
-    timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
-    timestamp_ms(df.schema, processing_time, "processing_time")
-    return DataStream(Source(df, timestamp, order_by, strategy, processing_time, watermark), spark)
