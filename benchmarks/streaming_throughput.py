@@ -56,7 +56,7 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import window_stream, write_outputs
-from tidemark.spark.streaming.config import session_max_parallelism
+from tidemark.spark.streaming.keygroups import session_max_parallelism
 from tidemark.spark.streaming.state import read_group_rows
 
 WINDOW_MS = 10_000

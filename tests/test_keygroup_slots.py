@@ -8,17 +8,15 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.config import (
-    MAX_PARALLELISM_CONF,
-    session_max_parallelism,
-    state_partitions_cap,
-)
 from tidemark.spark.streaming.keygroups import (
     GROUPS_FILE,
+    MAX_PARALLELISM_CONF,
     check_checkpoint_groups,
+    session_max_parallelism,
     slot_column,
     slots,
     spark_int_hash,
+    state_partitions_cap,
 )
 
 

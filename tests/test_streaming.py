@@ -128,9 +128,8 @@ def test_two_windows_in_one_query_are_refused_naming_the_fix(spark, tmp_path):
     first = combined_stream(spark, LATENESS, tmp_path / "in")
     second = combined_stream(spark, LATENESS, tmp_path / "in")
     with pytest.raises(WindowSpecError, match="one window .or one chain. per query"):
-        write_outputs(
-            first.unionByName(second), {"main": lambda d, b: None}, str(tmp_path / "checkpoint")
-        )
+        both = dataclasses.replace(first, frame=first.frame.unionByName(second.frame))
+        write_outputs(both, {"main": lambda d, b: None}, str(tmp_path / "checkpoint"))
 
 
 def test_batch_dataframe_is_rejected(spark):

@@ -44,11 +44,8 @@ from tidemark.spark.columns import TS
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.config import (
-    EVENT_AND_PROCESSING_TIME,
-    PROCESSING_TIME,
-    ProcessorConfig,
-)
+from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.modes import EVENT_AND_PROCESSING_TIME, PROCESSING_TIME
 from tidemark.spark.streaming.state import StoredGroup, read_group_rows
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN

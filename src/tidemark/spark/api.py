@@ -465,9 +465,8 @@ class WindowResultStream(DataStream):
             output of a window that is not this one or before it in the chain.
         """
         named, schemas = results.named_sinks(self, sinks)
-        return _write_outputs(
-            self.combined_dataframe(), named, checkpoint, trigger, schemas=schemas
-        )
+        window = execution.streaming_window(self._plan)
+        return _write_outputs(window, named, checkpoint, trigger, schemas=schemas)
 
     def get_side_output(self, tag: OutputTag) -> SideOutputStream:
         """The side output ``tag``: late data (input schema) or what a process function

@@ -32,8 +32,9 @@ from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
 from tidemark.spark.preflight import ensure_workers_import_tidemark
 from tidemark.spark.streaming.plan import run_streaming_window
+from tidemark.spark.streaming.query import StreamingWindow
 
-__all__ = ["ExecutionMode", "mode_of", "combined_frame", "element_frame"]
+__all__ = ["ExecutionMode", "mode_of", "combined_frame", "element_frame", "streaming_window"]
 
 
 class ExecutionMode(enum.Enum):
@@ -46,6 +47,7 @@ class ExecutionMode(enum.Enum):
 
 
 _combined: weakref.WeakKeyDictionary[WindowOp, Any] = weakref.WeakKeyDictionary()
+_streaming: weakref.WeakKeyDictionary[WindowOp, StreamingWindow] = weakref.WeakKeyDictionary()
 _elements: weakref.WeakKeyDictionary[PlanNode, ElementFrame] = weakref.WeakKeyDictionary()
 
 
@@ -73,12 +75,21 @@ def _run(op: WindowOp, spark: Any) -> Any:
     ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker
     mode = mode_of(op, spark)
     if mode is ExecutionMode.STREAMING:
-        return run_streaming_window(op)
+        return streaming_window(op).frame
     frame = element_frame(op.upstream, spark)
     if mode is ExecutionMode.SQL:
         return sql_plan.sql_window(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
     return run_partitioned(op, frame, spark, driver)
+
+
+def streaming_window(op: WindowOp) -> StreamingWindow:
+    """The streaming window of ``op`` on a streaming source: its combined frame and the
+    settings its query starts with, built once."""
+    window = _streaming.get(op)
+    if window is None:
+        window = _streaming[op] = run_streaming_window(op)
+    return window
 
 
 def element_frame(node: PlanNode, spark: Any) -> ElementFrame:

@@ -34,7 +34,8 @@ from pyspark.sql.streaming.stateful_processor import (
 from pyspark.sql.types import StructType
 
 from tidemark.spark.columns import KEY_GROUP, WATERMARK_MARK
-from tidemark.spark.streaming.config import EVENT_TIME, PROCESSING_TIME, ProcessorConfig
+from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME
 from tidemark.spark.streaming.processor import BatchClock, KeyRun, WindowGroups
 from tidemark.spark.streaming.state import STATE_NAME, STATE_SCHEMA, StoredGroup
 

@@ -50,6 +50,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import column_values
 from tidemark.spark.columns import (
@@ -66,10 +67,9 @@ from tidemark.spark.columns import (
     upstream_output_name,
 )
 from tidemark.spark.streaming.keygroups import slot_column
+from tidemark.spark.streaming.modes import EVENT_TIME
 
-__all__ = ["UpstreamInput", "check_chain", "prepare_upstream", "upstream_schemas"]
-
-_EVENT_TIME = "EventTime"
+__all__ = ["UpstreamInput", "check_chain_mode", "prepare_upstream", "upstream_schemas"]
 
 
 @dataclass(frozen=True)
@@ -125,24 +125,22 @@ class UpstreamInput:
         return pdf, phases, column_values(pdf.iloc[:, at + 5], "LongType")
 
 
-def check_chain(
-    df: DataFrame, upstream_depth: int | None, time_mode: str, idleness_ms: int | None
+def check_chain_mode(
+    assigner: WindowAssigner, time_mode: str, idleness_ms: int | None, upstream: Any
 ) -> None:
-    """Refuse a chained window that is not on event time, or a frame that is not an
-    earlier window's combined frame with ``__tm_phase``."""
-    if upstream_depth is None:
-        return
-    missing = [c for c in (OUTPUT, TS, SIDE, DROPPED, PHASE, FORWARDED) if c not in df.columns]
-    if missing:
+    """Refuse a window of a chain (one that reads, or feeds, another in the same query)
+    that is not on event time, or an earlier window not built to feed a later one."""
+    if upstream is not None and not upstream.feeds_downstream:
         raise WindowSpecError(
-            f"`upstream_depth` needs `df` to be the combined frame of an earlier window "
-            f"built with feeds_downstream=True; missing columns {missing}"
+            "`df` must be an earlier window built with feeds_downstream=True to chain a "
+            "window on it: its rows then carry the phase a later window needs"
         )
-    if time_mode != _EVENT_TIME or idleness_ms is not None:
+    if time_mode != EVENT_TIME or idleness_ms is not None:
         raise WindowSpecError(
-            "a window on a streaming window's results runs on the watermark the first "
-            f"window forwards: it needs time_mode='EventTime' without idleness; got "
-            f"time_mode={time_mode!r}, idleness={idleness_ms}ms"
+            "windows chained on a streaming window's results run on the event-time "
+            f"watermark the first window forwards: every window of the chain needs event "
+            f"time (a timestamp and a WatermarkStrategy, no with_idleness); got "
+            f"{assigner!r} in Spark time mode {time_mode!r}, idleness={idleness_ms}ms"
         )
 
 
@@ -172,14 +170,13 @@ def prepare_upstream(
     )
 
 
-def upstream_schemas(known: dict[str, StructType], upstream_depth: int | None) -> dict[str, str]:
-    """The side-output schemas (JSON) of the earlier windows of a chain, under the names
+def upstream_schemas(upstream: Any) -> dict[str, StructType]:
+    """The side-output schemas of the earlier windows of a chain (``upstream``, a
+    :class:`~tidemark.spark.streaming.query.StreamingWindow`, or None), under the names
     their outputs pass by."""
-    if upstream_depth is None:
+    if upstream is None:
         return {}
     return {
-        name
-        if is_upstream_output(name)
-        else upstream_output_name(upstream_depth, name): schema.json()
-        for name, schema in known.items()
+        name if is_upstream_output(name) else upstream_output_name(upstream.depth, name): schema
+        for name, schema in upstream.side_schemas.items()
     }

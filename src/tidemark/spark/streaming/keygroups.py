@@ -42,7 +42,90 @@ from pyspark.sql import functions as F
 from tidemark.errors import WindowSpecError
 from tidemark.spark.session import is_connect
 
-__all__ = ["spark_int_hash", "slots", "slot_column", "check_checkpoint_groups"]
+__all__ = [
+    "spark_int_hash",
+    "slots",
+    "slot_column",
+    "check_checkpoint_groups",
+    "DEFAULT_STATE_PARTITIONS",
+    "GROUPS_PER_PARTITION",
+    "MAX_PARALLELISM_CONF",
+    "session_max_parallelism",
+    "state_partitions_cap",
+    "check_max_parallelism",
+    "parallelism_changed",
+]
+
+_MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
+
+DEFAULT_STATE_PARTITIONS = 32
+"""The most state partitions a streaming query gets by default (see :func:`state_partitions_cap`)."""
+
+GROUPS_PER_PARTITION = 4
+"""Key groups per state partition by default (see :func:`session_max_parallelism`)."""
+
+MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
+"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
+read when the query is built, fixed at its first start."""
+
+_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+
+
+def session_max_parallelism(spark: Any) -> int:
+    """The key groups of a new streaming query on ``spark``: :data:`MAX_PARALLELISM_CONF`,
+    else :data:`GROUPS_PER_PARTITION` per state partition, ``4 x min(spark.sql.shuffle.
+    partitions, 32)``.
+
+    A call per group and micro-batch costs little (the group's row comes with its rows),
+    but Spark copies a group's whole row between the JVM and Python at every call, byte
+    by byte: at 200,000 keys per micro-batch 2 groups ran at 0.32-0.37x of Spark's
+    rows/s, 8 at 0.52x; at 1,000 keys 2 and 8 ran alike (see benchmarks/README.md).
+    """
+    value = spark.conf.get(MAX_PARALLELISM_CONF, None)
+    if value is None:
+        partitions = int(spark.conf.get(_SHUFFLE_PARTITIONS, "200"))
+        return GROUPS_PER_PARTITION * max(1, min(partitions, DEFAULT_STATE_PARTITIONS))
+    try:
+        return int(value)
+    except ValueError:
+        raise WindowSpecError(
+            f"`{MAX_PARALLELISM_CONF}` must be an int in [1, {_MAX_KEY_GROUPS}]; got {value!r}"
+        ) from None
+
+
+def state_partitions_cap(spark: Any, max_parallelism: int | None) -> int:
+    """The most state partitions a query with ``max_parallelism`` key groups (None: the
+    session's) starts with: one per group when the number was given (more could hold no
+    group), else :data:`DEFAULT_STATE_PARTITIONS`, so that Spark's default 200 shuffle
+    partitions do not each run a task and open a state store in every micro-batch."""
+    if max_parallelism is None and spark.conf.get(MAX_PARALLELISM_CONF, None) is None:
+        return DEFAULT_STATE_PARTITIONS
+    return max_parallelism if max_parallelism is not None else session_max_parallelism(spark)
+
+
+def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError:
+    """The error for a restart with another number of key groups than ``where`` (the
+    checkpoint, or a group's row) holds: the one message, naming the fix."""
+    return WindowSpecError(
+        f"`max_parallelism` must stay what the query first started with: {where} has "
+        f"{stored} key groups, this query {wanted}. Restart with "
+        f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
+        "spark.sql.shuffle.partitions: 4 x min(partitions, 32)), or start a new checkpoint"
+    )
+
+
+def check_max_parallelism(max_parallelism: int) -> None:
+    """Refuse a number of key groups outside Flink's range."""
+    if (
+        not isinstance(max_parallelism, int)
+        or isinstance(max_parallelism, bool)
+        or not 1 <= max_parallelism <= _MAX_KEY_GROUPS
+    ):
+        raise WindowSpecError(
+            f"`max_parallelism` must be an int in [1, {_MAX_KEY_GROUPS}]; got "
+            f"max_parallelism={max_parallelism!r}"
+        )
+
 
 GROUPS_FILE = "tidemark-max-parallelism"
 """Beside the checkpoint's ``offsets/`` and ``state/``: the query's number of key groups."""
@@ -105,13 +188,7 @@ def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
         _write_groups(spark, path, groups)
         return
     if stored != groups:
-        raise WindowSpecError(
-            f"`max_parallelism` must stay what the query first started with: the checkpoint "
-            f"{checkpoint!r} has {stored} key groups, this query {groups}. Restart with "
-            f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
-            "spark.sql.shuffle.partitions: 4 x min(partitions, 32)), or start a new "
-            "checkpoint"
-        )
+        raise parallelism_changed(stored, groups, f"the checkpoint {checkpoint!r}")
 
 
 def _read_groups(spark: Any, path: str) -> int | None:

@@ -4,6 +4,7 @@ query (see :mod:`tidemark.spark.streaming`)."""
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -20,16 +21,16 @@ from tidemark.spark.columns import (
     with_function_key,
 )
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
-from tidemark.spark.streaming.config import (
+from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF
+from tidemark.spark.streaming.modes import (
     EVENT_AND_PROCESSING_TIME,
     EVENT_TIME,
-    MAX_PARALLELISM_CONF,
     NONE,
     PROCESSING_TIME,
     TIME_MODES,
     time_mode_for,
 )
-from tidemark.spark.streaming.query import window_stream
+from tidemark.spark.streaming.query import StreamingWindow, window_stream
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
@@ -99,7 +100,7 @@ def _no_key(key: tuple[Any, ...]) -> Any:
     return None
 
 
-def run_streaming_window(op: WindowOp) -> Any:
+def run_streaming_window(op: WindowOp) -> StreamingWindow:
     """The combined streaming output (results and side outputs) of one window operation.
 
     A window on an earlier window's results runs in the same query: the chain becomes
@@ -110,14 +111,14 @@ def run_streaming_window(op: WindowOp) -> Any:
     return _window_frame(op, feeds_downstream=False)
 
 
-def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
+def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
-    chained = isinstance(upstream, WindowOp)
+    earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        df = _window_frame(upstream, feeds_downstream=True)
-        values, timestamp = list(upstream.output_schema.fieldNames()), TS
+        earlier = _window_frame(upstream, feeds_downstream=True)
+        df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
         if timestamp is None and source.strategy.timestamp_assigner is not None:
@@ -127,15 +128,13 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
     if op.key is None:
         df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
     elif op.key.function is not None:
-        df = with_function_key(df, values, op.key.function, combined=chained)
+        df = with_function_key(df, values, op.key.function, combined=earlier is not None)
         keys, engine_key = [KEY], _unpickle_key
     else:
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
-    if chained or feeds_downstream:
-        _check_chain_mode(op, mode, source)
     return window_stream(
-        df,
+        df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,
         timestamp_column=timestamp,
         make_operator=op.operator_factory(),
@@ -151,7 +150,6 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> Any:
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
-        upstream_depth=chain_depth(upstream) if chained else None,
         feeds_downstream=feeds_downstream,
     )
 
@@ -185,18 +183,6 @@ def chain_output_name(last: WindowOp, window: Any, output: Any) -> str:
             "carries them into the next window only; write them from a query of their own"
         )
     return upstream_output_name(chain_depth(window), name)
-
-
-def _check_chain_mode(op: WindowOp, mode: str, source: Source) -> None:
-    """Windows chained on a stream hand results on with the watermark: event time only."""
-    if mode != "EventTime" or source.strategy.idleness_ms is not None:
-        raise WindowSpecError(
-            "windows chained on a streaming window's results run on the event-time "
-            f"watermark the first window forwards: every window of the chain needs event "
-            f"time (a timestamp and a WatermarkStrategy, no with_idleness); got "
-            f"{op.assigner!r} in Spark time mode {mode!r}, idleness="
-            f"{source.strategy.idleness_ms}ms"
-        )
 
 
 def _streaming_source(op: WindowOp) -> Source:

@@ -72,10 +72,8 @@ from tidemark.spark.streaming.clock import (
     idle_watermark,
     spark_event_timer,
 )
-from tidemark.spark.streaming.config import (
-    PROCESSING_TIME,
-    ProcessorConfig,
-)
+from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.modes import PROCESSING_TIME
 from tidemark.spark.streaming.state import (
     NEW_KEY,
     StoredGroup,

@@ -141,8 +141,8 @@ A sink per output, written idempotently by batch id::
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -173,7 +173,7 @@ from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.bindings import WATERMARK_DELAY, key_group_operator
 from tidemark.spark.streaming.chain import (
     UpstreamInput,
-    check_chain,
+    check_chain_mode,
     prepare_upstream,
     upstream_schemas,
 )
@@ -183,22 +183,21 @@ from tidemark.spark.streaming.clock import (
     END_OF_INPUT_MS,
     watermark_delay_ms,
 )
-from tidemark.spark.streaming.config import (
-    EVENT_TIME,
-    PROCESSING_TIME,
-    TIME_MODES,
-    ProcessorConfig,
+from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.keygroups import (
+    check_checkpoint_groups,
     check_max_parallelism,
-    check_time_mode,
     session_max_parallelism,
+    slot_column,
     state_partitions_cap,
 )
-from tidemark.spark.streaming.keygroups import check_checkpoint_groups, slot_column
+from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME, TIME_MODES, check_time_mode
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeDomain
 
 __all__ = [
+    "StreamingWindow",
     "window_stream",
     "write_outputs",
     "select_output",
@@ -208,15 +207,48 @@ __all__ = [
     "STATE_NAME",
 ]
 
-_SCHEMAS_METADATA = "tidemark.side_output_schemas"
-_GROUPS_METADATA = "tidemark.max_parallelism"
-_PARTITIONS_METADATA = "tidemark.state_partitions_cap"
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-_SPARK_TIME_MODE_METADATA = "tidemark.spark_time_mode"
+
+
+@dataclass(frozen=True, eq=False)
+class StreamingWindow:
+    """A streaming window as :func:`window_stream` built it: its combined frame and
+    what starting its query needs, carried as values from definition to
+    :func:`write_outputs`.
+
+    Attributes
+    ----------
+    frame : DataFrame
+        The combined streaming frame: results, side outputs and dropped counts
+        (:mod:`tidemark.spark.columns`).
+    side_schemas : mapping of str to StructType
+        The schemas of the side outputs known when the window was built (its late data,
+        and a chain's earlier windows' side outputs under their pass-through names).
+    max_parallelism : int
+        The query's number of key groups, fixed at its first start.
+    state_partitions_cap : int
+        The most state partitions the query starts with
+        (:func:`~tidemark.spark.streaming.config.state_partitions_cap`).
+    spark_time_mode : str
+        The time mode Spark runs the query in (ProcessingTime: a micro-batch at every
+        trigger interval, so ``availableNow`` would never end).
+    depth : int
+        The window's place in its chain (1: on the source).
+    feeds_downstream : bool
+        Whether a later window of a chain may read it (its rows carry ``__tm_phase``).
+    """
+
+    frame: DataFrame
+    max_parallelism: int
+    state_partitions_cap: int
+    spark_time_mode: str
+    side_schemas: Mapping[str, StructType] = field(default_factory=dict)
+    depth: int = 1
+    feeds_downstream: bool = False
 
 
 def window_stream(
-    df: DataFrame,
+    df: DataFrame | StreamingWindow,
     *,
     key_columns: list[str],
     timestamp_column: str | None,
@@ -230,16 +262,18 @@ def window_stream(
     idleness_ms: int | None = None,
     engine_key: Callable[[tuple], Any] | None = None,
     max_parallelism: int | None = None,
-    upstream_depth: int | None = None,
     feeds_downstream: bool = False,
-) -> DataFrame:
+) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
 
     Parameters
     ----------
-    df : DataFrame
-        A streaming DataFrame without a watermark of its own.
+    df : DataFrame or StreamingWindow
+        A streaming DataFrame without a watermark of its own; or, for a window of a
+        chain, the earlier window (built with ``feeds_downstream=True``): then
+        ``timestamp_column`` is its ``__tm_ts`` and ``value_columns`` its result columns
+        (see "Chains of windows" above).
     key_columns : list of str
         The grouping columns; the engine's key is the value of one column, or the tuple.
     timestamp_column : str or None
@@ -273,71 +307,83 @@ def window_stream(
         smaller state row per call (Spark copies it whole), more calls. Default: the
         session's ``spark.tidemark.streaming.maxParallelism``, else 4 groups per state
         partition, ``4 x min(spark.sql.shuffle.partitions, 32)``; given (here or by the
-        session), the query gets at most one state partition per group.
-    upstream_depth : int, optional
-        A chain: ``df`` is the combined frame (with ``__tm_phase``) of the chain's
-        ``upstream_depth``-th window, ``timestamp_column`` its ``__tm_ts`` and
-        ``value_columns`` its result columns (see "Chains of windows" above).
+        session), the query gets at most one state partition per group. A window of a
+        chain takes its earlier window's.
     feeds_downstream : bool
         A later window of a chain reads the result: add ``__tm_phase``.
 
     Returns
     -------
-    DataFrame
-        Streaming, append mode: ``__tm_output`` ("main", a tag id, or
+    StreamingWindow
+        Its ``frame`` is streaming, append mode: ``__tm_output`` ("main", a tag id, or
         ``"__late_records_dropped"``), ``__tm_ts`` (long ms), the result columns (null
         on side-output rows), ``__tm_side`` (a pickled side-output value) and
         ``__tm_dropped`` (late records dropped by that key in that batch). Split it with
         :func:`select_output` or :func:`write_outputs`.
     """
-    _check_arguments(df, key_columns, timestamp_column, value_columns, time_mode)
-    check_time_mode(make_operator().assigner, time_mode, out_of_orderness_ms, idleness_ms)
-    partitions_cap = state_partitions_cap(df.sparkSession, max_parallelism)
+    upstream = df if isinstance(df, StreamingWindow) else None
+    source = df.frame if isinstance(df, StreamingWindow) else df
+    _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
+    assigner = make_operator().assigner
+    check_time_mode(assigner, time_mode, out_of_orderness_ms, idleness_ms)
+    if upstream is not None or feeds_downstream:
+        check_chain_mode(assigner, time_mode, idleness_ms, upstream)
+    spark = source.sparkSession
+    if upstream is not None:
+        max_parallelism = upstream.max_parallelism
+    partitions_cap = state_partitions_cap(spark, max_parallelism)
     if max_parallelism is None:
-        max_parallelism = session_max_parallelism(df.sparkSession)
+        max_parallelism = session_max_parallelism(spark)
     check_max_parallelism(max_parallelism)
-    check_chain(df, upstream_depth, time_mode, idleness_ms)
     input_names = _input_names(key_columns, value_columns)
-    upstream = None
-    if upstream_depth is None:
+    chained = None
+    if upstream is None:
         prepared = _prepare_input(
-            df, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+            source, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
         )
         prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, max_parallelism))
     else:
-        prepared = prepare_upstream(df, input_names, key_columns, max_parallelism)
-        upstream = UpstreamInput(
-            upstream_depth, len(input_names), len(result_schema.fields), feeds_downstream
+        prepared = prepare_upstream(source, input_names, key_columns, max_parallelism)
+        chained = UpstreamInput(
+            upstream.depth, len(input_names), len(result_schema.fields), feeds_downstream
         )
-    value_types = tuple(type(df.schema[c].dataType).__name__ for c in value_columns)
     config = ProcessorConfig(
         make_operator=make_operator,
         time_mode=time_mode,
         value_names=tuple(value_columns),
-        value_types=value_types,
+        value_types=_type_names(source, value_columns),
         value_positions=tuple(input_names.index(c) for c in value_columns),
         result_names=tuple(result_schema.fieldNames()),
         result_to_row=result_to_row,
         key_positions=tuple(input_names.index(c) for c in key_columns),
-        key_types=tuple(type(df.schema[c].dataType).__name__ for c in key_columns),
+        key_types=_type_names(source, key_columns),
         timestamp_position=len(input_names),
         engine_key=engine_key,
         idleness_ms=idleness_ms,
         max_parallelism=max_parallelism,
-        upstream=upstream,
+        upstream=chained,
         feeds_downstream=feeds_downstream,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
     if config.event_time and out_of_orderness_ms is not None:
         delay = watermark_delay_ms(out_of_orderness_ms)
-    combined = key_group_operator(prepared, config, output_schema, delay)
-    schemas = upstream_schemas(_known_schemas(df), upstream_depth)
+    schemas = upstream_schemas(upstream)
     if late_tag is not None:
-        schemas[late_tag.tag_id] = StructType([df.schema[c] for c in value_columns]).json()
-    return _with_side_schemas(
-        combined, schemas, max_parallelism, partitions_cap, config.spark_time_mode()
+        schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
+    return StreamingWindow(
+        frame=key_group_operator(prepared, config, output_schema, delay),
+        max_parallelism=max_parallelism,
+        state_partitions_cap=partitions_cap,
+        spark_time_mode=config.spark_time_mode(),
+        side_schemas=schemas,
+        depth=1 if upstream is None else upstream.depth + 1,
+        feeds_downstream=feeds_downstream,
     )
+
+
+def _type_names(df: DataFrame, names: list[str]) -> tuple[str, ...]:
+    return tuple(type(df.schema[c].dataType).__name__ for c in names)
 
 
 # ---------------------------------------------------------------------- validation
@@ -424,61 +470,38 @@ def _prepare_input(
 # ---------------------------------------------------------------------- output
 
 
-def _with_side_schemas(
-    combined: DataFrame,
-    schemas: dict[str, str],
-    max_parallelism: int,
-    partitions_cap: int,
-    spark_time_mode: str,
+def select_output(
+    combined: DataFrame | StreamingWindow, name: str, schema: StructType | None = None
 ) -> DataFrame:
-    metadata = {
-        _SCHEMAS_METADATA: json.dumps(schemas),
-        _GROUPS_METADATA: max_parallelism,
-        _PARTITIONS_METADATA: partitions_cap,
-        _SPARK_TIME_MODE_METADATA: spark_time_mode,
-    }
-    columns = [
-        F.col(f"`{c}`").alias(c, metadata=metadata) if c == SIDE else F.col(f"`{c}`")
-        for c in combined.columns
-    ]
-    return combined.select(*columns)
-
-
-def _known_schemas(df: DataFrame) -> dict[str, StructType]:
-    if SIDE not in df.columns:
-        return {}
-    raw = json.loads(df.schema[SIDE].metadata.get(_SCHEMAS_METADATA, "{}"))
-    return {tag: StructType.fromJson(json.loads(schema)) for tag, schema in raw.items()}
-
-
-def select_output(combined: DataFrame, name: str, schema: StructType | None = None) -> DataFrame:
-    """One output of :func:`window_stream`'s DataFrame (streaming or a micro-batch).
+    """One output of a :class:`StreamingWindow` (or of a micro-batch of its frame).
 
     Parameters
     ----------
-    combined : DataFrame
-        What :func:`window_stream` returned (or a micro-batch of it).
+    combined : StreamingWindow or DataFrame
+        What :func:`window_stream` returned, or a micro-batch of its frame.
     name : str
         "main" for the results; a tag id for a side output; ``"__late_records_dropped"``
         for the per-key, per-batch counts of dropped late records.
     schema : StructType, optional
-        The columns of side output ``name``; the late-data tag's are known. Without one,
-        a side output comes as ``timestamp`` (long ms) and ``value`` (pickled bytes).
+        The columns of side output ``name``; a window knows its late data's. Without
+        one, a side output comes as ``timestamp`` (long ms) and ``value`` (pickled bytes).
     """
+    if isinstance(combined, StreamingWindow):
+        schema = schema if schema is not None else combined.side_schemas.get(name)
+        combined = combined.frame
     rows = combined.where(F.col(OUTPUT) == F.lit(name))
     if name == MAIN:
         internal = (OUTPUT, TS, SIDE, DROPPED, PHASE)
         return rows.select(*[F.col(f"`{c}`") for c in combined.columns if c not in internal])
     if is_dropped_output(name):
         return dropped_counts(combined, name)
-    schema = schema if schema is not None else _known_schemas(combined).get(name)
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
     return rows.select(SIDE).mapInPandas(SideDecoder(schema.fieldNames()), schema)
 
 
 def write_outputs(
-    df: DataFrame,
+    window: StreamingWindow,
     sinks: Mapping[str, Callable[[DataFrame, int], None]],
     checkpoint: str,
     trigger: dict[str, Any] | None = None,
@@ -486,11 +509,11 @@ def write_outputs(
     schemas: Mapping[str, StructType] | None = None,
     query_name: str | None = None,
 ) -> StreamingQuery:
-    """Start ONE query that sends each output of :func:`window_stream` to its sink.
+    """Start ONE query that sends each output of a :class:`StreamingWindow` to its sink.
 
     Parameters
     ----------
-    df : DataFrame
+    window : StreamingWindow
         What :func:`window_stream` returned.
     sinks : mapping
         Output name ("main", a tag id, ``"__late_records_dropped"``) ->
@@ -502,7 +525,8 @@ def write_outputs(
     trigger : dict, optional
         Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"availableNow": True}``.
     schemas : mapping, optional
-        Schemas of side outputs other than the late data (see :func:`select_output`).
+        Schemas of side outputs the window does not know (what process functions emit
+        with ``ctx.output``; see :func:`select_output`).
 
     Returns
     -------
@@ -515,23 +539,28 @@ def write_outputs(
     key groups was given: more could hold no key group. Spark keeps that number in the
     checkpoint.
     """
+    if not isinstance(window, StreamingWindow):
+        raise WindowSpecError(
+            f"`window` must be the StreamingWindow window_stream returned; got "
+            f"{type(window).__name__}"
+        )
     if not sinks:
         raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
     bad = [name for name, sink in sinks.items() if not callable(sink)]
     if bad:
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
-    _check_trigger_ends(df, trigger)
-    groups = df.schema[SIDE].metadata.get(_GROUPS_METADATA) if SIDE in df.columns else None
-    if groups is not None:
-        check_checkpoint_groups(df.sparkSession, checkpoint, int(groups))
-    splitter = _BatchSplitter(dict(sinks), dict(schemas or {}))
-    writer = df.writeStream.foreachBatch(splitter).option("checkpointLocation", checkpoint)
+    _check_trigger_ends(window, trigger)
+    spark = window.frame.sparkSession
+    check_checkpoint_groups(spark, checkpoint, window.max_parallelism)
+    splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
+    writer = window.frame.writeStream.foreachBatch(splitter)
+    writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
     # the RocksDB state store and the capped state partitions, for this query
-    with streaming_settings(df.sparkSession), _partitions_capped(df):
+    with streaming_settings(spark), _partitions_capped(spark, window.state_partitions_cap):
         try:
             return writer.outputMode("append").start()
         except AnalysisException as exc:
@@ -544,11 +573,10 @@ def write_outputs(
             ) from exc
 
 
-def _check_trigger_ends(df: DataFrame, trigger: dict[str, Any] | None) -> None:
+def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None) -> None:
     """Refuse ``availableNow`` where Spark would never end the query: in ProcessingTime
     mode Spark runs a micro-batch at every trigger interval, data or not."""
-    mode = df.schema[SIDE].metadata.get(_SPARK_TIME_MODE_METADATA) if SIDE in df.columns else None
-    if trigger and trigger.get("availableNow") and mode == PROCESSING_TIME:
+    if trigger and trigger.get("availableNow") and window.spark_time_mode == PROCESSING_TIME:
         raise WindowSpecError(
             "trigger={'availableNow': True} would never end this query: it serves "
             "processing-time timers (or idleness), so Spark runs it in ProcessingTime mode, "
@@ -558,17 +586,16 @@ def _check_trigger_ends(df: DataFrame, trigger: dict[str, Any] | None) -> None:
 
 
 @contextlib.contextmanager
-def _partitions_capped(df: DataFrame) -> Iterator[None]:
-    """Start the query with at most the state partitions :func:`window_stream` allowed
+def _partitions_capped(spark: Any, cap: int) -> Iterator[None]:
+    """Start the query with at most ``cap`` state partitions
     (:func:`~tidemark.spark.streaming.config.state_partitions_cap`): never more than one
     per key group (a partition beyond ``max_parallelism`` could never hold a key, yet
     Spark would open its state store and run its task in every micro-batch), by default
     at most 32. The query keeps the number it started with (Spark stores it in the
     checkpoint); the session's setting is restored."""
-    cap = df.schema[SIDE].metadata.get(_PARTITIONS_METADATA) if SIDE in df.columns else None
-    conf = df.sparkSession.conf
+    conf = spark.conf
     before = conf.get(_SHUFFLE_PARTITIONS)
-    if cap is None or before is None or int(before) <= int(cap):
+    if before is None or int(before) <= cap:
         yield
         return
     conf.set(_SHUFFLE_PARTITIONS, str(cap))

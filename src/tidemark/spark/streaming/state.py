@@ -37,7 +37,7 @@ from pyspark import cloudpickle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from tidemark._engine.keystate import KeyState
-from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.keygroups import parallelism_changed
 from tidemark.time import LONG_MIN
 
 __all__ = [
@@ -121,11 +121,12 @@ class StoredGroup:
     >>> back = StoredGroup.decode(g.encode(128), 128)
     >>> (back.keys["a"].watermark, back.event_timer, back.exists)
     (5, 9, True)
+    >>> from tidemark.errors import WindowSpecError
     >>> try:
     ...     StoredGroup.decode(g.encode(128), 64)
     ... except WindowSpecError as exc:
-    ...     print(str(exc)[:63])
-    `max_parallelism` must stay what the query first started with (
+    ...     print(str(exc)[:62])
+    `max_parallelism` must stay what the query first started with:
     """
 
     keys: dict[Any, StoredKey] = field(default_factory=dict)
@@ -141,15 +142,7 @@ class StoredGroup:
             return cls()
         stored_parallelism, blob, event_timer, processing_timer, watermark = row
         if stored_parallelism != max_parallelism:
-            raise WindowSpecError(
-                "`max_parallelism` must stay what the query first started with (it is "
-                f"stored with the query's state); got max_parallelism={max_parallelism}, "
-                f"the checkpoint has {stored_parallelism}: restart with "
-                f"max_parallelism={stored_parallelism} (spark.tidemark.streaming."
-                f"maxParallelism={stored_parallelism}; by default it follows "
-                "spark.sql.shuffle.partitions: 4 x min(partitions, 32)), or start a new "
-                "checkpoint"
-            )
+            raise parallelism_changed(stored_parallelism, max_parallelism, "the state row")
         return cls(pickle.loads(blob), event_timer, processing_timer, True, watermark)
 
     def encode(self, max_parallelism: int) -> tuple[Any, ...]:
