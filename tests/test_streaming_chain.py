@@ -40,7 +40,7 @@ from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
 from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.chain import UpstreamInput
 from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.plan import chain_depth
+from tidemark.spark.streaming.from_plan import chain_depth
 from tidemark.testing import Watermark, WindowOperatorHarness
 
 pytestmark = pytest.mark.spark

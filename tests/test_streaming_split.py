@@ -1,4 +1,4 @@
-"""A call's rows split by key (``WindowGroups._split``): built in one pass and put in key
+"""A call's rows split by key (``inputs.RowReader._split``): built in one pass and put in key
 order by one stable sort, they must come out as a row-by-row split would give them.
 
 ::
@@ -25,7 +25,7 @@ from tidemark.functions import ReduceFunction
 from tidemark.spark.columns import EARLY, ON_ELEMENTS, TS
 from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS
 from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.processor import WindowGroups, _key_segments
+from tidemark.spark.streaming.inputs import _key_segments, row_reader
 
 
 class First(ReduceFunction):
@@ -55,10 +55,8 @@ def _config(**changes) -> ProcessorConfig:  # type: ignore[no-untyped-def]
 
 
 def _split(config: ProcessorConfig, *frames: list[tuple]) -> dict:
-    groups = WindowGroups(config)
-    groups._prepare()
     pdfs = [pd.DataFrame(rows, columns=COLUMNS) for rows in frames]
-    runs, passed, forwarded = groups._split_frames(pdfs)
+    runs, passed, forwarded = row_reader(config).split_frames(pdfs)
     assert passed == [] and forwarded == {}
     return {key: [[tuple(r) for r in run[2]], run[3]] for key, run in runs.items()}
 

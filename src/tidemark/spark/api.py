@@ -196,7 +196,7 @@ class WindowedStream:
     Not supported: on a streaming DataFrame, chained windows in processing time or with
     idleness. A pipeline with timers in both time domains streams as a ProcessingTime
     query (a micro-batch at every trigger interval; see
-    :mod:`tidemark.spark.streaming.query`).
+    ``docs/streaming.md``).
     """
 
     def __init__(self, op: WindowOp, spark: Any):

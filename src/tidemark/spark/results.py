@@ -19,7 +19,7 @@ from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
-from tidemark.spark.streaming.plan import chain_output_name
+from tidemark.spark.streaming.from_plan import chain_output_name
 
 __all__ = ["SideOutputStream", "side_output_schema", "named_sinks", "late_records_dropped"]
 

@@ -1,4 +1,5 @@
-"""The Spark operators that call the key groups (:class:`.processor.WindowGroups`).
+"""The Spark operators that call the key groups (:class:`.groups.WindowGroups`): thin
+adapters, each a :class:`~.groups.GroupStore` of its operator's state and timers.
 
 A window not in a chain runs in ``applyInPandasWithState`` (:class:`WindowGroupFunction`):
 Spark hands each call its group's row with the rows and takes it back with the results,
@@ -10,7 +11,7 @@ query, and its output carries no event-time column a later stateful operator cou
 follow, so the windows of a chain (:mod:`.chain`) run in ``transformWithStateInPandas``
 (:class:`WindowStatefulProcessor`): the group's row is a ValueState, its timers Spark
 timers (one per time domain). Both run the same key groups, so the equivalence of
-:mod:`.query` holds in either.
+the streaming guide (``docs/streaming.md``) holds in either.
 
 A timeout is due once Spark's clock passes it (``timeout < watermark``, or ``< batch
 time``); a Spark timer once the clock reaches it (``timer <= watermark``), so a group's
@@ -35,9 +36,10 @@ from pyspark.sql.types import StructType
 
 from tidemark.spark.columns import KEY_GROUP, WATERMARK_MARK
 from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.groups import WindowGroups
 from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME
-from tidemark.spark.streaming.processor import BatchClock, KeyRun, WindowGroups
 from tidemark.spark.streaming.state import STATE_NAME, STATE_SCHEMA, StoredGroup
+from tidemark.spark.streaming.time_advance import BatchClock, Timers
 
 __all__ = ["WindowStatefulProcessor", "WindowGroupFunction", "key_group_operator"]
 
@@ -76,50 +78,58 @@ def key_group_operator(
     )
 
 
-class WindowStatefulProcessor(WindowGroups, StatefulProcessor):
+class WindowStatefulProcessor(StatefulProcessor):
     """The key groups in ``transformWithStateInPandas`` (a window of a chain): the
     group's row is a ValueState, its timers Spark timers (one per time domain)."""
 
+    def __init__(self, config: ProcessorConfig):
+        self._groups = WindowGroups(config)
+        self._max_parallelism = config.max_parallelism
+
     def init(self, handle: StatefulProcessorHandle) -> None:
-        self._prepare()
         self._handle = handle
         self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        return self._call(*self._split_frames(rows), timerValues, None)
+        return self._groups.call(_ValueStateStore(self, timerValues, None), rows)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
-        return self._call({}, [], {}, timerValues, expired)
+        return self._groups.call(_ValueStateStore(self, timerValues, expired), [])
 
     def close(self) -> None:
         pass
 
-    def _call(
-        self,
-        runs: dict[Any, KeyRun],
-        passed: list[tuple[Any, ...]],
-        forwarded: dict[Any, int],
-        timer_values: TimerValues,
-        expired: int | None,
-    ) -> Iterator[pd.DataFrame]:
-        group = StoredGroup.decode(self._state.get(), self._config.max_parallelism)
-        clock = self._clock(
-            timer_values.getCurrentProcessingTimeInMs(), timer_values.getCurrentWatermarkInMs
-        )
-        records = self._run(group, runs, clock, passed, forwarded)
-        self._save(group, expired, clock)
-        return self._frames(records)
 
-    def _save(self, group: StoredGroup, expired: int | None, clock: BatchClock) -> None:
-        """Write the group's row once and move its Spark timers to its keys' earliest."""
-        event_timer, processing_timer = self._wanted_timers(group, clock)
+class _ValueStateStore:
+    """A group's row in a ValueState, its timers Spark timers: a timer is due once the
+    clock reaches it (``timer <= watermark``)."""
+
+    def __init__(
+        self, processor: WindowStatefulProcessor, timers: TimerValues, expired: int | None
+    ):
+        self._processor = processor
+        self._timers = timers
+        self._expired = expired
+        self.now = timers.getCurrentProcessingTimeInMs()
+
+    def watermark(self) -> int:
+        return self._timers.getCurrentWatermarkInMs()
+
+    def read(self) -> Any:
+        return self._processor._state.get()
+
+    def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
+        """Write the group's row once and move its Spark timers to ``timers``."""
+        processor, expired = self._processor, self._expired
+        event_timer, processing_timer = timers
         registered_event, registered_processing = group.event_timer, group.processing_timer
-        if self._polls_watermark:
+        holds_event_timers = processor._groups.holds_event_timers
+        if not holds_event_timers:
             registered_event = None  # the row's note of the earliest, not a Spark timer
         if expired is not None:
             # Spark deletes the expired timer after this call: re-registering the same
@@ -130,62 +140,77 @@ class WindowStatefulProcessor(WindowGroups, StatefulProcessor):
             if registered_processing == expired:
                 registered_processing = None
                 processing_timer = expired + 1 if processing_timer == expired else processing_timer
-        if not self._polls_watermark:
+        if holds_event_timers:
             self._move_timer(registered_event, event_timer)
         self._move_timer(registered_processing, processing_timer)
         if not group.keys:
             if group.exists:
-                self._state.clear()
+                processor._state.clear()
             return
         group.event_timer, group.processing_timer = event_timer, processing_timer
-        self._state.update(group.encode(self._config.max_parallelism))
+        processor._state.update(group.encode(processor._max_parallelism))
 
     def _move_timer(self, registered: int | None, wanted: int | None) -> None:
         if registered == wanted:
             return
+        handle = self._processor._handle
         if registered is not None:
-            self._handle.deleteTimer(registered)  # harmless when it already fired
+            handle.deleteTimer(registered)  # harmless when it already fired
         if wanted is not None:
-            self._handle.registerTimer(wanted)
+            handle.registerTimer(wanted)
 
 
-class WindowGroupFunction(WindowGroups):
+class WindowGroupFunction:
     """The key groups in ``applyInPandasWithState``: the function Spark calls with a
     group's rows and its ``GroupState`` (the group's row and its one timeout)."""
 
+    def __init__(self, config: ProcessorConfig):
+        self._groups = WindowGroups(config)
+        self._max_parallelism = config.max_parallelism
+        self._timeout = _TIMEOUTS.get(config.spark_time_mode(), "NoTimeout")
+
     def timeout(self) -> str:
         """The ``GroupStateTimeout`` of the query."""
-        mode = self._config.spark_time_mode()
-        if mode == EVENT_TIME:
-            return "EventTimeTimeout"
-        return "ProcessingTimeTimeout" if mode == PROCESSING_TIME else "NoTimeout"
+        return self._timeout
 
     def __call__(
         self, key: Any, rows: Iterator[pd.DataFrame], state: Any
     ) -> Iterator[pd.DataFrame]:
-        if self._row_type is None:
-            self._prepare()
         # a timed-out group comes with an empty frame
-        runs, passed, forwarded = self._split_frames([] if state.hasTimedOut else rows)
-        stored = state.get if state.exists else None
-        group = StoredGroup.decode(stored, self._config.max_parallelism)
-        clock = self._clock(state.getCurrentProcessingTimeMs(), state.getCurrentWatermarkMs)
-        records = self._run(group, runs, clock, passed, forwarded)
-        self._save(state, group, clock)
-        return self._frames(records)
+        frames = [] if state.hasTimedOut else rows
+        return self._groups.call(_GroupStateStore(self, state), frames)
 
-    def _save(self, state: Any, group: StoredGroup, clock: BatchClock) -> None:
-        """Write the group's row and set its timeout (Spark unsets it at every call): the
-        timer less 1 ms, at least the current watermark, at least 1 ms ahead in
-        processing time."""
-        event_timer, processing_timer = self._wanted_timers(group, clock)
+
+_TIMEOUTS = {EVENT_TIME: "EventTimeTimeout", PROCESSING_TIME: "ProcessingTimeTimeout"}
+
+
+class _GroupStateStore:
+    """A group's row in a ``GroupState`` with one timeout, which Spark unsets at every
+    call: a timeout is due once Spark's clock passes it (``timeout < watermark``, or
+    ``< batch time``), so it is the group's timer less 1 ms."""
+
+    def __init__(self, function: WindowGroupFunction, state: Any):
+        self._function = function
+        self._state = state
+        self.now = state.getCurrentProcessingTimeMs()
+
+    def watermark(self) -> int:
+        return self._state.getCurrentWatermarkMs()
+
+    def read(self) -> Any:
+        return self._state.get if self._state.exists else None
+
+    def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
+        """Write the group's row and set its timeout: the timer less 1 ms, at least the
+        current watermark, at least 1 ms ahead in processing time."""
+        state, timeout = self._state, self._function.timeout()
+        event_timer, processing_timer = timers
         if not group.keys:
             if state.exists:
                 state.remove()
             return
         group.event_timer, group.processing_timer = event_timer, processing_timer
-        state.update(group.encode(self._config.max_parallelism))
-        timeout = self.timeout()
+        state.update(group.encode(self._function._max_parallelism))
         if timeout == "EventTimeTimeout" and event_timer is not None:
             state.setTimeoutTimestamp(max(event_timer - 1, clock.spark_watermark_ms))
         elif timeout == "ProcessingTimeTimeout" and processing_timer is not None:

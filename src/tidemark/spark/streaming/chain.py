@@ -29,7 +29,7 @@ micro-batch ``n`` both windows are presented the same ``W``; the earlier one mar
 result with ``__tm_phase`` (:data:`~tidemark.spark.columns.EARLY` when it fired on
 advancing to ``W``, :data:`~tidemark.spark.columns.ON_ELEMENTS` on the batch's
 elements), and the later one feeds the early results, advances to ``W``, then feeds the
-rest (:mod:`.processor`). The earlier window's side outputs and dropped counts pass
+rest (:mod:`.groups`, :mod:`.inputs`). The earlier window's side outputs and dropped counts pass
 through the later one's processor, renamed by
 :func:`~tidemark.spark.columns.upstream_output_name`, so the last window's combined
 frame carries every output of the chain and one query writes them all.

@@ -1,138 +1,24 @@
-"""Structured Streaming: the window operator per key group in ``applyInPandasWithState``.
+"""Structured Streaming: a window operation as ONE streaming query.
 
-:func:`window_stream` turns a streaming DataFrame into ONE streaming DataFrame that
-carries the window results and every side output (the late data, what process functions
-emit with ``ctx.output``, and the count of dropped late records), so a single query runs
-the operator once; :func:`write_outputs` sends each output to its own sink from that
-query with ``foreachBatch``.
+:func:`window_stream` turns a streaming DataFrame into a :class:`StreamingWindow`: ONE
+streaming frame that carries the window results and every side output (the late data,
+what process functions emit with ``ctx.output``, and the count of dropped late records),
+with the settings its query starts with; :func:`write_outputs` starts the query and
+sends each output to its own sink with ``foreachBatch``, so the operator runs once per
+micro-batch.
 
-Equivalence with the engine
----------------------------
-Let micro-batch ``n`` hold the elements ``E_n`` and let ``M_n`` be the largest timestamp
-in ``E_0 .. E_n``. With ``out_of_orderness`` ``d``, Flink's bounded-out-of-orderness
-watermark after batch ``n`` is ``W_n = M_n - d - 1``. The streaming run emits exactly
-(as a multiset; rows of different keys in any order) what the engine emits when fed::
-
-    E_0, watermark W_0, E_1, watermark W_1, ..., E_n, watermark W_n [, watermark MAX]
-
-where a watermark is only fed when it is higher than the one before, and ``MAX``
-(``Long.MAX_VALUE``) follows an end-of-input marker. Elements of one key reach the engine
-in the order Spark delivers them (file order for one file per batch); within a batch the
-watermark is fixed, so the order matters only to order-sensitive functions (count
-windows, non-commutative reduces), never to lateness.
-
-How: Spark's watermark is put on the column ``timestamp + 2**51 ms`` with the delay
-``2**51 - 2**50 + d + 1 ms``, so Spark's watermark is ``W + 2**50`` (Spark's clock starts
-at 0 and only rises; Flink's starts at ``Long.MIN_VALUE``; the offset carries negative
-timestamps). The column is projected away before the processor: Spark's late-row filter
-has nothing to filter on, so no row is dropped by Spark and the engine decides lateness
-per window, as Flink does (an element behind the watermark whose window is still open is
-added; one within allowed lateness causes a late firing; others go to the late side
-output or ``numLateRecordsDropped``). In batch ``n + 1`` Spark presents ``W_n``; each
-key is first advanced to it, firing due timers, then fed its rows; a key without rows
-whose timer is due is advanced alone. A key's timer is its earliest engine timer, or the
-key's watermark + 1 for a timer registered at or behind it (the engine fires such a timer
-with the next watermark). Outputs carry the same timestamps (``window.max_timestamp()``)
-and user functions see the same watermark.
-
-Key groups
-----------
-Spark groups rows by key group, ``pmod(hash(key columns), max_parallelism)`` (Flink's key
-groups, :mod:`.state`; each placed on its own state partition, :mod:`.keygroups`), not by
-key: one processor call serves every key of a group in a micro-batch, with one state row
-and one Spark timer per group (the earliest of its keys' timers). Within a call each key
-still moves exactly as above: its own clocks and timers are kept in the group's row, only
-keys with rows or a due timer are visited, and a key's rows reach the engine in Spark's
-order; a key whose clocks already stand at Spark's watermark is not advanced again (its
-timers behind the watermark wait for the next one). So the equivalence holds per key
-whatever ``max_parallelism`` is. The number of groups (by default one per state
-partition) is fixed when the query first starts (kept in every group's row and beside
-the checkpoint; a restart with another value is refused) and caps the query's state
-partitions (:func:`write_outputs`).
-
-End of a bounded input
-----------------------
-Spark has no final watermark: timers beyond the last watermark never fire. A row whose
-timestamp is at or after :data:`END_OF_INPUT_MS` (9999-12-31T23:59:59.999Z) is an
-end-of-input marker: it is never given to the window operator (its key and other columns
-are ignored) and it moves the watermark to ``Long.MAX_VALUE`` in the next micro-batch,
-which Spark runs at once (a no-data batch), firing every remaining timer, as Flink does at
-the end of a bounded source. Rows after the marker are late.
-
-Chains of windows
------------------
-A window on an earlier window's results (``upstream_depth``) runs in the same query; the
-equivalence above then holds for the whole chain, each later window fed what the one
-before emitted and forwarded, as in Flink (:mod:`.chain`). Event time only.
-
-Output mode and late firings
-----------------------------
-The query is append-only: a late firing (allowed lateness) or a continuous trigger's
-early firing is a further result row for the same window. To keep one row per window
-downstream, upsert on (key, window start, window end) keeping the row of the highest
-``(batch_id, __tm_ts)``, or give the window function a firing sequence from per-window
-state (``ctx.window_state()``) and upsert on (key, window, sequence) to keep them all.
-
-Processing time and idleness
-----------------------------
-Processing-time windows and triggers run with ``time_mode="ProcessingTime"``: the batch's
-processing time (``getCurrentProcessingTimeInMs``) is the engine's clock, rows of a batch
-arrive at that time, and Spark processing-time timers fire the engine's; Spark runs a
-batch at every trigger interval even without data, so windows close on idle input.
-
-Timers in both domains (an event-time window with a processing-time trigger, the reverse,
-or a custom trigger declaring both) run with ``time_mode="EventTimeAndProcessingTime"``:
-Spark runs the query in ProcessingTime mode with the watermark above. In micro-batch
-``n + 1`` at processing time ``T`` a key is advanced to ``W_n`` (event-time timers fire),
-then to ``T`` (processing-time timers fire), then fed its rows: the engine fed
-``..., E_n, watermark W_n, processing time T, E_n+1, ...``. Spark holds no event-time timer
-in that mode, so a key group whose keys wait for the watermark is called in every
-micro-batch (a processing-time timer for the next one) and visits a key once Spark's
-watermark reaches the key's timer: every firing sees the watermark it would see in an
-EventTime query. That costs a micro-batch at every trigger interval, with a call per such
-key group, where an EventTime query runs batches only for data and watermark advances.
-A timer in a domain the query does not serve (e.g. an event-time timer on a stream
-without a watermark) fails the query with :class:`~tidemark.errors.WindowSpecError`.
-
-Idleness (``WatermarkStrategy.with_idleness``) goes beyond Flink. In Flink it stops an idle
-split from holding back the minimum watermark over splits; Spark's watermark is the
-maximum over all partitions, so an idle partition never holds it back. But when the whole
-input is idle, Flink's watermark stands still and event-time windows wait for data.
-tidemark instead lets the watermark advance with the processing-time clock:
-
-    Let ``W`` be the engine watermark of Spark's current watermark and ``T_W`` the
-    processing time of the first micro-batch in which the key saw it. In a micro-batch
-    at processing time ``T``, the key's operator is advanced to
-    ``max(W, W + (T - T_W - idleness))``; it never goes back (a watermark not above the
-    operator's is ignored), so when data moves Spark's watermark again, the normal
-    watermark takes over once it passes the idle one.
-
-Spark's watermark is the only signal shared by all keys
-that moves when data arrives. So "idle" means "the watermark has not advanced for
-``idleness``": elements that arrive but do not raise the largest timestamp (all behind it)
-do not count as activity, unlike Flink's idleness. The query then runs in Spark's
-ProcessingTime mode (a micro-batch at every trigger interval, with or without data; the
-watermark from ``withWatermark`` is still the one above), and every key with a pending
-event-time timer is visited in every micro-batch (its group's processing-time timer), so all such
-keys see the same ``T_W``: the first micro-batch that presented ``W``. A key whose
-windows are all gone keeps its clock and watermark while that watermark is ahead of
-Spark's (visited once per ``idleness``, cleared once Spark's watermark reaches it), so its
-new elements meet the same idle watermark. A key with no row at all (never seen, or
-cleared) starts its clock when it is first visited, so it can only see a lower idle
-watermark than the keys visited all along. Elements behind the
-idle-advanced watermark are late by the usual rules (late firing, side output or
-``numLateRecordsDropped``). Give the query a processing-time trigger (e.g.
-``{"processingTime": "1 second"}``): the default trigger would run no-data batches back to
-back, and ``processAllAvailable()`` never returns. Idleness needs event-time windows or
-triggers (``time_mode="EventTime"`` or ``"EventTimeAndProcessingTime"``); anything else is
-a :class:`~tidemark.errors.WindowSpecError`. Without idleness nothing of this applies.
+Contract: the query emits exactly what the engine emits when fed each micro-batch's
+elements followed by the watermark Spark moved to (and the final watermark after an
+end-of-input row); tidemark, not Spark, decides what is late. The statement, with key
+groups, end of input, chains, processing time and idleness, is the streaming guide:
+``docs/streaming.md``.
 
 Examples
 --------
 A sink per output, written idempotently by batch id::
 
-    combined = window_stream(df, key_columns=["user"], timestamp_column="ts", ...)
-    query = write_outputs(combined, {
+    window = window_stream(df, key_columns=["user"], timestamp_column="ts", ...)
+    query = write_outputs(window, {
         "main": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/main/batch={b}"),
         "late": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/late/batch={b}"),
     }, checkpoint=f"{out}/_checkpoint", trigger={"availableNow": True})
@@ -273,7 +159,7 @@ def window_stream(
         A streaming DataFrame without a watermark of its own; or, for a window of a
         chain, the earlier window (built with ``feeds_downstream=True``): then
         ``timestamp_column`` is its ``__tm_ts`` and ``value_columns`` its result columns
-        (see "Chains of windows" above).
+        (see "Chains of windows" in the streaming guide).
     key_columns : list of str
         The grouping columns; the engine's key is the value of one column, or the tuple.
     timestamp_column : str or None
@@ -293,10 +179,10 @@ def window_stream(
     time_mode : {"EventTime", "ProcessingTime", "EventTimeAndProcessingTime", "None"}
         Which engine timers the query serves ("None": count windows without timers). With
         processing time among them Spark runs the query in ProcessingTime mode: give it
-        a processing-time trigger (see the module docstring).
+        a processing-time trigger (see the streaming guide).
     idleness_ms : int, optional
         Event time only: let the watermark advance with processing time once it stood
-        still this long (see the module docstring); the query then runs in Spark's
+        still this long (see the streaming guide); the query then runs in Spark's
         ProcessingTime mode and needs a processing-time trigger.
     engine_key : callable, optional
         Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).

@@ -49,7 +49,7 @@ def time_mode_of(op: WindowOp) -> str:
 
     Both domains (e.g. an event-time window with a processing-time trigger, or a custom
     trigger declaring both) make a query that Spark runs in ProcessingTime mode, with a
-    micro-batch at every trigger interval (:mod:`.query`). A custom trigger that does not
+    micro-batch at every trigger interval (the streaming guide, ``docs/streaming.md``). A custom trigger that does not
     declare (``Trigger.declares_timer_domains``) is taken to use the windows' clock, or
     both on ``GlobalWindows``: most such triggers time the window they are given, and a
     query of one domain ends with ``availableNow`` where a ProcessingTime one never does.
@@ -106,7 +106,7 @@ def run_streaming_window(op: WindowOp) -> StreamingWindow:
     A window on an earlier window's results runs in the same query: the chain becomes
     one ``transformWithStateInPandas`` per window, each reading the one before in the
     same micro-batch, and the last one's combined frame carries every window's side
-    outputs and dropped counts (see :mod:`tidemark.spark.streaming.query`).
+    outputs and dropped counts (see ``docs/streaming.md``).
     """
     return _window_frame(op, feeds_downstream=False)
 

@@ -1,0 +1,306 @@
+"""The window operator per key group, whichever Spark operator calls it (:mod:`.bindings`).
+
+Spark groups the rows by key group (see :mod:`.state`) and calls once per key group and
+micro-batch: for a group with input rows, or for a group whose Spark timer (timeout)
+expired. Each call
+
+1. reads the group's row (handed over with the rows, or one state-store get) and splits
+   the batch's rows by key, each key's rows in Spark's order;
+2. picks the keys to visit: those with rows, and those whose own Spark timer (the one a
+   query with a Spark key per engine key would have registered) is due;
+3. for each visited key works out the clocks it moves to, exactly as a processor called
+   for that key alone would: ``process_watermark(W)`` when Spark's watermark maps to an
+   engine watermark ``W`` later than the key's (event time), then
+   ``advance_processing_time(T)`` with the batch's processing time ``T`` (processing
+   time);
+4. runs one window operator per distinct pair of clocks (nearly always one per call):
+   restores the keys whose watermark advances and advances it, restores the keys whose
+   processing time advances and advances that (due timers fire, in the engine's order),
+   restores the other keys, feeds each key's rows, and takes the keys' state back;
+5. emits results, side outputs and the late-record count as rows of the combined schema;
+6. writes the group's row back once (or clears it when no key is left) and moves the
+   group's one Spark timer per time domain (its one timeout) to its keys' earliest.
+
+Keys the call does not visit keep their stored bytes untouched.
+
+What varies between queries is chosen once, when a worker first calls, from the frozen
+:class:`~tidemark.spark.streaming.config.ProcessorConfig`, so the per-call path has no
+branch on it: where the rows come from (:mod:`.inputs`: the source, or an earlier
+window in a chain, whose early results step 4 feeds before advancing), how time advances
+(:mod:`.time_advance`: Spark-held timers, the watermark polled in a ProcessingTime query,
+the idle clock), and whether output rows carry a chain's phase (:mod:`.outputs`). The
+Spark operators that call it are thin adapters (:mod:`.bindings`) over one
+:class:`GroupStore`.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import pandas as pd
+
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import WindowOperator
+from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.clock import engine_watermark
+from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.inputs import KeyRun, RowReader, row_reader
+from tidemark.spark.streaming.outputs import Outputs, outputs_for
+from tidemark.spark.streaming.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
+from tidemark.spark.streaming.time_advance import (
+    BatchClock,
+    TimeAdvance,
+    Timers,
+    Visit,
+    time_advance_for,
+)
+from tidemark.spark.worker_gc import fewer_gc_passes
+
+__all__ = ["GroupStore", "WindowGroups", "object_frame"]
+
+
+class GroupStore(Protocol):
+    """A key group's row and Spark timers, as one Spark operator keeps them: what a
+    binding (:mod:`.bindings`) gives :meth:`WindowGroups.call`."""
+
+    now: int
+    """The batch's processing time (ms)."""
+
+    def watermark(self) -> int:
+        """Spark's current watermark (ms; read only where the query has one)."""
+        ...
+
+    def read(self) -> Any:
+        """The group's row (a tuple of :data:`~.state.STATE_SCHEMA`), or None."""
+        ...
+
+    def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
+        """Write the group's row (or clear it when no key is left) and set its Spark
+        timers to ``timers`` (event-time, processing-time; on Spark's clocks)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Parts:
+    """The variations of one query, built once per worker from its configuration."""
+
+    reader: RowReader
+    advance: TimeAdvance
+    outputs: Outputs
+
+
+class WindowGroups:
+    """The window operator per key group, whatever Spark operator calls it: split a
+    call's rows by key, visit the keys, and work out the group's row and Spark timers
+    (module docstring, steps 1-6)."""
+
+    def __init__(self, config: ProcessorConfig):
+        self._config = config
+
+    @functools.cached_property
+    def _parts(self) -> _Parts:
+        # Built on the worker, at its first call. A call builds and drops many small
+        # objects (Rows, key states) and no cycles.
+        fewer_gc_passes()
+        config = self._config
+        return _Parts(row_reader(config), time_advance_for(config), outputs_for(config))
+
+    @property
+    def holds_event_timers(self) -> bool:
+        """Whether Spark holds the groups' event-time timers (see :mod:`.time_advance`)."""
+        return self._parts.advance.holds_event_timers
+
+    def call(self, store: GroupStore, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+        """One call of Spark's for one key group: its rows (``frames``, empty for a
+        timer) through the group's keys; returns the output rows."""
+        parts = self._parts
+        runs, passed, forwarded = parts.reader.split_frames(frames)
+        group = StoredGroup.decode(store.read(), self._config.max_parallelism)
+        clock = parts.advance.clock(store.now, store.watermark)
+        records = self._run(group, runs, clock, passed, forwarded)
+        timers = parts.outputs.group_timers(parts.advance.group_timers(group, clock), group, clock)
+        store.save(group, timers, clock)
+        return self._frames(records)
+
+    def _run(
+        self,
+        group: StoredGroup,
+        runs: dict[Any, KeyRun],
+        clock: BatchClock,
+        passed: list[tuple[Any, ...]],
+        forwarded: dict[Any, int],
+    ) -> list[tuple[Any, ...]]:
+        """Visit the keys (steps 2-5); ``group`` then holds the keys' new state."""
+        cohorts: dict[tuple[int, int, int | None], list[Visit]] = {}
+        for key in self._keys_to_visit(group, runs, clock):
+            visit = self._parts.advance.visit(key, group.keys.get(key, NEW_KEY), clock)
+            cohort = _cohort(visit, runs.get(key), forwarded.get(key))
+            cohorts.setdefault(cohort, []).append(visit)
+        # What this window forwarded last (the watermark of its previous call)
+        follows = None if group.watermark is None else engine_watermark(group.watermark)
+        records = passed
+        for (_, _, early), visits in cohorts.items():
+            self._run_cohort(visits, runs, group, clock, records, early, follows)
+        group.watermark = clock.spark_watermark_ms
+        return records
+
+    def _frames(self, records: list[tuple[Any, ...]]) -> Iterator[pd.DataFrame]:
+        if not records:
+            return iter([])
+        return iter([object_frame(self._config.output_columns(), records)])
+
+    def _keys_to_visit(
+        self, group: StoredGroup, runs: dict[Any, Any], clock: BatchClock
+    ) -> list[Any]:
+        """Keys with rows, then keys whose own Spark timer is due (as Spark would fire it)."""
+        due_event = group.event_timer is not None and group.event_timer <= clock.spark_watermark_ms
+        due_processing = group.processing_timer is not None and group.processing_timer <= clock.now
+        keys = list(runs)
+        if not (due_event or due_processing):
+            return keys
+        watermark_ms, now = clock.spark_watermark_ms, clock.now
+        for key, stored in group.keys.items():
+            if key in runs:
+                continue
+            event, processing = stored.event_timer, stored.processing_timer
+            if (event is not None and event <= watermark_ms) or (
+                processing is not None and processing <= now
+            ):
+                keys.append(key)
+        return keys
+
+    def _run_cohort(
+        self,
+        visits: list[Visit],
+        runs: dict[Any, KeyRun],
+        group: StoredGroup,
+        clock: BatchClock,
+        records: list[tuple[Any, ...]],
+        early: int | None,
+        follows: int | None,
+    ) -> None:
+        """One operator for keys that share their clocks: advance, feed, take state back.
+
+        The watermark moves first (the one Spark moved to after the previous batch), then
+        processing time (the batch's): each key sees the order the engine fed those
+        clocks in that order would give it; a key joins the operator just before the
+        first clock it advances, so a clock it does not advance fires none of its timers.
+        A chain's early rows go in just before the watermark moves, under ``early``, the
+        watermark the earlier window forwarded before them (:mod:`.chain`); this window's
+        results fired on the watermark follow ``follows``, the one it forwarded last.
+        """
+        first = visits[0]
+        operator = self._config.make_operator()
+        operator.current_watermark = first.watermark if early is None else early
+        operator.current_processing_time = first.processing_time
+        waiting = visits
+        if any(v.advances_watermark for v in visits):
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_watermark)
+            for visit in visits:
+                run = runs.get(visit.key)
+                if visit.advances_watermark and run is not None and run[0]:
+                    operator.process_elements(visit.key, run[0], run[1])
+            operator.process_watermark(first.watermark)
+        if any(v.advances_processing_time for v in visits):
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_processing_time)
+            operator.advance_processing_time(first.processing_time)
+        _restore_where(operator, waiting, lambda v: True)
+        before_elements = len(operator.output)
+        for visit in visits:
+            run = runs.get(visit.key)
+            if run is None:
+                continue
+            if run[0] and not visit.advances_watermark:
+                operator.process_elements(visit.key, run[0], run[1])
+            operator.process_elements(visit.key, run[2], run[3])
+        records.extend(self._parts.outputs.records(operator, before_elements, follows))
+        for visit in visits:
+            self._take_back(operator, visit, group, clock)
+
+    def _take_back(
+        self, operator: WindowOperator, visit: Visit, group: StoredGroup, clock: BatchClock
+    ) -> None:
+        """Store ``visit.key``'s state and clocks in the group (or drop the key)."""
+        key_state = operator.snapshot_key(visit.key)
+        if key_state is not None and key_state.is_empty():
+            key_state = None
+        event_times = [t for t, _ in key_state.event_timers] if key_state else []
+        processing_times = [t for t, _ in key_state.processing_timers] if key_state else []
+        self._check_timer_domains(visit.key, event_times, processing_times)
+        advance = self._parts.advance
+        keep_clock = advance.keeps_clock(visit, clock)
+        if key_state is None and not keep_clock:
+            group.keys.pop(visit.key, None)
+            return
+        event_timer, processing_timer = advance.key_timers(
+            visit, event_times, processing_times, keep_clock
+        )
+        group.keys[visit.key] = StoredKey(
+            None if key_state is None else dump_key_state(key_state),
+            visit.watermark,
+            visit.processing_time,
+            event_timer,
+            processing_timer,
+            visit.seen_watermark,
+            visit.seen_at,
+        )
+
+    def _check_timer_domains(
+        self, key: Any, event_times: list[int], processing_times: list[int]
+    ) -> None:
+        """Fail on a timer in a time domain the query does not serve, naming the fix."""
+        config, mode = self._config, self._config.time_mode
+        if processing_times and not config.processing_time:
+            raise WindowSpecError(
+                f"a processing-time timer was registered (key={key!r}, times="
+                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}, which "
+                "serves no processing time: the trigger must declare "
+                "TimeDomain.PROCESSING_TIME in timer_domains() (window_stream: "
+                "time_mode='EventTimeAndProcessingTime')"
+            )
+        if event_times and not config.event_time:
+            raise WindowSpecError(
+                f"an event-time timer was registered (key={key!r}, times="
+                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}, which has "
+                "no watermark: give the stream an event-time column and a WatermarkStrategy "
+                "with bounded out-of-orderness (window_stream: out_of_orderness_ms and "
+                "time_mode='EventTimeAndProcessingTime'), or declare timer_domains() "
+                "without TimeDomain.EVENT_TIME if the trigger never uses it"
+            )
+
+
+def _cohort(visit: Visit, run: KeyRun | None, forwarded: int | None) -> tuple[int, int, int | None]:
+    """The operator ``visit``'s key shares: its clocks and, when it advances with rows
+    to feed before the watermark (a chain), the watermark they are fed under: the one
+    the earlier window forwarded before them, or the key's own if that is later."""
+    if not (visit.advances_watermark and run is not None and run[0]):
+        return visit.watermark, visit.processing_time, None
+    early = visit.stored.watermark if forwarded is None else max(forwarded, visit.stored.watermark)
+    return visit.watermark, visit.processing_time, early
+
+
+def _restore(operator: WindowOperator, visit: Visit) -> None:
+    key_state: KeyState | None = visit.stored.load_state()
+    if key_state is not None:
+        operator.restore_key(visit.key, key_state)
+
+
+def _restore_where(
+    operator: WindowOperator, visits: list[Visit], wanted: Callable[[Visit], bool]
+) -> list[Visit]:
+    """Restore the ``wanted`` visits into ``operator``; return the others."""
+    rest = []
+    for visit in visits:
+        if wanted(visit):
+            _restore(operator, visit)
+        else:
+            rest.append(visit)
+    return rest
+
+
+def object_frame(names: list[str], records: list[tuple[Any, ...]]) -> pd.DataFrame:
+    """A pandas frame of Python values; object columns keep ints exact and None as null."""
+    return pd.DataFrame(records, columns=names, dtype=object)

@@ -1,0 +1,218 @@
+"""Where a key group's rows come from, chosen once per query: the source's rows
+(:class:`SourceRows`) or an earlier window's combined frame (:class:`UpstreamRows`, a
+chain, :mod:`.chain`).
+
+Either reader turns the frames Spark hands one call into *key runs*: each key's Rows and
+timestamps in Spark's order, a chain's early rows (fired on the watermark by the earlier
+window) apart from the others. :func:`row_reader` picks the reader from the
+:class:`~tidemark.spark.streaming.config.ProcessorConfig`; the per-call path has no
+branch on which it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from itertools import repeat
+from operator import itemgetter
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from tidemark.spark.codec import column_values, row_type_of
+from tidemark.spark.columns import EARLY
+from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
+from tidemark.spark.streaming.config import ProcessorConfig
+
+__all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
+
+KeyRun = tuple[list[Any], list[Any], list[Any], list[Any]]
+"""A key's rows in one call: (Rows, timestamps) fed before the watermark, and after it."""
+
+KeyRuns = tuple[dict[Any, KeyRun], list[tuple[Any, ...]], dict[Any, int]]
+"""A call's rows split by key: the keys' runs, an upstream's passed-through output rows,
+and the watermark each key's early rows follow."""
+
+
+class RowReader:
+    """Splits a call's frames into key runs (see the module docstring).
+
+    The Rows are built in one pass and put in key order by one stable sort (each key's
+    rows keep Spark's order): what is done in Python per key, not per row, is appending
+    the key's rows to its run. Subclasses say which rows are elements."""
+
+    end_of_input: int | None = None
+    """A timestamp at or after which a row only marks the end of input (never fed)."""
+
+    def __init__(self, config: ProcessorConfig):
+        self._config = config
+        self._row_type = row_type_of(config.value_names)
+
+    def split_frames(self, frames: Iterable[pd.DataFrame]) -> KeyRuns:
+        """A call's rows split by key, frame after frame."""
+        runs: dict[Any, KeyRun] = {}
+        passed: list[tuple[Any, ...]] = []
+        forwarded: dict[Any, int] = {}
+        for pdf in frames:
+            self._split(pdf, runs, passed, forwarded)
+        return runs, passed, forwarded
+
+    def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+        """The rows of ``pdf`` that are elements, their phases and the watermarks their
+        early rows follow (None: every row is fed after the watermark)."""
+        return pdf, None, None
+
+    def _split(
+        self,
+        pdf: pd.DataFrame,
+        runs: dict[Any, KeyRun],
+        passed: list[tuple[Any, ...]],
+        forwarded: dict[Any, int],
+    ) -> None:
+        config = self._config
+        phases: Any
+        follows: Any
+        pdf, phases, follows = self._elements(pdf, passed)
+        columns = _ColumnValues(pdf)
+        timestamps: Any = columns.at(config.timestamp_position, "LongType")
+        keys: Any = columns.keys(config.key_positions, config.key_types)
+        values = [
+            columns.at(i, t)
+            for i, t in zip(config.value_positions, config.value_types, strict=True)
+        ]
+        tuples = zip(*values) if values else repeat((), len(timestamps))
+        rows: Any = list(map(tuple.__new__, repeat(self._row_type), tuples))
+        kept = self._kept_rows(timestamps, keys)
+        if kept is not None:
+            keys, timestamps, rows, phases, follows = (
+                None if seq is None else [seq[i] for i in kept]
+                for seq in (keys, timestamps, rows, phases, follows)
+            )
+        if not rows:
+            return
+        order, segments = _key_segments(keys, self._engine_key, phases)
+        rows, timestamps = _reorder(rows, order), _reorder(timestamps, order)
+        follows = None if follows is None else _reorder(follows, order)
+        for key, early, start, end in segments:
+            run = runs.get(key)
+            if run is None:
+                run = runs[key] = ([], [], [], [])
+            at = 0 if early else 2
+            run[at].extend(rows[start:end])
+            run[at + 1].extend(timestamps[start:end])
+            if early:
+                follow = max((f for f in follows[start:end] if f is not None), default=None)
+                if follow is not None:
+                    forwarded[key] = max(follow, forwarded.get(key, follow))
+
+    def _kept_rows(self, timestamps: list[Any], keys: list[Any]) -> list[int] | None:
+        """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
+        carry fails, naming its key; an end-of-input marker only moves the watermark."""
+        markers = self.end_of_input
+        low: Any = None
+        high: Any = None
+        try:
+            low, high = min(timestamps, default=0), max(timestamps, default=0)
+        except TypeError:  # a null timestamp among others
+            pass
+        if low is not None and low >= MIN_TIMESTAMP_MS and (markers is None or high < markers):
+            return None
+        kept = []
+        for row, (timestamp, key) in enumerate(zip(timestamps, keys, strict=True)):
+            if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
+                check_timestamp(timestamp, key, self._config.event_time)
+            elif markers is not None and timestamp >= markers:
+                continue
+            kept.append(row)
+        return kept
+
+    def _engine_key(self, spark_key: Any) -> Any:
+        single = len(self._config.key_positions) == 1
+        as_tuple = (spark_key,) if single else tuple(spark_key)
+        engine_key = self._config.engine_key
+        if engine_key is not None:
+            return engine_key(as_tuple)
+        return as_tuple[0] if single else as_tuple
+
+
+class SourceRows(RowReader):
+    """The source's rows: every row is an element, fed after the watermark; a row
+    stamped at or after :data:`~tidemark.spark.streaming.clock.END_OF_INPUT_MS` ends a
+    bounded input."""
+
+    end_of_input = END_OF_INPUT_MS
+
+
+class UpstreamRows(RowReader):
+    """An earlier window's combined frame: its results are the elements (its early ones
+    fed before the watermark), its other outputs pass through (:mod:`.chain`)."""
+
+    def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+        upstream = self._config.upstream
+        assert upstream is not None
+        return upstream.split(pdf, passed)
+
+
+def row_reader(config: ProcessorConfig) -> RowReader:
+    """The reader of ``config``'s input, chosen once."""
+    return SourceRows(config) if config.upstream is None else UpstreamRows(config)
+
+
+class _ColumnValues:
+    """A pandas frame's columns as Python values (:func:`column_values`), each column
+    converted once: one column can be a key, a value and the timestamp."""
+
+    def __init__(self, pdf: pd.DataFrame):
+        self._series = [column for _, column in pdf.items()]  # cheaper than iloc per column
+        self._converted: dict[int, list[Any]] = {}
+
+    def at(self, position: int, type_name: str) -> list[Any]:
+        values = self._converted.get(position)
+        if values is None:
+            values = self._converted[position] = column_values(self._series[position], type_name)
+        return values
+
+    def keys(self, positions: tuple[int, ...], type_names: tuple[str, ...]) -> list[Any]:
+        """Each row's Spark key: the key column's value, or a tuple of several."""
+        columns = [self.at(i, t) for i, t in zip(positions, type_names, strict=True)]
+        return columns[0] if len(columns) == 1 else list(zip(*columns))
+
+
+def _key_segments(
+    keys: list[Any], engine_key: Callable[[Any], Any], phases: list[Any] | None
+) -> tuple[list[int], list[tuple[Any, bool, int, int]]]:
+    """The rows' order by key (stable) and its segments: (engine key, early, start, end),
+    keys in the order of their first row, a key's early rows (a chain's, ``phases``)
+    apart from its others. Spark keys that are one engine key are one segment."""
+    n = len(keys)
+    first_rows: dict[Any, int] = {}
+    codes = np.fromiter(map(first_rows.setdefault, keys, range(n)), dtype=np.int64, count=n)
+    owners: dict[Any, int] = {}  # engine key -> the first row of its first Spark key
+    engine_keys: dict[int, Any] = {}
+    merged: dict[int, int] = {}
+    for spark_key, row in first_rows.items():
+        key = engine_key(spark_key)
+        owner = owners.setdefault(key, row)
+        if owner == row:
+            engine_keys[row] = key
+        else:
+            merged[row] = owner
+    if merged:
+        codes = np.fromiter((merged.get(c, c) for c in codes.tolist()), np.int64, count=n)
+    late = 1 if phases is None else np.fromiter((p != EARLY for p in phases), np.int64, n)
+    codes = codes * 2 + late
+    order = np.argsort(codes, kind="stable")
+    ordered = codes[order]
+    starts = [0, *(np.flatnonzero(ordered[1:] != ordered[:-1]) + 1).tolist()]
+    ends = [*starts[1:], n]
+    firsts = ordered[starts].tolist()
+    segments = [
+        (engine_keys[code >> 1], not code & 1, start, end)
+        for code, start, end in zip(firsts, starts, ends, strict=True)
+    ]
+    return order.tolist(), segments
+
+
+def _reorder(values: list[Any], order: list[int]) -> Any:
+    """``values`` in ``order`` (a sequence)."""
+    return itemgetter(*order)(values) if len(order) > 1 else values

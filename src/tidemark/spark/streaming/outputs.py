@@ -1,0 +1,87 @@
+"""A key group's output rows, phased or not, chosen once per query.
+
+A window's operator emits results, side outputs and a late-record count; they leave a
+call as rows of the combined schema (:mod:`tidemark.spark.columns`). A window that feeds
+a later one in the same query (a chain, :mod:`.chain`) marks each row with its phase:
+whether it fired on advancing to the batch's watermark (``EARLY``, with the watermark it
+follows) or on the batch's elements; and it is called at every watermark advance while
+it holds keys, so its row knows the watermark it forwarded last.
+:func:`outputs_for` picks :class:`Outputs` or :class:`PhasedOutputs`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark._engine.operator import WindowOperator
+from tidemark.errors import WindowSpecError
+from tidemark.spark.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
+from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.streaming.state import StoredGroup
+from tidemark.spark.streaming.time_advance import BatchClock, Timers
+
+__all__ = ["Outputs", "PhasedOutputs", "outputs_for"]
+
+
+class Outputs:
+    """Output rows without a phase (the last window of a query)."""
+
+    _after_elements: tuple[Any, ...] = ()
+
+    def __init__(self, config: ProcessorConfig):
+        self._config = config
+
+    def records(
+        self, operator: WindowOperator, before_elements: int, follows: int | None
+    ) -> list[tuple[Any, ...]]:
+        """The operator's results, side outputs and dropped count as combined-schema rows;
+        the first ``before_elements`` results were emitted on the watermark."""
+        config = self._config
+        blanks = (None,) * len(config.result_names)
+        late = self._after_elements
+        records: list[tuple[Any, ...]] = []
+        for n, (value, timestamp) in enumerate(operator.output):
+            result = tuple(config.result_to_row(value, timestamp))
+            if len(result) != len(blanks):
+                raise WindowSpecError(
+                    f"`result_to_row` must return {len(blanks)} values {list(config.result_names)};"
+                    f" got {result!r}"
+                )
+            phase = self._phase(n < before_elements, follows)
+            records.append((MAIN, timestamp, *result, None, None, *phase))
+        for tag, items in operator.side_outputs.items():
+            for value, timestamp in items:
+                records.append((tag.tag_id, timestamp, *blanks, encode_side(value), None, *late))
+        if operator.num_late_records_dropped:
+            dropped = operator.num_late_records_dropped
+            records.append((DROPPED_OUTPUT, None, *blanks, None, dropped, *late))
+        return records
+
+    def _phase(self, on_watermark: bool, follows: int | None) -> tuple[Any, ...]:
+        return ()
+
+    def group_timers(self, timers: Timers, group: StoredGroup, clock: BatchClock) -> Timers:
+        """The group's Spark timers, given the time advance's."""
+        return timers
+
+
+class PhasedOutputs(Outputs):
+    """Output rows with ``__tm_phase`` and ``__tm_forwarded``: a window feeding a later
+    one. Chains run in EventTime queries only, where Spark holds the event-time timer."""
+
+    _after_elements = (ON_ELEMENTS, None)
+
+    def _phase(self, on_watermark: bool, follows: int | None) -> tuple[Any, ...]:
+        return (EARLY, follows) if on_watermark else self._after_elements
+
+    def group_timers(self, timers: Timers, group: StoredGroup, clock: BatchClock) -> Timers:
+        event_timer, processing_timer = timers
+        if group.keys:
+            next_advance = clock.spark_watermark_ms + 1
+            event_timer = next_advance if event_timer is None else min(event_timer, next_advance)
+        return event_timer, processing_timer
+
+
+def outputs_for(config: ProcessorConfig) -> Outputs:
+    """The output rows of ``config``'s window, chosen once."""
+    return PhasedOutputs(config) if config.feeds_downstream else Outputs(config)
