@@ -8,10 +8,9 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.checkpoint import GROUPS_FILE, check_checkpoint_groups
 from tidemark.spark.streaming.keygroups import (
-    GROUPS_FILE,
     MAX_PARALLELISM_CONF,
-    check_checkpoint_groups,
     session_max_parallelism,
     slot_column,
     slots,

@@ -19,9 +19,9 @@ one ``HashPartitioning`` uses; :func:`spark_int_hash` computes it in Python.
 
 The number of groups is fixed when a query first starts. A group's state lives under its
 slot, and slots of another number of groups mostly differ, so a restart with another
-number would find little of its state and could not tell: :func:`check_checkpoint_groups`
-keeps the number in a file beside the checkpoint's own and refuses another one before the
-query starts (and each group's row keeps it too, see :mod:`.state`).
+number would find little of its state and could not tell: the number is kept beside the
+checkpoint and another one refused before the query starts (:mod:`.checkpoint`), and each
+group's row keeps it too (:mod:`.state`).
 
 >>> spark_int_hash(0), spark_int_hash(-5)
 (933211791, 1369497261)
@@ -36,17 +36,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.session import is_connect
 
 __all__ = [
     "spark_int_hash",
     "slots",
     "slot_column",
-    "check_checkpoint_groups",
     "DEFAULT_STATE_PARTITIONS",
     "GROUPS_PER_PARTITION",
     "MAX_PARALLELISM_CONF",
@@ -127,9 +124,6 @@ def check_max_parallelism(max_parallelism: int) -> None:
         )
 
 
-GROUPS_FILE = "tidemark-max-parallelism"
-"""Beside the checkpoint's ``offsets/`` and ``state/``: the query's number of key groups."""
-
 _MASK = 0xFFFFFFFF
 _SPARK_HASH_SEED = 42
 
@@ -171,79 +165,3 @@ def slot_column(key_columns: list[str], groups: int) -> Any:
         return group
     table = F.array(*[F.lit(s) for s in slots(groups)])
     return F.element_at(table, group + 1)
-
-
-def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
-    """Refuse to start a query on ``checkpoint`` with another number of key groups than
-    it first started with; record the number at a first start.
-
-    The number is a one-line text file in a directory, as Spark writes text: on a classic
-    session it is read and written with the checkpoint's Hadoop file system, in a few
-    milliseconds, on any file system Spark writes checkpoints to; over Spark Connect,
-    which has no JVM on the client, with a small Spark job (~300 ms at a first start).
-    """
-    path = f"{checkpoint.rstrip('/')}/{GROUPS_FILE}"
-    stored = _read_groups(spark, path)
-    if stored is None:
-        _write_groups(spark, path, groups)
-        return
-    if stored != groups:
-        raise parallelism_changed(stored, groups, f"the checkpoint {checkpoint!r}")
-
-
-def _read_groups(spark: Any, path: str) -> int | None:
-    """The number in the marker at ``path``; None when there is none (or it is empty)."""
-    if is_connect(spark):
-        try:
-            lines = [row[0] for row in spark.read.text(path).collect()]
-        except AnalysisException:
-            lines = []
-    else:
-        lines = _HadoopFiles(spark, path).read_lines()
-    lines = [line for line in lines if line.strip()]
-    return int(lines[0]) if lines else None
-
-
-def _write_groups(spark: Any, path: str, groups: int) -> None:
-    if is_connect(spark):
-        frame = spark.createDataFrame([(str(groups),)], "value string")
-        frame.coalesce(1).write.mode("overwrite").text(path)
-    else:
-        _HadoopFiles(spark, path).write_line(str(groups))
-
-
-class _HadoopFiles:
-    """A directory of text files on the file system of a classic session's JVM, laid
-    out as Spark's text writer leaves it (``part-00000.txt`` and ``_SUCCESS``), so that
-    ``spark.read.text`` reads it too."""
-
-    def __init__(self, spark: Any, path: str):
-        jvm = spark.sparkContext._jvm
-        self._jvm = jvm
-        self._path = jvm.org.apache.hadoop.fs.Path(path)
-        conf = spark._jsparkSession.sessionState().newHadoopConf()
-        self._fs = self._path.getFileSystem(conf)
-
-    def read_lines(self) -> list[str]:
-        if not self._fs.exists(self._path):
-            return []
-        lines: list[str] = []
-        for status in self._fs.listStatus(self._path):
-            name = status.getPath().getName()
-            if status.isFile() and not name.startswith(("_", ".")):
-                stream = self._fs.open(status.getPath())
-                try:
-                    text = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-                finally:
-                    stream.close()
-                lines.extend(text.splitlines())
-        return lines
-
-    def write_line(self, line: str) -> None:
-        self._fs.mkdirs(self._path)
-        for name, content in (("part-00000.txt", f"{line}\n"), ("_SUCCESS", "")):
-            stream = self._fs.create(self._jvm.org.apache.hadoop.fs.Path(self._path, name), True)
-            try:
-                stream.write(bytearray(content.encode()))
-            finally:
-                stream.close()

@@ -63,6 +63,7 @@ from tidemark.spark.streaming.chain import (
     prepare_upstream,
     upstream_schemas,
 )
+from tidemark.spark.streaming.checkpoint import check_checkpoint, describe_window
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
@@ -71,7 +72,6 @@ from tidemark.spark.streaming.clock import (
 )
 from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.keygroups import (
-    check_checkpoint_groups,
     check_max_parallelism,
     session_max_parallelism,
     slot_column,
@@ -122,6 +122,10 @@ class StreamingWindow:
         The window's place in its chain (1: on the source).
     feeds_downstream : bool
         Whether a later window of a chain may read it (its rows carry ``__tm_phase``).
+    pipeline : tuple of dict
+        What the state of each window of its chain depends on
+        (:func:`~tidemark.spark.streaming.checkpoint.describe_window`): a restart with
+        another is refused.
     """
 
     frame: DataFrame
@@ -131,6 +135,7 @@ class StreamingWindow:
     side_schemas: Mapping[str, StructType] = field(default_factory=dict)
     depth: int = 1
     feeds_downstream: bool = False
+    pipeline: tuple[dict[str, str], ...] = ()
 
 
 def window_stream(
@@ -210,7 +215,8 @@ def window_stream(
     upstream = df if isinstance(df, StreamingWindow) else None
     source = df.frame if isinstance(df, StreamingWindow) else df
     _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
-    assigner = make_operator().assigner
+    operator = make_operator()
+    assigner = operator.assigner
     check_time_mode(assigner, time_mode, out_of_orderness_ms, idleness_ms)
     if upstream is not None or feeds_downstream:
         check_chain_mode(assigner, time_mode, idleness_ms, upstream)
@@ -257,6 +263,12 @@ def window_stream(
     schemas = upstream_schemas(upstream)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
+    described = describe_window(
+        operator,
+        key=_columns_of(source, key_columns),
+        values=_columns_of(source, value_columns),
+        time_mode=time_mode,
+    )
     return StreamingWindow(
         frame=key_group_operator(prepared, config, output_schema, delay),
         max_parallelism=max_parallelism,
@@ -265,7 +277,12 @@ def window_stream(
         side_schemas=schemas,
         depth=1 if upstream is None else upstream.depth + 1,
         feeds_downstream=feeds_downstream,
+        pipeline=(*(upstream.pipeline if upstream else ()), described),
     )
+
+
+def _columns_of(df: DataFrame, names: list[str]) -> str:
+    return ", ".join(f"{name} {df.schema[name].dataType.simpleString()}" for name in names)
 
 
 def _type_names(df: DataFrame, names: list[str]) -> tuple[str, ...]:
@@ -437,7 +454,7 @@ def write_outputs(
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
-    check_checkpoint_groups(spark, checkpoint, window.max_parallelism)
+    check_checkpoint(spark, checkpoint, window.max_parallelism, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
     writer = window.frame.writeStream.foreachBatch(splitter)
     writer = writer.option("checkpointLocation", checkpoint)

@@ -1,0 +1,215 @@
+"""What a streaming query keeps beside its checkpoint, and the restarts it refuses.
+
+Spark's checkpoint holds the state tidemark wrote, but not what that state means. So two
+small files sit beside the checkpoint's own ``offsets/`` and ``state/``, written at the
+query's first start and compared at every restart, before the query starts:
+
+- ``tidemark-max-parallelism``: the number of key groups (:mod:`.keygroups`): a group's
+  state lives under its slot, and another number would find little of it;
+- ``tidemark-pipeline``: what each window's state depends on (:func:`describe_window`:
+  the assigner, the trigger, the evictor, the allowed lateness, the kind of function,
+  the key and value columns with their types, the time mode). A restart with a changed
+  window would read state built for another one (a 10-minute window's contents as a
+  20-minute one's), so it is refused, naming what changed.
+
+A checkpoint written before the pipeline file existed gets it at its next start. Each
+file is text, as Spark writes it: on a classic session read and written with the
+checkpoint's Hadoop file system (a few milliseconds, on any file system Spark writes
+checkpoints to); over Spark Connect, which has no JVM on the client, with a small Spark
+job.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import types
+from typing import Any
+
+from pyspark.errors import AnalysisException
+
+from tidemark.errors import WindowSpecError
+from tidemark.spark.session import is_connect
+from tidemark.spark.streaming.keygroups import parallelism_changed
+
+__all__ = [
+    "GROUPS_FILE",
+    "PIPELINE_FILE",
+    "check_checkpoint",
+    "check_checkpoint_groups",
+    "describe",
+    "describe_window",
+]
+
+GROUPS_FILE = "tidemark-max-parallelism"
+"""Beside the checkpoint's ``offsets/`` and ``state/``: the query's number of key groups."""
+
+PIPELINE_FILE = "tidemark-pipeline"
+"""Beside the checkpoint: what the state of each window of the query depends on (JSON)."""
+
+Pipeline = tuple[dict[str, str], ...]
+"""One description per window of a query (a chain's in order), see :func:`describe_window`."""
+
+
+def check_checkpoint(spark: Any, checkpoint: str, groups: int, pipeline: Pipeline) -> None:
+    """Refuse to start a query on ``checkpoint`` with another number of key groups or
+    another pipeline than it first started with; record both at a first start."""
+    check_checkpoint_groups(spark, checkpoint, groups)
+    path = _beside(checkpoint, PIPELINE_FILE)
+    lines = _read_lines(spark, path)
+    if not lines:
+        _write_line(spark, path, json.dumps(list(pipeline), sort_keys=True))
+        return
+    stored = tuple(json.loads(lines[0]))
+    changes = _changes(stored, pipeline)
+    if changes:
+        raise WindowSpecError(
+            f"the pipeline must stay what the checkpoint {checkpoint!r} was started with: "
+            f"its state was built for that one, and {'; '.join(changes)}. Restart with the "
+            "pipeline the checkpoint was started with, or start a new checkpoint"
+        )
+
+
+def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
+    """Refuse to start a query on ``checkpoint`` with another number of key groups than
+    it first started with; record the number at a first start."""
+    path = _beside(checkpoint, GROUPS_FILE)
+    lines = _read_lines(spark, path)
+    if not lines:
+        _write_line(spark, path, str(groups))
+        return
+    stored = int(lines[0])
+    if stored != groups:
+        raise parallelism_changed(stored, groups, f"the checkpoint {checkpoint!r}")
+
+
+def describe_window(operator: Any, **columns: Any) -> dict[str, str]:
+    """What a window's state depends on, as text that compares equal across processes:
+    its operator's assigner, trigger, evictor, allowed lateness and kind of function,
+    and ``columns`` (e.g. the key and value columns with their types, the time mode).
+
+    >>> from tidemark import TumblingEventTimeWindows
+    >>> from tidemark._engine.create import window_operator
+    >>> from tidemark._engine.functions import window_logic
+    >>> op = window_operator(TumblingEventTimeWindows.of(600_000), window_logic(max))
+    >>> describe_window(op, key="user string")["assigner"]
+    'TumblingEventTimeWindows(offset_ms=0, size_ms=600000)'
+    """
+    spec = operator.spec
+    logic = spec.logic
+    function = type(logic).__name__
+    if logic.window_function is not None:
+        function += f" with a {_function_kind(logic.window_function)}"
+    described = {
+        "assigner": describe(spec.assigner),
+        "trigger": describe(spec.window_trigger),
+        "evictor": describe(spec.evictor),
+        "allowed lateness": f"{spec.allowed_lateness_ms}ms",
+        "function": function,
+    }
+    described.update({name: str(value) for name, value in columns.items()})
+    return described
+
+
+def describe(value: Any, depth: int = 0) -> str:
+    """A description of ``value`` that is the same in every process: a class and its
+    fields, recursively (functions by name), never an object's address."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(describe(v, depth + 1) for v in value) + "]"
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, types.MethodType)):
+        return f"function {getattr(value, '__qualname__', type(value).__name__)}"
+    fields = getattr(value, "__dict__", None)
+    name = type(value).__qualname__
+    if not isinstance(fields, dict) or depth > 4:
+        return name
+    inner = ", ".join(
+        f"{key.lstrip('_')}={describe(field, depth + 1)}"
+        for key, field in sorted(fields.items())
+        if not key.startswith("__")
+    )
+    return f"{name}({inner})"
+
+
+def _function_kind(function: Any) -> str:
+    """The Flink base class of a window function (its kind, not the user's class)."""
+    for base in type(function).__mro__:
+        if base.__module__.startswith("tidemark."):
+            return base.__name__
+    return type(function).__name__
+
+
+def _changes(stored: Pipeline, wanted: Pipeline) -> list[str]:
+    if len(stored) != len(wanted):
+        return [f"it had {len(stored)} windows in its chain, this query {len(wanted)}"]
+    changes = []
+    for n, (old, new) in enumerate(zip(stored, wanted), start=1):
+        where = f"window {n} of the chain: " if len(wanted) > 1 else ""
+        for name in sorted(old.keys() | new.keys()):
+            if old.get(name) != new.get(name):
+                changes.append(f"{where}{name} was {old.get(name)}, now {new.get(name)}")
+    return changes
+
+
+def _beside(checkpoint: str, name: str) -> str:
+    return f"{checkpoint.rstrip('/')}/{name}"
+
+
+def _read_lines(spark: Any, path: str) -> list[str]:
+    """The non-empty lines of the text directory at ``path`` (none when it is absent)."""
+    if is_connect(spark):
+        try:
+            lines = [row[0] for row in spark.read.text(path).collect()]
+        except AnalysisException:
+            lines = []
+    else:
+        lines = _HadoopFiles(spark, path).read_lines()
+    return [line for line in lines if line.strip()]
+
+
+def _write_line(spark: Any, path: str, line: str) -> None:
+    if is_connect(spark):
+        frame = spark.createDataFrame([(line,)], "value string")
+        frame.coalesce(1).write.mode("overwrite").text(path)
+    else:
+        _HadoopFiles(spark, path).write_line(line)
+
+
+class _HadoopFiles:
+    """A directory of text files on the file system of a classic session's JVM, laid
+    out as Spark's text writer leaves it (``part-00000.txt`` and ``_SUCCESS``), so that
+    ``spark.read.text`` reads it too."""
+
+    def __init__(self, spark: Any, path: str):
+        jvm = spark.sparkContext._jvm
+        self._jvm = jvm
+        self._path = jvm.org.apache.hadoop.fs.Path(path)
+        conf = spark._jsparkSession.sessionState().newHadoopConf()
+        self._fs = self._path.getFileSystem(conf)
+
+    def read_lines(self) -> list[str]:
+        if not self._fs.exists(self._path):
+            return []
+        lines: list[str] = []
+        for status in self._fs.listStatus(self._path):
+            name = status.getPath().getName()
+            if status.isFile() and not name.startswith(("_", ".")):
+                stream = self._fs.open(status.getPath())
+                try:
+                    text = self._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+                finally:
+                    stream.close()
+                lines.extend(text.splitlines())
+        return lines
+
+    def write_line(self, line: str) -> None:
+        self._fs.mkdirs(self._path)
+        for name, content in (("part-00000.txt", f"{line}\n"), ("_SUCCESS", "")):
+            stream = self._fs.create(self._jvm.org.apache.hadoop.fs.Path(self._path, name), True)
+            try:
+                stream.write(bytearray(content.encode()))
+            finally:
+                stream.close()

@@ -1,0 +1,89 @@
+"""A restart with a changed pipeline is refused before the query starts, naming what
+changed (the checkpoint's state was built for the pipeline it first ran)."""
+
+from __future__ import annotations
+
+import pytest
+from checkpoint_compat import LATE, write_input
+
+import tidemark as tm
+from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.checkpoint import PIPELINE_FILE, check_checkpoint, describe
+
+pytestmark = pytest.mark.spark
+
+
+def _windowed(spark, root, assigner, lateness=5):
+    df = spark.readStream.schema("k string, v long, ts long").json(str(root / "in"))
+    stream = tm.from_dataframe(
+        df, timestamp="ts", watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0)
+    )
+    windowed = stream.key_by("k").window(assigner).allowed_lateness(lateness)
+    return windowed.side_output_late_data(LATE).sum("v")
+
+
+def _run(result, root):
+    return result.write_outputs(
+        {"main": lambda d, b: d.collect()},
+        checkpoint=str(root / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+
+
+def test_a_changed_window_size_is_refused_naming_it(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    write_input(tmp_path / "in", 0)
+    ten_minutes = tm.TumblingEventTimeWindows.of(tm.Duration.of_minutes(10))
+    _run(_windowed(spark, tmp_path, ten_minutes), tmp_path).awaitTermination(300)
+    twenty = tm.TumblingEventTimeWindows.of(tm.Duration.of_minutes(20))
+    with pytest.raises(WindowSpecError) as error:
+        _run(_windowed(spark, tmp_path, twenty), tmp_path)
+    message = str(error.value)
+    assert "the pipeline must stay what the checkpoint" in message
+    assert "assigner was TumblingEventTimeWindows(offset_ms=0, size_ms=600000)" in message
+    assert "now TumblingEventTimeWindows(offset_ms=0, size_ms=1200000)" in message
+    assert "start a new checkpoint" in message
+    assert spark.streams.active == []
+    # the same pipeline restarts
+    _run(_windowed(spark, tmp_path, ten_minutes), tmp_path).awaitTermination(300)
+
+
+@pytest.mark.parametrize(
+    ("changed", "named"),
+    [
+        pytest.param(
+            {"allowed lateness": "9ms"}, "allowed lateness was 5ms, now 9ms", id="lateness"
+        ),
+        pytest.param({"key": "k bigint"}, "key was k string, now k bigint", id="key-type"),
+        pytest.param(
+            {"trigger": "CountTrigger"}, r"trigger was EventTimeTrigger\(\), now", id="trigger"
+        ),
+    ],
+)
+def test_each_part_of_the_pipeline_is_compared(spark, tmp_path, changed, named):
+    first = {
+        "assigner": "A",
+        "trigger": "EventTimeTrigger()",
+        "evictor": "None",
+        "allowed lateness": "5ms",
+        "function": "ReduceLogic",
+        "key": "k string",
+    }
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint(spark, checkpoint, 4, (first,))
+    assert (tmp_path / "checkpoint" / PIPELINE_FILE).is_dir()
+    check_checkpoint(spark, checkpoint, 4, (first,))
+    with pytest.raises(WindowSpecError, match=named):
+        check_checkpoint(spark, checkpoint, 4, ({**first, **changed},))
+
+
+def test_descriptions_never_show_an_address():
+    class Custom(tm.CountTrigger):
+        def __init__(self):
+            super().__init__(3)
+            self.every = 3
+            self.f = lambda x: x
+
+    text = describe(Custom())
+    assert text.startswith("test_descriptions_never_show_an_address.<locals>.Custom(")
+    assert "every=3" in text and "function " in text and " at 0x" not in text
