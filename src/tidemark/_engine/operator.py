@@ -13,7 +13,6 @@ reads a clock of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
@@ -355,61 +354,6 @@ class WindowOperator:
         the next call with a later ``time`` (on Spark, the next micro-batch).
         """
         self.processing_time_timers.advance(time)
-
-    def advance_watermark_stepwise(self, watermark: int, resolve: Callable[[int], int]) -> None:
-        """Advance to ``watermark`` through the watermarks a recorded stream really had.
-
-        ``resolve(t)`` is the first watermark of the stream that is ``>= t``; every due
-        timer fires at the watermark that first reached it, as it did in the stream, and
-        a held timer (see :meth:`process_watermark`) at the stream's next watermark.
-        """
-        timers = self.event_time_timers
-        while True:
-            time = timers.queue.peek_time()
-            if timers.queue.has_held():  # due at the next higher watermark
-                step_up = timers.current_time + 1
-                time = step_up if time is None or time > step_up else time
-            if time is None or time > watermark:
-                break
-            step = min(max(resolve(time), time), watermark)
-            self.process_watermark(max(step, timers.current_time))
-        self.process_watermark(max(watermark, timers.current_time))
-
-    def advance_processing_time_stepwise(
-        self, time: int, resolve: Callable[[int], int] | None = None
-    ) -> None:
-        """Advance the clock to ``time``, firing each due timer at its own time.
-
-        ``resolve(t)`` is the first time ``>= t`` at which a recorded stream's clock
-        advanced (a replay's arrival times): each is an advance, so a held timer (see
-        :meth:`advance_processing_time`) fires once at each, as the engine fed those
-        times fires it. Without ``resolve`` the call is one advance.
-        """
-        timers = self.processing_time_timers
-        queue = timers.queue
-        while resolve is not None:
-            due = queue.peek_time()
-            if queue.has_held():  # due at the stream's next advance
-                step_up = timers.current_time + 1
-                due = step_up if due is None or due > step_up else due
-            if due is None or due > time:
-                break
-            step = min(max(resolve(due), due), time)
-            self._advance_stepwise(max(step, timers.current_time))
-        self._advance_stepwise(max(time, timers.current_time))
-
-    def _advance_stepwise(self, time: int) -> None:
-        """One advance to ``time``, the clock stopping at each due timer's time: the
-        same timers fire as :meth:`advance_processing_time` fires; one held during it
-        waits for the next advance."""
-        timers = self.processing_time_timers
-        timers.begin_advance(time)
-        while True:
-            due = timers.queue.peek_time()
-            if due is None or due > time:
-                break
-            timers.fire_due(max(due, timers.current_time))
-        timers.fire_due(time)
 
     def reset_clocks(self, watermark: int = LONG_MIN, processing_time: int = 0) -> None:
         """Set both clocks without firing anything (a new key in a BATCH run); held
