@@ -243,20 +243,7 @@ class WindowOperator:
         state_result: Window,
         merged_states: list[Window],
     ) -> None:
-        if self.is_event_time and result.max_timestamp() + self.allowed_lateness_ms <= (
-            self.current_watermark
-        ):
-            raise UnsupportedMergeError(
-                "The end timestamp of an event-time window cannot become earlier than the "
-                f"current watermark by merging; watermark={self.current_watermark}, "
-                f"window={result!r}, key={key!r}"
-            )
-        if not self.is_event_time and result.max_timestamp() <= self.current_processing_time:
-            raise UnsupportedMergeError(
-                "The end timestamp of a processing-time window cannot become earlier than the "
-                f"current processing time by merging; processing time="
-                f"{self.current_processing_time}, window={result!r}, key={key!r}"
-            )
+        self._check_merge_result(key, result)
         try:
             self.trigger.on_merge(result, TriggerCallContext(self, key, ks, result, merged))
         except Exception as exc:
@@ -274,6 +261,23 @@ class WindowOperator:
                     contents[state_result] = merge(contents.get(state_result), source)
                 except Exception as exc:
                     raise self._user_error("the merge function", key, result, exc) from exc
+
+    def _check_merge_result(self, key: Any, result: Window) -> None:
+        """Refuse a merge whose result ends behind its clock (as Flink does)."""
+        if self.is_event_time and result.max_timestamp() + self.allowed_lateness_ms <= (
+            self.current_watermark
+        ):
+            raise UnsupportedMergeError(
+                "The end timestamp of an event-time window cannot become earlier than the "
+                f"current watermark by merging; watermark={self.current_watermark}, "
+                f"window={result!r}, key={key!r}"
+            )
+        if not self.is_event_time and result.max_timestamp() <= self.current_processing_time:
+            raise UnsupportedMergeError(
+                "The end timestamp of a processing-time window cannot become earlier than the "
+                f"current processing time by merging; processing time="
+                f"{self.current_processing_time}, window={result!r}, key={key!r}"
+            )
 
     # ------------------------------------------------------------------ firing
 
