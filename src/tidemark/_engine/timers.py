@@ -158,11 +158,6 @@ class TimerService:
         # registers at or before it is held for the next advance.
         self._firing: int | None = None
 
-    def timers(self, ks: KeyState) -> dict[tuple[int, Window], int]:
-        """``ks``'s live timers of this domain, ``(time, window)`` -> registration number."""
-        timers: dict[tuple[int, Window], int] = self._timers_of(ks)
-        return timers
-
     def register(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
         """Register a timer of ``key`` unless it is; held when a callback registers it
         at or before the time being fired."""
