@@ -1,18 +1,22 @@
 """Timers a callback registers at or before the time being fired are held for the next
 advance of their clock (``WindowOperator.process_watermark``): here the stepwise
-advances a replay uses, which must give the same firings as the plain ones. The
+advances a replay uses (:mod:`tidemark._engine.replay`), which must give the same
+firings as the plain ones. The
 behaviour itself is pinned by ``transcripts/timer_registered_in_the_past.yaml``.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
+from functools import partial
 from typing import Any
 
 from transcript import within_seconds
 from transcript_functions import RearmingEventTimeTrigger
 
 from tidemark import ContinuousProcessingTimeTrigger, TumblingEventTimeWindows
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
 from tidemark._engine.timers import TimerQueue
 from tidemark.testing import WindowOperatorHarness
 from tidemark.windows import TimeWindow
@@ -45,7 +49,10 @@ def test_a_stepwise_processing_time_advance_is_one_advance():
     def run(stepwise: bool) -> list[Any]:
         h = harness(ContinuousProcessingTimeTrigger.of(5))
         op = h.operator
-        advance = op.advance_processing_time_stepwise if stepwise else op.advance_processing_time
+        if stepwise:
+            advance = partial(advance_processing_time_stepwise, op)
+        else:
+            advance = op.advance_processing_time
         with within_seconds(20, f"stepwise={stepwise}"):
             advance(0)
             h.process_element(("a", 1), 3)
@@ -69,7 +76,7 @@ def test_a_stepwise_watermark_advance_fires_a_held_timer_at_each_recorded_waterm
     stepwise = harness(RearmingEventTimeTrigger())
     stepwise.process_element(("a", 1), 3)
     with within_seconds(20, "advance_watermark_stepwise"):
-        stepwise.operator.advance_watermark_stepwise(40, resolve)
+        advance_watermark_stepwise(stepwise.operator, 40, resolve)
     fed = harness(RearmingEventTimeTrigger())
     fed.process_element(("a", 1), 3)
     for watermark in recorded:
@@ -91,9 +98,15 @@ def test_a_stepwise_processing_time_advance_fires_a_held_timer_at_each_arrival_t
     stepwise = harness(ContinuousProcessingTimeTrigger.of(5))
     stepwise.process_element(("a", 1), 3)
     with within_seconds(20, "advance_processing_time_stepwise with arrival times"):
-        stepwise.operator.advance_processing_time_stepwise(40, resolve)
+        advance_processing_time_stepwise(stepwise.operator, 40, resolve)
     fed = harness(ContinuousProcessingTimeTrigger.of(5))
     fed.process_element(("a", 1), 3)
     for now in arrivals:
         fed.set_processing_time(now)
     assert stepwise.output() == fed.output() == [(("a", 1), 9)] * 4
+
+
+def test_the_general_operator_only_advances_its_clocks():
+    """The replay's stepping is the replay's (:mod:`tidemark._engine.replay`): the
+    general operator holds Flink's semantics, one advance per call."""
+    assert not [name for name in dir(WindowOperator) if "stepwise" in name]

@@ -12,5 +12,8 @@
   (``ElementsLogic``, ``ReduceLogic``, ``AggregateLogic``).
 - :mod:`~tidemark._engine.keystate`, :mod:`~tidemark._engine.timers`,
   :mod:`~tidemark._engine.merging`, :mod:`~tidemark._engine.contexts`: a key's state,
-  the timer queues, the merging window set, the contexts handed to user code.
+  the timer services (one per time domain), the merging window set, the contexts
+  handed to user code.
+- :mod:`~tidemark._engine.replay`: a replay's stepping of the clocks through a recorded
+  stream's watermarks and arrival times (the general operator only advances).
 """

@@ -120,10 +120,11 @@ class AlignedWindowOperator(WindowOperator):
         size, slide, offset = self._layout
         contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
         add, agg_add, create = self._adders
-        push = self._event_queue.push
+        push = self.event_time_timers.queue.push
+        # No element moves the watermark: read once per run.
+        watermark = self.event_time_timers.current_time
         status = SKIPPED
         for value, timestamp in zip(values, timestamps):
-            watermark = self.current_watermark
             status = SKIPPED
             # The layout's last_start(timestamp), inlined: the hottest line of all.
             start = timestamp - (timestamp - offset) % slide
@@ -226,7 +227,7 @@ class AlignedWindowOperator(WindowOperator):
     ) -> None:
         """A new window's end-of-window timer (the trigger's) and cleanup timer, unless
         that is the end timer or never due."""
-        timers, push = ks.event_timers, self._event_queue.push
+        timers, push = ks.event_timers, self.event_time_timers.queue.push
         if (max_ts, window) not in timers:
             timers[(max_ts, window)] = push(max_ts, key, window)
         if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
@@ -265,11 +266,12 @@ class AlignedWindowOperator(WindowOperator):
         clears it, and firing registers no new timer. So when all timers are due (a BATCH
         key's end) they are taken in one sort, in the heap's (time, registration) order.
         No callback runs, so no timer is held here (see the general operator); any held
-        before is released as there."""
-        if watermark > self.current_watermark:
-            self._event_queue.release_held()
-        self.current_watermark = watermark
-        heap = self._event_queue.heap
+        before is released as there (:meth:`TimerService.advance
+        <tidemark._engine.timers.TimerService.advance>`)."""
+        service = self.event_time_timers
+        service.begin_advance(watermark)
+        service.current_time = watermark
+        heap = service.queue.heap
         if watermark == LONG_MAX:
             due: Any = sorted(heap)
             heap.clear()

@@ -19,6 +19,7 @@ from tidemark.windows import Window
 if TYPE_CHECKING:
     from tidemark._engine.keystate import KeyState
     from tidemark._engine.operator import WindowOperator
+    from tidemark._engine.timers import TimerService
 
 __all__ = ["TriggerCallContext", "ProcessCallContext", "ClockContext"]
 
@@ -28,16 +29,17 @@ S = TypeVar("S", bound=State)
 class ClockContext(WindowAssignerContext, EvictorContext):
     """The operator's clocks, for assigners and evictors (they need nothing else)."""
 
-    __slots__ = ("_op",)
+    __slots__ = ("_event_time", "_processing_time")
 
-    def __init__(self, op: WindowOperator):
-        self._op = op
+    def __init__(self, event_time: TimerService, processing_time: TimerService):
+        self._event_time = event_time
+        self._processing_time = processing_time
 
     def get_current_processing_time(self) -> int:
-        return self._op.current_processing_time
+        return self._processing_time.current_time
 
     def get_current_watermark(self) -> int:
-        return self._op.current_watermark
+        return self._event_time.current_time
 
 
 class TriggerCallContext(OnMergeContext):
@@ -60,22 +62,22 @@ class TriggerCallContext(OnMergeContext):
         self._merged = merged
 
     def get_current_processing_time(self) -> int:
-        return self._op.current_processing_time
+        return self._op.processing_time_timers.current_time
 
     def get_current_watermark(self) -> int:
-        return self._op.current_watermark
+        return self._op.event_time_timers.current_time
 
     def register_event_time_timer(self, time: int) -> None:
-        self._op.register_event_time_timer(self._key, self._ks, time, self._window)
+        self._op.event_time_timers.register(self._key, self._ks, time, self._window)
 
     def register_processing_time_timer(self, time: int) -> None:
-        self._op.register_processing_time_timer(self._key, self._ks, time, self._window)
+        self._op.processing_time_timers.register(self._key, self._ks, time, self._window)
 
     def delete_event_time_timer(self, time: int) -> None:
-        self._ks.event_timers.pop((time, self._window), None)
+        self._op.event_time_timers.delete(self._ks, time, self._window)
 
     def delete_processing_time_timer(self, time: int) -> None:
-        self._ks.processing_timers.pop((time, self._window), None)
+        self._op.processing_time_timers.delete(self._ks, time, self._window)
 
     def get_partitioned_state(self, state_descriptor: StateDescriptor[S]) -> S:
         store = self._ks.trigger_state.get(self._window)
@@ -117,7 +119,7 @@ class ProcessCallContext(ProcessWindowContext):
         return self._window
 
     def current_processing_time(self) -> int:
-        return self._op.current_processing_time
+        return self._op.processing_time_timers.current_time
 
     def current_watermark(self) -> int:
         return self._watermark

@@ -13,18 +13,17 @@ reads a clock of its own.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
 from tidemark._engine.spec import OperatorSpec, validate_window_spec
-from tidemark._engine.timers import TimerQueue
+from tidemark._engine.timers import TimerService
 from tidemark.errors import UnsupportedMergeError, UserFunctionError
 from tidemark.evictors import TimestampedValue
 from tidemark.outputs import OutputTag
-from tidemark.time import LONG_MAX, LONG_MIN
+from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 from tidemark.triggers import TriggerResult
 from tidemark.windows import Window
 
@@ -41,6 +40,8 @@ __all__ = [
 
 # What became of an element (returned by process_element, used by tracing).
 ADDED, ADDED_LATE, SIDE_OUTPUT, DROPPED, SKIPPED = range(5)
+
+EVENT_TIME = TimeDomain.EVENT_TIME
 
 
 def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
@@ -68,6 +69,10 @@ class WindowOperator:
     of a stored key without firing anything. Emitted results collect in ``output``,
     side outputs in ``side_outputs``, late elements without a tag in
     ``num_late_records_dropped``.
+
+    The clocks and timers are one :class:`~tidemark._engine.timers.TimerService` per
+    time domain, ``event_time_timers`` and ``processing_time_timers``; both fire into
+    :meth:`_on_timer`.
     """
 
     def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
@@ -82,21 +87,39 @@ class WindowOperator:
         self.is_event_time = spec.is_event_time
         self.is_merging = spec.is_merging
         self.tracer = tracer
-        self.current_watermark = LONG_MIN
-        self.current_processing_time = 0
         self.num_late_records_dropped = 0
         self.keys: dict[Any, KeyState] = {}
+        self.event_time_timers = TimerService(EVENT_TIME, self.keys, self._on_timer, LONG_MIN)
+        self.processing_time_timers = TimerService(
+            TimeDomain.PROCESSING_TIME, self.keys, self._on_timer, 0
+        )
+        # The service of the windows' own time domain: their cleanup timers.
+        self._window_timers = (
+            self.event_time_timers if self.is_event_time else self.processing_time_timers
+        )
         self.output: list[tuple[Any, int]] = []
         self.side_outputs: dict[OutputTag, list[tuple[Any, int]]] = {}
         # The watermark at emission of every result, when the spec asks for it.
         self.output_watermarks: list[int] | None = [] if spec.record_output_watermarks else None
-        self._event_queue = TimerQueue()
-        self._processing_queue = TimerQueue()
-        # The time of the timer being fired, per time domain (None: none is): a timer
-        # its callback registers at or before that time is held for the next advance.
-        self._firing_event_time: int | None = None
-        self._firing_processing_time: int | None = None
-        self._clock = ClockContext(self)
+        self._clock = ClockContext(self.event_time_timers, self.processing_time_timers)
+
+    @property
+    def current_watermark(self) -> int:
+        """The event-time clock; set it to restore a stored key's without firing."""
+        return self.event_time_timers.current_time
+
+    @current_watermark.setter
+    def current_watermark(self, watermark: int) -> None:
+        self.event_time_timers.current_time = watermark
+
+    @property
+    def current_processing_time(self) -> int:
+        """The processing-time clock; set it to restore a stored key's without firing."""
+        return self.processing_time_timers.current_time
+
+    @current_processing_time.setter
+    def current_processing_time(self, time: int) -> None:
+        self.processing_time_timers.current_time = time
 
     # ------------------------------------------------------------------ elements
 
@@ -160,7 +183,7 @@ class WindowOperator:
         return status
 
     def _added_status(self, status: int, window: Window) -> int:
-        if status != ADDED_LATE and window.max_timestamp() <= self.current_watermark:
+        if status != ADDED_LATE and window.max_timestamp() <= self.event_time_timers.current_time:
             return ADDED_LATE if self.is_event_time else ADDED
         return ADDED if status == SKIPPED else status
 
@@ -197,7 +220,7 @@ class WindowOperator:
                 "the trigger", key, window, TypeError(f"returned {result!r}, not a TriggerResult")
             )
         if result.is_fire():
-            self._fire(key, ks, window, state_window, self.current_watermark)
+            self._fire(key, ks, window, state_window, self.event_time_timers.current_time)
         if result.is_purge():
             ks.contents.pop(state_window, None)
 
@@ -220,20 +243,7 @@ class WindowOperator:
         state_result: Window,
         merged_states: list[Window],
     ) -> None:
-        if self.is_event_time and result.max_timestamp() + self.allowed_lateness_ms <= (
-            self.current_watermark
-        ):
-            raise UnsupportedMergeError(
-                "The end timestamp of an event-time window cannot become earlier than the "
-                f"current watermark by merging; watermark={self.current_watermark}, "
-                f"window={result!r}, key={key!r}"
-            )
-        if not self.is_event_time and result.max_timestamp() <= self.current_processing_time:
-            raise UnsupportedMergeError(
-                "The end timestamp of a processing-time window cannot become earlier than the "
-                f"current processing time by merging; processing time="
-                f"{self.current_processing_time}, window={result!r}, key={key!r}"
-            )
+        self._check_merge_result(key, result)
         try:
             self.trigger.on_merge(result, TriggerCallContext(self, key, ks, result, merged))
         except Exception as exc:
@@ -251,6 +261,23 @@ class WindowOperator:
                     contents[state_result] = merge(contents.get(state_result), source)
                 except Exception as exc:
                     raise self._user_error("the merge function", key, result, exc) from exc
+
+    def _check_merge_result(self, key: Any, result: Window) -> None:
+        """Refuse a merge whose result ends behind its clock (as Flink does)."""
+        if self.is_event_time and result.max_timestamp() + self.allowed_lateness_ms <= (
+            self.current_watermark
+        ):
+            raise UnsupportedMergeError(
+                "The end timestamp of an event-time window cannot become earlier than the "
+                f"current watermark by merging; watermark={self.current_watermark}, "
+                f"window={result!r}, key={key!r}"
+            )
+        if not self.is_event_time and result.max_timestamp() <= self.current_processing_time:
+            raise UnsupportedMergeError(
+                "The end timestamp of a processing-time window cannot become earlier than the "
+                f"current processing time by merging; processing time="
+                f"{self.current_processing_time}, window={result!r}, key={key!r}"
+            )
 
     # ------------------------------------------------------------------ firing
 
@@ -319,80 +346,7 @@ class WindowOperator:
         (a trigger that re-registers it every time loops forever there): it stays
         registered and fires at the next higher watermark, once per advance.
         """
-        if watermark > self.current_watermark:
-            self._event_queue.release_held()
-        self.current_watermark = watermark
-        try:
-            while True:
-                due = self._event_queue.pop_due(watermark, self._take_event_timer)
-                if due is None:
-                    return
-                time, key, window = due
-                self._firing_event_time = time
-                self._on_timer(key, time, window, event_time=True)
-        finally:
-            self._firing_event_time = None
-
-    def advance_watermark_stepwise(self, watermark: int, resolve: Callable[[int], int]) -> None:
-        """Advance to ``watermark`` through the watermarks a recorded stream really had.
-
-        ``resolve(t)`` is the first watermark of the stream that is ``>= t``; every due
-        timer fires at the watermark that first reached it, as it did in the stream, and
-        a held timer (see :meth:`process_watermark`) at the stream's next watermark.
-        """
-        while True:
-            time = self._event_queue.peek_time()
-            if self._event_queue.has_held():  # due at the next higher watermark
-                step_up = self.current_watermark + 1
-                time = step_up if time is None or time > step_up else time
-            if time is None or time > watermark:
-                break
-            step = min(max(resolve(time), time), watermark)
-            self.process_watermark(max(step, self.current_watermark))
-        self.process_watermark(max(watermark, self.current_watermark))
-
-    def advance_processing_time_stepwise(
-        self, time: int, resolve: Callable[[int], int] | None = None
-    ) -> None:
-        """Advance the clock to ``time``, firing each due timer at its own time.
-
-        ``resolve(t)`` is the first time ``>= t`` at which a recorded stream's clock
-        advanced (a replay's arrival times): each is an advance, so a held timer (see
-        :meth:`advance_processing_time`) fires once at each, as the engine fed those
-        times fires it. Without ``resolve`` the call is one advance.
-        """
-        queue = self._processing_queue
-        while resolve is not None:
-            due = queue.peek_time()
-            if queue.has_held():  # due at the stream's next advance
-                step_up = self.current_processing_time + 1
-                due = step_up if due is None or due > step_up else due
-            if due is None or due > time:
-                break
-            step = min(max(resolve(due), due), time)
-            self._advance_stepwise(max(step, self.current_processing_time))
-        self._advance_stepwise(max(time, self.current_processing_time))
-
-    def _advance_stepwise(self, time: int) -> None:
-        """One advance to ``time``, the clock stopping at each due timer's time: the
-        same timers fire as :meth:`advance_processing_time` fires; one held during it
-        waits for the next advance."""
-        if time > self.current_processing_time:
-            self._processing_queue.release_held()
-        while True:
-            due = self._processing_queue.peek_time()
-            if due is None or due > time:
-                break
-            self._fire_processing_timers(max(due, self.current_processing_time))
-        self._fire_processing_timers(time)
-
-    def reset_clocks(self, watermark: int = LONG_MIN, processing_time: int = 0) -> None:
-        """Set both clocks without firing anything (a new key in a BATCH run); held
-        timers (of keys gone by then) wait no more."""
-        self._event_queue.release_held()
-        self._processing_queue.release_held()
-        self.current_watermark = watermark
-        self.current_processing_time = processing_time
+        self.event_time_timers.advance(watermark)
 
     def advance_processing_time(self, time: int) -> None:
         """Set the processing-time clock and fire every processing-time timer it reaches.
@@ -403,37 +357,17 @@ class WindowOperator:
         clock is past the window's end: Flink loops there) goes beyond Flink and fires at
         the next call with a later ``time`` (on Spark, the next micro-batch).
         """
-        if time > self.current_processing_time:
-            self._processing_queue.release_held()
-        self._fire_processing_timers(time)
+        self.processing_time_timers.advance(time)
 
-    def _fire_processing_timers(self, time: int) -> None:
-        """Set the clock to ``time`` and fire the due timers; held timers stay held."""
-        self.current_processing_time = time
-        try:
-            while True:
-                due = self._processing_queue.pop_due(time, self._take_processing_timer)
-                if due is None:
-                    return
-                timer_time, key, window = due
-                self._firing_processing_time = timer_time
-                self._on_timer(key, timer_time, window, event_time=False)
-        finally:
-            self._firing_processing_time = None
+    def reset_clocks(self, watermark: int = LONG_MIN, processing_time: int = 0) -> None:
+        """Set both clocks without firing anything (a new key in a BATCH run); held
+        timers (of keys gone by then) wait no more."""
+        self.event_time_timers.reset(watermark)
+        self.processing_time_timers.reset(processing_time)
 
-    def _take_event_timer(self, key: Any, time: int, window: Window) -> bool:
-        ks = self.keys.get(key)
-        if ks is None or ks.event_timers.pop((time, window), None) is None:
-            return False
-        return True
-
-    def _take_processing_timer(self, key: Any, time: int, window: Window) -> bool:
-        ks = self.keys.get(key)
-        if ks is None or ks.processing_timers.pop((time, window), None) is None:
-            return False
-        return True
-
-    def _on_timer(self, key: Any, time: int, window: Window, *, event_time: bool) -> None:
+    def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
+        """A timer of ``key`` fires (the timer services call this): the trigger's timer
+        callback, then, at the window's cleanup time, the end of all its state."""
         ks = self.keys[key]
         state_window: Window | None = window
         if self.is_merging:
@@ -444,14 +378,14 @@ class WindowOperator:
         assert state_window is not None
         ctx = TriggerCallContext(self, key, ks, window)
         try:
-            if event_time:
+            if domain is EVENT_TIME:
                 result = self.trigger.on_event_time(time, window, ctx)
             else:
                 result = self.trigger.on_processing_time(time, window, ctx)
         except Exception as exc:
             raise self._user_error("the trigger's timer callback", key, window, exc) from exc
         self._apply(key, ks, window, state_window, result)
-        if self.is_event_time == event_time and time == self.cleanup_time(window):
+        if domain is self._window_timers.domain and time == self.cleanup_time(window):
             self._clear_all_state(key, ks, window, state_window, self.current_watermark)
         self._forget_if_empty(key, ks)
 
@@ -495,50 +429,26 @@ class WindowOperator:
         return window.max_timestamp()
 
     def is_window_late(self, window: Window) -> bool:
-        return self.is_event_time and self.cleanup_time(window) <= self.current_watermark
+        return (
+            self.is_event_time and self.cleanup_time(window) <= self.event_time_timers.current_time
+        )
 
     def is_element_late(self, timestamp: int | None) -> bool:
         return (
             self.is_event_time
             and timestamp is not None
-            and timestamp + self.allowed_lateness_ms <= self.current_watermark
+            and timestamp + self.allowed_lateness_ms <= self.event_time_timers.current_time
         )
 
     def register_cleanup_timer(self, key: Any, ks: KeyState, window: Window) -> None:
         time = self.cleanup_time(window)
-        if time == LONG_MAX:
-            return
-        if self.is_event_time:
-            self.register_event_time_timer(key, ks, time, window)
-        else:
-            self.register_processing_time_timer(key, ks, time, window)
+        if time != LONG_MAX:
+            self._window_timers.register(key, ks, time, window)
 
     def delete_cleanup_timer(self, ks: KeyState, window: Window) -> None:
         time = self.cleanup_time(window)
-        if time == LONG_MAX:
-            return
-        timers = ks.event_timers if self.is_event_time else ks.processing_timers
-        timers.pop((time, window), None)
-
-    def register_event_time_timer(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
-        timer = (time, window)
-        if timer not in ks.event_timers:
-            firing = self._firing_event_time
-            if firing is not None and time <= firing:
-                ks.event_timers[timer] = self._event_queue.hold(time, key, window)
-            else:
-                ks.event_timers[timer] = self._event_queue.push(time, key, window)
-
-    def register_processing_time_timer(
-        self, key: Any, ks: KeyState, time: int, window: Window
-    ) -> None:
-        timer = (time, window)
-        if timer not in ks.processing_timers:
-            firing = self._firing_processing_time
-            if firing is not None and time <= firing:
-                ks.processing_timers[timer] = self._processing_queue.hold(time, key, window)
-            else:
-                ks.processing_timers[timer] = self._processing_queue.push(time, key, window)
+        if time != LONG_MAX:
+            self._window_timers.delete(ks, time, window)
 
     def _user_error(
         self, what: str, key: Any, window: Any, exc: Exception, watermark: int | None = None
@@ -554,10 +464,10 @@ class WindowOperator:
         return sum(ks.num_state_entries() for ks in self.keys.values())
 
     def num_event_time_timers(self) -> int:
-        return sum(len(ks.event_timers) for ks in self.keys.values())
+        return self.event_time_timers.count()
 
     def num_processing_time_timers(self) -> int:
-        return sum(len(ks.processing_timers) for ks in self.keys.values())
+        return self.processing_time_timers.count()
 
     # ------------------------------------------------------------------ snapshots
 
@@ -573,16 +483,14 @@ class WindowOperator:
         fires at the next advance. (Spark advances a restored key's watermark only when
         it moves, and its processing time once per micro-batch.)"""
         self.keys[key] = ks
-        for (time, window), seq in ks.event_timers.items():
-            self._event_queue.push(time, key, window, seq)
-        for (time, window), seq in ks.processing_timers.items():
-            self._processing_queue.push(time, key, window, seq)
+        self.event_time_timers.restore(key, ks)
+        self.processing_time_timers.restore(key, ks)
 
     def forget_all_keys(self) -> None:
         """Drop every key's state and every queued timer (before a restore)."""
         self.keys.clear()
-        self._event_queue.clear()
-        self._processing_queue.clear()
+        self.event_time_timers.clear()
+        self.processing_time_timers.clear()
 
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""

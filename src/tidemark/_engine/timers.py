@@ -1,25 +1,39 @@
-"""Timer queues: event-time and processing-time timers across all keys.
+"""Timer services: the timers of one time domain across all keys, and its clock.
+
+The window operator has one :class:`TimerService` per time domain, as Flink's
+``InternalTimerServiceImpl``: event time, advanced by watermarks, and processing time,
+advanced by the clock. Both register, delete, hold and fire timers through the same
+code; only the callback they fire into is told the domain.
 
 A timer is ``(time, key, window)``, registered at most once (the key's state maps each
-live timer to its registration sequence number). The queue is a heap ordered by time, then registration order;
-deleting a timer only removes it from the key's set, and popping skips timers that are
-no longer live, so each registered timer fires exactly once.
+live timer to its registration sequence number, in ``KeyState.event_timers`` or
+``KeyState.processing_timers``). The :class:`TimerQueue` is a heap ordered by time, then
+registration order; deleting a timer only removes it from the key's set, and popping
+skips timers that are no longer live, so each registered timer fires exactly once.
 
 A timer registered by a timer callback at or before the time being fired is *held*: it
-waits outside the heap until the operator releases it at the next advance of its clock
-(see ``WindowOperator.process_watermark``), so such a timer cannot fire in the advance
-that registered it, and a trigger re-registering it every time cannot loop.
+waits outside the heap until the next advance of its clock releases it, so such a timer
+cannot fire in the advance that registered it, and a trigger re-registering it every
+time cannot loop (Flink fires it again at once, forever).
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from typing import Any
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
 
+from tidemark.time import TimeDomain
 from tidemark.windows import Window
 
-__all__ = ["TimerQueue"]
+if TYPE_CHECKING:
+    from tidemark._engine.keystate import KeyState
+
+__all__ = ["TimerQueue", "TimerService", "OnTimer"]
+
+OnTimer = Callable[[TimeDomain, Any, int, Window], None]
+"""``on_timer(domain, key, time, window)``: what a timer service fires into."""
 
 
 class TimerQueue:
@@ -79,7 +93,7 @@ class TimerQueue:
     @property
     def heap(self) -> list[tuple[int, int, Any, Window]]:
         """The heap itself, ``(time, seq, key, window)`` entries, for loops that pop in
-        bulk (see ``WindowOperator._fire_aligned_timers``)."""
+        bulk (see ``AlignedWindowOperator.process_watermark``)."""
         return self._heap
 
     def peek_time(self) -> int | None:
@@ -93,3 +107,122 @@ class TimerQueue:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+
+class TimerService:
+    """The timers of one time domain for every key of an operator, and its clock.
+
+    Parameters
+    ----------
+    domain : TimeDomain
+        Whose timers: the key states' ``event_timers`` or ``processing_timers``.
+    keys : dict
+        The operator's key -> :class:`~tidemark._engine.keystate.KeyState` (shared): a
+        queued timer fires only while its key's state still lists it.
+    on_timer : OnTimer
+        Called as each timer fires, with the clock at the time being fired (Flink's
+        trigger target).
+    start : int
+        The clock's first time.
+
+    Examples
+    --------
+    >>> from tidemark._engine.keystate import KeyState
+    >>> from tidemark.windows import TimeWindow
+    >>> keys, fired = {"a": KeyState()}, []
+    >>> service = TimerService(
+    ...     TimeDomain.EVENT_TIME, keys, lambda *timer: fired.append(timer[1:3]), -1)
+    >>> service.register("a", keys["a"], 9, TimeWindow(0, 10))
+    >>> service.register("a", keys["a"], 9, TimeWindow(0, 10))  # registered once
+    >>> service.advance(8)
+    >>> fired, service.count()
+    ([], 1)
+    >>> service.advance(20)
+    >>> fired, service.count(), service.current_time
+    ([('a', 9)], 0, 20)
+    """
+
+    __slots__ = ("domain", "current_time", "queue", "_keys", "_timers_of", "_on_timer", "_firing")
+
+    def __init__(
+        self, domain: TimeDomain, keys: dict[Any, KeyState], on_timer: OnTimer, start: int
+    ):
+        self.domain = domain
+        self.current_time = start
+        self.queue = TimerQueue()
+        self._keys = keys
+        is_event_time = domain is TimeDomain.EVENT_TIME
+        self._timers_of = attrgetter("event_timers" if is_event_time else "processing_timers")
+        self._on_timer = on_timer
+        # The time of the timer being fired (None: none is): a timer its callback
+        # registers at or before it is held for the next advance.
+        self._firing: int | None = None
+
+    def register(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
+        """Register a timer of ``key`` unless it is; held when a callback registers it
+        at or before the time being fired."""
+        timers = self._timers_of(ks)
+        timer = (time, window)
+        if timer not in timers:
+            firing = self._firing
+            if firing is not None and time <= firing:
+                timers[timer] = self.queue.hold(time, key, window)
+            else:
+                timers[timer] = self.queue.push(time, key, window)
+
+    def delete(self, ks: KeyState, time: int, window: Window) -> None:
+        """Delete a timer (its queue entry goes stale); a timer not registered is ignored."""
+        self._timers_of(ks).pop((time, window), None)
+
+    def advance(self, time: int) -> None:
+        """One advance of the clock to ``time``: :meth:`begin_advance`, then
+        :meth:`fire_due`."""
+        self.begin_advance(time)
+        self.fire_due(time)
+
+    def begin_advance(self, time: int) -> None:
+        """Start an advance to ``time``: when it moves the clock forward, the held timers
+        are released (due from now on as any other). Leaves the clock alone."""
+        if time > self.current_time:
+            self.queue.release_held()
+
+    def fire_due(self, time: int) -> None:
+        """Set the clock to ``time`` and fire every due timer in (time, registration)
+        order, those the callbacks register up to ``time`` included; held timers stay
+        held."""
+        self.current_time = time
+        queue, take = self.queue, self._take_if_live
+        try:
+            while True:
+                due = queue.pop_due(time, take)
+                if due is None:
+                    return
+                timer_time, key, window = due
+                self._firing = timer_time
+                self._on_timer(self.domain, key, timer_time, window)
+        finally:
+            self._firing = None
+
+    def _take_if_live(self, key: Any, time: int, window: Window) -> bool:
+        ks = self._keys.get(key)
+        return ks is not None and self._timers_of(ks).pop((time, window), None) is not None
+
+    def reset(self, time: int) -> None:
+        """Set the clock without firing anything; held timers wait no more."""
+        self.queue.release_held()
+        self.current_time = time
+
+    def restore(self, key: Any, ks: KeyState) -> None:
+        """Queue ``ks``'s timers (a restored key), each at its original place among timers
+        of equal time; a timer that was held is queued as any other."""
+        push = self.queue.push
+        for (time, window), seq in self._timers_of(ks).items():
+            push(time, key, window, seq)
+
+    def clear(self) -> None:
+        """Drop every queued and held timer (the keys' own sets are the caller's)."""
+        self.queue.clear()
+
+    def count(self) -> int:
+        """The timers registered for all keys."""
+        return sum(len(self._timers_of(ks)) for ks in self._keys.values())

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
 from tidemark.spark.columns import ORDER, TS, WM
 from tidemark.spark.session import is_connect
 from tidemark.time import LONG_MIN
@@ -80,7 +81,7 @@ def advance_to_arrival_time(op: Any, time: int, arrivals: ArrivalTimes) -> None:
     def resolve(t: int) -> int:
         return arrivals.first_at_or_after(max(t, op.current_processing_time + 1))
 
-    op.advance_processing_time_stepwise(time, resolve)
+    advance_processing_time_stepwise(op, time, resolve)
 
 
 def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSequence) -> None:
@@ -99,7 +100,7 @@ def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSe
     def resolve(time: int) -> int:
         return sequence.first_at_or_after(max(time, op.current_watermark + 1))
 
-    op.advance_watermark_stepwise(watermark, resolve)
+    advance_watermark_stepwise(op, watermark, resolve)
 
 
 @dataclass
