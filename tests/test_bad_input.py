@@ -523,6 +523,20 @@ def test_milliseconds_or_an_explicit_unit_are_not_warned(spark):
     assert _warnings_of(lambda: tm.from_dataframe(s, timestamp="ts", timestamp_unit="ms")) == []
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize(
+    "values",
+    [
+        pytest.param([tm.LONG_MAX, tm.LONG_MAX - 1750], id="flinks-end-of-time-sentinels"),
+        pytest.param([T_S * 1000, T_S], id="mixed-units-say-nothing-sure"),
+        pytest.param([5, 60_000], id="small-test-timestamps"),
+    ],
+)
+def test_values_of_no_one_other_unit_are_not_warned(spark, values):
+    df = spark.createDataFrame([(v,) for v in values], "ts long")
+    assert _warnings_of(lambda: tm.from_dataframe(df, timestamp="ts")) == []
+
+
 def _minute_sums(stream):
     return stream.key_by("user").window(TUMBLING).sum("amount")
 

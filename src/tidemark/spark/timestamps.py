@@ -130,20 +130,22 @@ def check_timestamp_unit(schema: StructType, column: str | None, unit: Any) -> N
 def _likely_unit(value: int) -> str | None:
     """The unit an epoch timestamp of ``value`` most likely has when it cannot be ms: as
     ms it would be before May 1970 or after the year 5138, and in the other unit it
-    falls in 1973-2286."""
+    falls in 1973-2286 (nanoseconds: 1973-2128, so that sentinels near ``LONG_MAX``,
+    Flink's "end of time", do not count)."""
     size = abs(value)
     if 10**9 <= size < 10**10:
         return "s"
     if 10**14 <= size < 10**17:
         return "us"
-    if size >= 10**17:
+    if 10**17 <= size < 5 * 10**18:
         return "ns"
     return None
 
 
 def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
     """Warn (:class:`~tidemark.errors.TidemarkWarning`) when the first values of
-    bounded ``df``'s integral event-time ``column``, read as ms, look like another unit.
+    bounded ``df``'s integral event-time ``column``, read as ms, all look like one
+    other unit.
 
     It reads a few rows (one small Spark job); a streaming DataFrame cannot be read when
     the pipeline is defined and is not checked.
@@ -154,12 +156,11 @@ def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
         return
     col = F.col(f"`{column}`")
     values = [r[0] for r in df.select(col).where(col.isNotNull()).limit(8).collect()]
-    if not values:
+    units = {_likely_unit(v) for v in values}
+    if len(units) != 1 or None in units:
         return
+    (unit,) = units
     largest = max(values, key=abs)
-    unit = _likely_unit(largest)
-    if unit is None:
-        return
     try:
         as_ms = f"{to_datetime(largest):%Y-%m-%d %H:%M:%S} UTC"
     except OverflowError:
