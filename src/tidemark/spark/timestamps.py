@@ -157,9 +157,9 @@ def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
     col = F.col(f"`{column}`")
     values = [r[0] for r in df.select(col).where(col.isNotNull()).limit(8).collect()]
     units = {_likely_unit(v) for v in values}
-    if len(units) != 1 or None in units:
+    unit = units.pop() if len(units) == 1 else None
+    if unit is None:
         return
-    (unit,) = units
     largest = max(values, key=abs)
     try:
         as_ms = f"{to_datetime(largest):%Y-%m-%d %H:%M:%S} UTC"
