@@ -25,6 +25,7 @@ from tidemark.assigners import (
 from tidemark.errors import (
     InputDataError,
     TidemarkError,
+    TidemarkWarning,
     UnsupportedMergeError,
     UserFunctionError,
     WindowSpecError,
@@ -136,6 +137,7 @@ __all__ = [
     "InputDataError",
     "UserFunctionError",
     "UnsupportedMergeError",
+    "TidemarkWarning",
 ]
 
 

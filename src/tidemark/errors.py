@@ -15,6 +15,7 @@ __all__ = [
     "UserFunctionError",
     "UnsupportedMergeError",
     "SessionSetupError",
+    "TidemarkWarning",
 ]
 
 
@@ -28,6 +29,14 @@ class WindowSpecError(TidemarkError, ValueError):
 
 class InputDataError(TidemarkError, ValueError):
     """An input row or element cannot be processed (missing timestamp, null key, ...)."""
+
+
+class TidemarkWarning(UserWarning):
+    """A pipeline is accepted but may not mean what it says: a default was chosen for the
+    user (event-time windows on a stream with no ``watermark_strategy``) or the data
+    looks like another unit than the one it is read in. The message says how to be
+    explicit, which also silences it. Filter it as any warning
+    (``warnings.filterwarnings("error", category=TidemarkWarning)`` makes it fatal)."""
 
 
 class UnsupportedMergeError(TidemarkError, RuntimeError):

@@ -1,8 +1,11 @@
 """Time: durations and the millisecond conventions tidemark uses everywhere.
 
-Timestamps and watermarks are int milliseconds since the epoch. Every public time
+Timestamps and watermarks are int milliseconds since the epoch (UTC). Every public time
 parameter accepts a :class:`Duration`, a :class:`datetime.timedelta` or int milliseconds;
-:func:`to_millis` normalises them once, at definition time.
+:func:`to_millis` normalises them once, at definition time. Inside a user's function an
+element's timestamp column may arrive as a ``datetime`` while the engine's times
+(``window.start``, ``context.current_watermark()``) are int ms: :func:`to_datetime` and
+:func:`from_datetime` convert between the two, exactly.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ __all__ = [
     "Duration",
     "TimeLike",
     "to_millis",
+    "to_datetime",
+    "from_datetime",
     "java_mod",
     "TimeDomain",
 ]
@@ -122,6 +127,63 @@ def to_millis(value: TimeLike, name: str) -> int:
         f"`{name}` must be a Duration, a datetime.timedelta or int milliseconds; "
         f"got {value!r} ({type(value).__name__})"
     )
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def to_datetime(timestamp_ms: int) -> datetime.datetime:
+    """The instant ``timestamp_ms`` (int milliseconds since the epoch) as a timezone-aware
+    UTC ``datetime``.
+
+    Raises
+    ------
+    TypeError
+        ``timestamp_ms`` is not an int (a ``datetime`` wants :func:`from_datetime`).
+
+    Examples
+    --------
+    >>> to_datetime(1_590_292_800_001)
+    datetime.datetime(2020, 5, 24, 4, 0, 0, 1000, tzinfo=datetime.timezone.utc)
+    >>> to_datetime(-1).isoformat()
+    '1969-12-31T23:59:59.999000+00:00'
+    """
+    if not isinstance(timestamp_ms, int) or isinstance(timestamp_ms, bool):
+        hint = ": use from_datetime" if isinstance(timestamp_ms, datetime.datetime) else ""
+        raise TypeError(
+            "`timestamp_ms` must be int milliseconds since the epoch; "
+            f"got {timestamp_ms!r} ({type(timestamp_ms).__name__}){hint}"
+        )
+    return _EPOCH + datetime.timedelta(milliseconds=timestamp_ms)
+
+
+def from_datetime(moment: datetime.datetime) -> int:
+    """``moment`` as int milliseconds since the epoch, the engine's time (microseconds
+    are floored, as Spark's ``unix_millis`` does).
+
+    A naive ``datetime`` is read as UTC: that is how a Spark timestamp column reaches a
+    user's function (tidemark's sessions run in UTC).
+
+    Raises
+    ------
+    TypeError
+        ``moment`` is not a ``datetime.datetime``.
+
+    Examples
+    --------
+    >>> from_datetime(datetime.datetime(2020, 5, 24, 4, 0, 0, 1999))
+    1590292800001
+    >>> from_datetime(to_datetime(-1))
+    -1
+    """
+    if not isinstance(moment, datetime.datetime):
+        hint = ": it is already milliseconds" if isinstance(moment, int) else ""
+        raise TypeError(
+            f"`moment` must be a datetime.datetime; got {moment!r} ({type(moment).__name__}){hint}"
+        )
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.timezone.utc)
+    return to_millis(moment - _EPOCH, "moment")
 
 
 def java_mod(a: int, b: int) -> int:

@@ -7,11 +7,12 @@ that timestamp, which is what lets windowed operations be chained.
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Iterable
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from tidemark.time import LONG_MAX
+from tidemark.time import LONG_MAX, to_datetime
 
 __all__ = [
     "Window",
@@ -74,6 +75,13 @@ class Window:
 class TimeWindow(tuple, Window):  # type: ignore[type-arg]
     """The half-open interval ``[start, end)`` of event or processing time, in ms.
 
+    Every time the engine hands a function (``start``, ``end``, ``max_timestamp()``,
+    ``context.current_watermark()``, timer times) is int milliseconds since the epoch,
+    UTC; ``end`` is excluded, so a window's length is ``end - start``, never
+    ``max_timestamp() - start``. An element's own timestamp column may be a
+    ``datetime``: compare it with :meth:`start_datetime` / :meth:`end_datetime`, or
+    convert it with :func:`tidemark.time.from_datetime`.
+
     A tuple underneath, so hashing, equality and ordering (by start, then end) run at C
     speed on the engine's per-element path.
 
@@ -86,6 +94,9 @@ class TimeWindow(tuple, Window):  # type: ignore[type-arg]
     (True, TimeWindow[0, 8))
     >>> sorted([TimeWindow(3, 4), TimeWindow(0, 9)])
     [TimeWindow[0, 9), TimeWindow[3, 4)]
+    >>> minute = TimeWindow(1_590_292_800_000, 1_590_292_860_000)
+    >>> minute.start_datetime().isoformat(), minute.end_datetime().isoformat()
+    ('2020-05-24T04:00:00+00:00', '2020-05-24T04:01:00+00:00')
     """
 
     __slots__ = ()
@@ -98,6 +109,14 @@ class TimeWindow(tuple, Window):  # type: ignore[type-arg]
 
     def max_timestamp(self) -> int:
         return self[1] - 1
+
+    def start_datetime(self) -> datetime.datetime:
+        """``start`` as a timezone-aware UTC ``datetime`` (the first instant inside)."""
+        return to_datetime(self[0])
+
+    def end_datetime(self) -> datetime.datetime:
+        """``end`` as a timezone-aware UTC ``datetime`` (the first instant after)."""
+        return to_datetime(self[1])
 
     def intersects(self, other: TimeWindow) -> bool:
         """True when the windows overlap or touch (``end == other.start`` counts)."""

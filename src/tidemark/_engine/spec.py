@@ -14,11 +14,12 @@ from tidemark._engine.functions import WindowLogic
 from tidemark.assigners import MergingWindowAssigner, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import Evictor
+from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.triggers import Trigger
 from tidemark.windows import AlignedLayout
 
-__all__ = ["OperatorSpec", "validate_window_spec"]
+__all__ = ["OperatorSpec", "validate_window_spec", "validate_window_function"]
 
 
 def validate_window_spec(
@@ -43,6 +44,26 @@ def validate_window_spec(
         )
     if late_data_tag is not None and not isinstance(late_data_tag, OutputTag):
         raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
+
+
+def validate_window_function(assigner: WindowAssigner, logic: WindowLogic) -> None:
+    """Reject a window function the assigner cannot use, in every mode alike.
+
+    Merging (session) windows merge their accumulators, so an aggregate function needs
+    ``merge``. Without this check a run fails only when two windows that both hold an
+    accumulator merge, which depends on arrival order: a replay fails where BATCH, which
+    feeds each key in timestamp order, does not.
+    """
+    aggregate = logic.aggregate
+    if aggregate is None or not isinstance(assigner, MergingWindowAssigner):
+        return
+    merge = getattr(type(aggregate), "merge", None)
+    if merge is None or merge is AggregateFunction.merge:
+        raise WindowSpecError(
+            f"`aggregate_function` must implement merge() with the merging assigner "
+            f"{assigner!r}: sessions merge their accumulators; got "
+            f"{type(aggregate).__name__} without merge: define merge(acc_a, acc_b)"
+        )
 
 
 @dataclass(frozen=True)
@@ -98,6 +119,7 @@ class OperatorSpec:
             self.allowed_lateness_ms,
             self.late_data_tag,
         )
+        validate_window_function(self.assigner, self.logic)
         trigger = self.trigger if self.trigger is not None else self.assigner.get_default_trigger()
         object.__setattr__(self, "window_trigger", trigger)
         object.__setattr__(self, "is_event_time", self.assigner.is_event_time())

@@ -4,6 +4,12 @@ As in Flink, ``sum``/``min``/``max`` replace only the field and keep the other f
 the window's first element; ``min_by``/``max_by`` return a whole element (the first one
 on ties). ``sum``/``min``/``max`` are aggregate functions over ``[first, aggregate]``,
 which gives Flink's results without building a Row per element.
+
+:func:`check_field` refuses, when the pipeline is defined, a field Flink would refuse:
+``sum`` of a column that is not numeric (Python's ``+`` would concatenate strings or
+arrays), ``min``/``max``/``min_by``/``max_by`` of a column without a natural order
+(maps, arrays, structs, binary; Flink's need ``Comparable``), and any of them on a key
+column (every element of a window has the same key: its sum would multiply it).
 """
 
 from __future__ import annotations
@@ -11,9 +17,67 @@ from __future__ import annotations
 from operator import attrgetter, itemgetter
 from typing import Any
 
+from pyspark.sql.types import (
+    BooleanType,
+    DateType,
+    DayTimeIntervalType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+from tidemark.errors import WindowSpecError
 from tidemark.functions import AggregateFunction, ReduceFunction
 
-__all__ = ["Sum", "Min", "Max", "MinBy", "MaxBy", "FieldReduce"]
+__all__ = ["Sum", "Min", "Max", "MinBy", "MaxBy", "FieldReduce", "check_field"]
+
+_ORDERED = (
+    NumericType,
+    StringType,
+    BooleanType,
+    DateType,
+    TimestampType,
+    TimestampNTZType,
+    DayTimeIntervalType,
+)
+
+
+def check_field(method: str, field: str, schema: StructType, keys: tuple[str, ...]) -> None:
+    """Refuse ``field`` as the field of the shorthand ``method`` ("sum", "min", ...) on
+    a stream of ``schema`` keyed by the columns ``keys``.
+
+    Raises
+    ------
+    WindowSpecError
+        ``field`` is no column, a key column, or of a type ``method`` cannot aggregate.
+    """
+    names = schema.fieldNames()
+    if field not in names:
+        raise WindowSpecError(
+            f"`field` of {method}() must be a column of the stream; got {field!r}, columns: {names}"
+        )
+    if field in keys:
+        raise WindowSpecError(
+            f"`field` of {method}() must not be a key column: the stream is keyed by "
+            f"{list(keys)}; got {field!r}: every element of a window has the same key, "
+            "aggregate another column"
+        )
+    data_type = schema[field].dataType
+    if method == "sum" and not isinstance(data_type, NumericType):
+        numeric = [f.name for f in schema.fields if isinstance(f.dataType, NumericType)]
+        raise WindowSpecError(
+            f"`field` of sum() must be a numeric column; got {field!r} of type "
+            f"{data_type.simpleString()}; numeric columns: {numeric} (to combine other "
+            "values, use reduce() or aggregate())"
+        )
+    if not isinstance(data_type, _ORDERED):
+        raise WindowSpecError(
+            f"`field` of {method}() must be a column with an order (numbers, strings, "
+            f"booleans, dates, timestamps, intervals); got {field!r} of type "
+            f"{data_type.simpleString()} (to choose by another rule, use reduce())"
+        )
 
 
 def _with_field(row: Any, index: int, value: Any) -> Any:

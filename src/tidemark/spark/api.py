@@ -20,14 +20,15 @@ A keyed tumbling window (needs Spark, so not run as a doctest)::
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
 from tidemark._engine.functions import window_logic
-from tidemark._engine.spec import validate_window_spec
+from tidemark._engine.spec import validate_window_function, validate_window_spec
 from tidemark.assigners import GlobalWindows, WindowAssigner
-from tidemark.errors import WindowSpecError
+from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
@@ -109,7 +110,9 @@ class DataStream:
         WindowedStream
             Configure it (trigger, evictor, lateness), then finish it with a function.
         """
-        return WindowedStream(WindowOp(self._plan, None, assigner), self._spark)
+        windowed = WindowedStream(WindowOp(self._plan, None, assigner), self._spark)
+        _warn_default_watermarks(self._plan, assigner)
+        return windowed
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
@@ -149,7 +152,10 @@ class KeyedStream:
         WindowSpecError
             ``assigner`` is not a WindowAssigner.
         """
-        return WindowedStream(WindowOp(self._stream.plan, self._key, assigner), self._stream._spark)
+        op = WindowOp(self._stream.plan, self._key, assigner)
+        windowed = WindowedStream(op, self._stream._spark)
+        _warn_default_watermarks(self._stream.plan, assigner)
+        return windowed
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         """Windows of ``size`` elements per key (every ``slide`` elements when given).
@@ -343,33 +349,59 @@ class WindowedStream:
         Raises
         ------
         WindowSpecError
-            ``field`` is not a column of the stream.
+            ``field`` is not a column of the stream, is a key column, or is not numeric
+            (as in Flink; Python's ``+`` would concatenate strings).
         """
-        return self._shorthand(aggregations.Sum, field)
+        return self._shorthand("sum", aggregations.Sum, field)
 
     def min(self, field: str) -> WindowResultStream:
-        """Minimum of ``field``; the other fields come from the first element."""
-        return self._shorthand(aggregations.Min, field)
+        """Minimum of ``field``; the other fields come from the first element.
+
+        Raises
+        ------
+        WindowSpecError
+            ``field`` is not a column, is a key column, or has no order (a map, array,
+            struct or binary column; Flink needs ``Comparable``).
+        """
+        return self._shorthand("min", aggregations.Min, field)
 
     def max(self, field: str) -> WindowResultStream:
-        """Maximum of ``field``; the other fields come from the first element."""
-        return self._shorthand(aggregations.Max, field)
+        """Maximum of ``field``; the other fields come from the first element.
+
+        Raises
+        ------
+        WindowSpecError
+            ``field`` is not a column, is a key column, or has no order (a map, array,
+            struct or binary column; Flink needs ``Comparable``).
+        """
+        return self._shorthand("max", aggregations.Max, field)
 
     def min_by(self, field: str) -> WindowResultStream:
-        """The element with the smallest ``field`` (the first one on ties)."""
-        return self._shorthand(aggregations.MinBy, field)
+        """The element with the smallest ``field`` (the first one on ties).
+
+        Raises
+        ------
+        WindowSpecError
+            ``field`` is not a column, is a key column, or has no order (a map, array,
+            struct or binary column; Flink needs ``Comparable``).
+        """
+        return self._shorthand("min_by", aggregations.MinBy, field)
 
     def max_by(self, field: str) -> WindowResultStream:
-        """The element with the largest ``field`` (the first one on ties)."""
-        return self._shorthand(aggregations.MaxBy, field)
+        """The element with the largest ``field`` (the first one on ties).
 
-    def _shorthand(self, kind: Any, field: str) -> WindowResultStream:
+        Raises
+        ------
+        WindowSpecError
+            ``field`` is not a column, is a key column, or has no order (a map, array,
+            struct or binary column; Flink needs ``Comparable``).
+        """
+        return self._shorthand("max_by", aggregations.MaxBy, field)
+
+    def _shorthand(self, method: str, kind: Any, field: str) -> WindowResultStream:
         schema = self._op.upstream.schema
-        if field not in schema.fieldNames():
-            raise WindowSpecError(
-                f"`field` must be a column of the stream; got {field!r}, "
-                f"columns: {schema.fieldNames()}"
-            )
+        keys = self._op.key.columns if self._op.key is not None else ()
+        aggregations.check_field(method, field, schema, keys)
         function = kind(field)
         if isinstance(function, AggregateFunction):
             return self.aggregate(function, output_schema=schema)
@@ -378,7 +410,8 @@ class WindowedStream:
     def _finish(
         self, function: Any, window_function: Any, output_schema: Any
     ) -> WindowResultStream:
-        window_logic(function, window_function)  # validates the combination now
+        # validates the combination now, and with the assigner
+        validate_window_function(self._op.assigner, window_logic(function, window_function))
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "
@@ -478,6 +511,28 @@ class WindowResultStream(DataStream):
             ``tag`` is not an OutputTag, or has no schema and is not the late-data tag.
         """
         return SideOutputStream(self, tag, results.side_output_schema(self._plan, tag, self._spark))
+
+
+def _warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
+    """Warn that the default watermarks drop out-of-order elements, when an event-time
+    window is defined right on a stream or replay that was given no strategy (BATCH
+    drops nothing, and a replay of recorded watermarks does not use the strategy)."""
+    if not isinstance(plan, Source) or plan.watermark_strategy_given:
+        return
+    if not assigner.is_event_time() or plan.watermark is not None:
+        return
+    if not (plan.streaming or plan.replay):
+        return
+    kind = "stream" if plan.streaming else "replay"
+    warnings.warn(
+        f"no `watermark_strategy` given for a {kind} with event-time windows: using "
+        "WatermarkStrategy.for_monotonous_timestamps(); an element for a window that ends "
+        "at or before the largest timestamp seen is late: dropped unless allowed_lateness "
+        "or side_output_late_data keeps it; pass watermark_strategy=tm.WatermarkStrategy."
+        "for_bounded_out_of_orderness(...) (or for_monotonous_timestamps() to keep this)",
+        TidemarkWarning,
+        stacklevel=3,
+    )
 
 
 def _key_spec(key: Any, schema: Any) -> KeySpec:

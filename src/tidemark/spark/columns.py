@@ -50,6 +50,7 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
+from tidemark.errors import InputDataError
 from tidemark.spark.codec import result_tuple, rows_from_pandas
 
 __all__ = [
@@ -85,6 +86,7 @@ __all__ = [
     "encode_key",
     "decode_key",
     "with_function_key",
+    "function_key",
     "main_output",
     "side_output",
     "dropped_counts",
@@ -193,6 +195,27 @@ def decode_key(blob: bytes) -> Any:
     return pickle.loads(blob)
 
 
+def function_key(function: Any, row: Any) -> bytes:
+    """The encoded key of ``row`` under the user's key ``function``.
+
+    Raises
+    ------
+    InputDataError
+        The key is not hashable (a list, a dict): the engine keeps state per key in
+        dicts, and two equal lists would not be one key.
+    """
+    key = function(row)
+    try:
+        hash(key)
+    except TypeError:
+        name = getattr(function, "__name__", repr(function))
+        raise InputDataError(
+            f"`key` function {name} must return a hashable key; got {key!r} "
+            f"({type(key).__name__}): return a tuple instead, e.g. tuple(...)"
+        ) from None
+    return encode_key(key)
+
+
 def with_function_key(df: Any, names: list[str], function: Any, combined: bool = False) -> Any:
     """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
     encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming).
@@ -203,10 +226,10 @@ def with_function_key(df: Any, names: list[str], function: Any, combined: bool =
         for pdf in batches:
             rows = rows_from_pandas(pdf, names, types)
             if not combined:
-                yield pdf.assign(**{KEY: [encode_key(function(row)) for row in rows]})
+                yield pdf.assign(**{KEY: [function_key(function, row) for row in rows]})
                 continue
             results = (pdf[OUTPUT] == MAIN).tolist()
-            keys = [encode_key(function(r)) if on else None for r, on in zip(rows, results)]
+            keys = [function_key(function, r) if on else None for r, on in zip(rows, results)]
             yield pdf.assign(**{KEY: pd.Series(keys, dtype=object)})
 
     schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), combined)])

@@ -37,7 +37,15 @@ __all__ = [
 
 @dataclass(frozen=True, eq=False)
 class Source:
-    """A DataFrame read as a stream of its rows."""
+    """A DataFrame read as a stream of its rows.
+
+    ``timestamp_unit`` is the unit of the user's integral event-time column ("ms", "s",
+    "us" or "ns"). In a unit other than ms, ``timestamp`` is None and ``strategy``
+    has a timestamp assigner that reads the column in its unit
+    (:class:`~tidemark.spark.timestamps.ScaledTimestamp`), which every mode applies.
+    ``watermark_strategy_given`` is False when ``strategy`` is the default (monotonous
+    timestamps), not the user's choice.
+    """
 
     df: Any
     timestamp: str | None
@@ -45,6 +53,8 @@ class Source:
     strategy: WatermarkStrategy
     processing_time: str | None
     watermark: str | None = None
+    timestamp_unit: str = "ms"
+    watermark_strategy_given: bool = True
 
     @property
     def schema(self) -> Any:

@@ -3,29 +3,52 @@
 BATCH, replay, the SQL fast path and streaming all read the timestamp column through
 :func:`timestamp_ms`: integral columns are milliseconds; ``TimestampType`` and
 ``TimestampNTZType`` columns are instants (the session's time zone is UTC); strings are
-parsed as Spark timestamps, an unparseable one giving null (reported with the row by the
-path that meets it). Any other type is a :class:`~tidemark.errors.WindowSpecError` when
-the pipeline is defined. :func:`with_assigned_timestamps` applies a
-``WatermarkStrategy``'s timestamp assigner instead.
+parsed as Spark timestamps (:data:`ACCEPTED_TIMESTAMP_STRINGS`), an unparseable one
+giving null (reported with the row by the path that meets it). Any other type is a
+:class:`~tidemark.errors.WindowSpecError` when the pipeline is defined.
+:func:`with_assigned_timestamps` applies a ``WatermarkStrategy``'s timestamp assigner
+instead; an integral column in another unit (``from_dataframe``'s ``timestamp_unit``)
+is read by one, :class:`ScaledTimestamp`, which every mode applies the same way.
 """
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType, TimestampType
 
-from tidemark.errors import WindowSpecError
+from tidemark.errors import InputDataError, TidemarkWarning, WindowSpecError
 from tidemark.spark.codec import arrow_rows_and_columns
 from tidemark.spark.columns import TS
-from tidemark.time import LONG_MIN
+from tidemark.time import LONG_MIN, to_datetime
 
-__all__ = ["timestamp_ms", "with_assigned_timestamps"]
+__all__ = [
+    "timestamp_ms",
+    "with_assigned_timestamps",
+    "ScaledTimestamp",
+    "check_timestamp_unit",
+    "warn_if_unit_looks_wrong",
+    "TIMESTAMP_UNITS",
+    "ACCEPTED_TIMESTAMP_STRINGS",
+]
 
 _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
 _TIMESTAMPS = ("TimestampType", "TimestampNTZType")
+
+TIMESTAMP_UNITS = ("ms", "s", "us", "ns")
+"""The units of an integral event-time column (``from_dataframe``'s ``timestamp_unit``)."""
+
+_UNIT_NAMES = {"s": "seconds", "us": "microseconds", "ns": "nanoseconds"}
+
+ACCEPTED_TIMESTAMP_STRINGS = (
+    "'yyyy-MM-dd HH:mm:ss[.SSSSSS]' or 'yyyy-MM-ddTHH:mm:ss[.SSSSSS]', optionally with a "
+    "zone ('Z', '+01:00', 'Europe/Paris'; none means UTC), or 'yyyy-MM-dd' (midnight UTC)"
+)
+"""The timestamp strings an event-time column may hold (Spark's string-to-timestamp
+cast); for any other format, parse the column with ``F.to_timestamp(col, format)``."""
 
 
 def timestamp_ms(schema: StructType, column: str | None, parameter: str = "timestamp") -> Any:
@@ -47,6 +70,107 @@ def timestamp_ms(schema: StructType, column: str | None, parameter: str = "times
     raise WindowSpecError(
         f"`{parameter}` column {column!r} must be long milliseconds, a timestamp or a "
         f"timestamp string; got type {data_type.simpleString()}"
+    )
+
+
+class ScaledTimestamp:
+    """A timestamp assigner ``(row, record_timestamp) -> ms`` reading the integral
+    ``column`` in ``unit`` ("s", "us" or "ns"; finer units are floored to ms, as
+    Spark's ``unix_millis`` floors finer instants).
+
+    >>> from pyspark.sql import Row
+    >>> ScaledTimestamp("ts", "s")(Row(ts=1_600_000_020), 0)
+    1600000020000
+    >>> ScaledTimestamp("ts", "us")(Row(ts=-1), 0)
+    -1
+    """
+
+    def __init__(self, column: str, unit: str):
+        self.column = column
+        self.unit = unit
+
+    def __call__(self, row: Any, record_timestamp: int) -> int:
+        value = row[self.column]
+        if value is None:
+            raise InputDataError(f"null timestamp in column {self.column!r}; example row: {row}")
+        if self.unit == "s":
+            return int(value) * 1000
+        return int(value) // (1000 if self.unit == "us" else 1_000_000)
+
+    def __repr__(self) -> str:
+        return f"ScaledTimestamp({self.column!r}, {self.unit!r})"
+
+
+def check_timestamp_unit(schema: StructType, column: str | None, unit: Any) -> None:
+    """Refuse a ``timestamp_unit`` that is not one of :data:`TIMESTAMP_UNITS`, or that
+    is given for no column or a column that is not integral.
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the unit and the column's type.
+    """
+    if unit is None:
+        return
+    if not isinstance(unit, str) or unit not in TIMESTAMP_UNITS:
+        accepted = ", ".join(repr(u) for u in TIMESTAMP_UNITS)
+        raise WindowSpecError(f"`timestamp_unit` must be one of {accepted}; got {unit!r}")
+    if column is None:
+        raise WindowSpecError(
+            "`timestamp_unit` applies to integral `timestamp` columns; got no `timestamp`"
+        )
+    data_type = schema[column].dataType
+    if type(data_type).__name__ not in _INTEGRAL:
+        raise WindowSpecError(
+            f"`timestamp_unit` applies to integral `timestamp` columns; column {column!r} "
+            f"is of type {data_type.simpleString()}: omit timestamp_unit"
+        )
+
+
+def _likely_unit(value: int) -> str | None:
+    """The unit an epoch timestamp of ``value`` most likely has when it cannot be ms: as
+    ms it would be before May 1970 or after the year 5138, and in the other unit it
+    falls in 1973-2286 (nanoseconds: 1973-2128, so that sentinels near ``LONG_MAX``,
+    Flink's "end of time", do not count)."""
+    size = abs(value)
+    if 10**9 <= size < 10**10:
+        return "s"
+    if 10**14 <= size < 10**17:
+        return "us"
+    if 10**17 <= size < 5 * 10**18:
+        return "ns"
+    return None
+
+
+def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
+    """Warn (:class:`~tidemark.errors.TidemarkWarning`) when the first values of
+    bounded ``df``'s integral event-time ``column``, read as ms, all look like one
+    other unit.
+
+    It reads a few rows (one small Spark job); a streaming DataFrame cannot be read when
+    the pipeline is defined and is not checked.
+    """
+    if column is None or df.isStreaming:
+        return
+    if type(df.schema[column].dataType).__name__ not in _INTEGRAL:
+        return
+    col = F.col(f"`{column}`")
+    values = [r[0] for r in df.select(col).where(col.isNotNull()).limit(8).collect()]
+    units = {_likely_unit(v) for v in values}
+    unit = units.pop() if len(units) == 1 else None
+    if unit is None:
+        return
+    largest = max(values, key=abs)
+    try:
+        as_ms = f"{to_datetime(largest):%Y-%m-%d %H:%M:%S} UTC"
+    except OverflowError:
+        as_ms = "after the year 9999"
+    warnings.warn(
+        f"`timestamp` column {column!r} holds {largest}, which as milliseconds is {as_ms}: "
+        f'it looks like {_UNIT_NAMES[unit]} since the epoch; pass timestamp_unit="{unit}" (or '
+        'timestamp_unit="ms" to read milliseconds and skip this check)',
+        TidemarkWarning,
+        stacklevel=3,
     )
 
 
