@@ -12,6 +12,7 @@ from tidemark.spark.streaming.checkpoint import GROUPS_FILE, check_checkpoint_gr
 from tidemark.spark.streaming.keygroups import (
     MAX_PARALLELISM_CONF,
     session_max_parallelism,
+    session_state_partitions,
     slot_column,
     slots,
     spark_int_hash,
@@ -65,15 +66,18 @@ def test_a_marker_spark_wrote_is_read(spark, tmp_path):
         check_checkpoint_groups(spark, checkpoint, 8)
 
 
-def test_the_default_number_of_key_groups_follows_the_shuffle_partitions(spark):
+def test_the_default_state_partitions_follow_the_cores_and_the_shuffle_partitions(spark):
+    """min(shuffle partitions, cores, 32) state partitions, 4 key groups each: Spark's
+    default 200 shuffle partitions on this 2-core session give 2, not 200 (or 32)."""
     conf = spark.conf
     before = conf.get("spark.sql.shuffle.partitions")
+    assert spark.sparkContext.defaultParallelism == 2
     try:
-        # 4 groups per state partition; at most 32 state partitions unless told
-        for partitions, groups in (("2", 8), ("200", 128), ("1", 4)):
+        for partitions, cap in (("2", 2), ("200", 2), ("1", 1)):
             conf.set("spark.sql.shuffle.partitions", partitions)
-            assert session_max_parallelism(spark) == groups
-            assert state_partitions_cap(spark, None) == 32
+            assert session_state_partitions(spark) == cap
+            assert session_max_parallelism(spark) == 4 * cap
+            assert state_partitions_cap(spark, None) == cap
             assert state_partitions_cap(spark, 6) == 6  # given: one partition per group
         conf.set(MAX_PARALLELISM_CONF, "64")
         assert session_max_parallelism(spark) == 64

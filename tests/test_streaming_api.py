@@ -189,7 +189,8 @@ def test_max_parallelism_comes_from_the_session(spark):
     from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF, session_max_parallelism
 
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    assert session_max_parallelism(spark) == 4 * min(partitions, 32)
+    cores = spark.sparkContext.defaultParallelism
+    assert session_max_parallelism(spark) == 4 * min(partitions, cores, 32)
     spark.conf.set(MAX_PARALLELISM_CONF, "8")
     try:
         assert session_max_parallelism(spark) == 8

@@ -8,7 +8,12 @@ from checkpoint_compat import LATE, write_input
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.checkpoint import PIPELINE_FILE, check_checkpoint, describe
+from tidemark.spark.streaming.checkpoint import (
+    PIPELINE_FILE,
+    check_checkpoint,
+    describe,
+    stored_groups,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -87,3 +92,22 @@ def test_descriptions_never_show_an_address():
     text = describe(Custom())
     assert text.startswith("test_descriptions_never_show_an_address.<locals>.Custom(")
     assert "every=3" in text and "function " in text and " at 0x" not in text
+
+
+def test_a_restart_adopts_the_checkpoints_default_number_of_key_groups(spark, tmp_path):
+    """The default number of key groups follows the session; a restart on a session
+    whose default differs carries on with the number the checkpoint holds."""
+    (tmp_path / "in").mkdir()
+    write_input(tmp_path / "in", 0)
+    window = tm.TumblingEventTimeWindows.of(10)
+    _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
+    first = stored_groups(spark, str(tmp_path / "checkpoint"))
+    assert first == 8  # 2 state partitions (shuffle partitions, cores), 4 groups each
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # a default of 4 groups now
+    try:
+        write_input(tmp_path / "in", 1)
+        _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert stored_groups(spark, str(tmp_path / "checkpoint")) == 8

@@ -37,6 +37,7 @@ __all__ = [
     "PIPELINE_FILE",
     "check_checkpoint",
     "check_checkpoint_groups",
+    "stored_groups",
     "describe",
     "describe_window",
 ]
@@ -70,15 +71,20 @@ def check_checkpoint(spark: Any, checkpoint: str, groups: int, pipeline: Pipelin
         )
 
 
+def stored_groups(spark: Any, checkpoint: str) -> int | None:
+    """The number of key groups ``checkpoint``'s query started with; None before its
+    first start."""
+    lines = _read_lines(spark, _beside(checkpoint, GROUPS_FILE))
+    return int(lines[0]) if lines else None
+
+
 def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
     """Refuse to start a query on ``checkpoint`` with another number of key groups than
     it first started with; record the number at a first start."""
-    path = _beside(checkpoint, GROUPS_FILE)
-    lines = _read_lines(spark, path)
-    if not lines:
-        _write_line(spark, path, str(groups))
+    stored = stored_groups(spark, checkpoint)
+    if stored is None:
+        _write_line(spark, _beside(checkpoint, GROUPS_FILE), str(groups))
         return
-    stored = int(lines[0])
     if stored != groups:
         raise parallelism_changed(stored, groups, f"the checkpoint {checkpoint!r}")
 

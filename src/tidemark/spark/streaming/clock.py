@@ -36,6 +36,7 @@ True
 from __future__ import annotations
 
 from tidemark.errors import InputDataError
+from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.time import LONG_MAX, LONG_MIN
 
 __all__ = [
@@ -130,8 +131,10 @@ def check_timestamp(timestamp: int | None, key: object, event_time: bool) -> Non
     if timestamp is None:
         if event_time:
             raise InputDataError(
-                f"an element of key {key!r} has a null timestamp; event-time windows on "
-                "Spark need a timestamp on every row (filter or fill nulls upstream)"
+                f"an element of key {key!r} has a null timestamp (a null, or a string that "
+                f"is no timestamp; accepted: {ACCEPTED_TIMESTAMP_STRINGS}); event-time "
+                "windows on Spark need a timestamp on every row (filter or fill nulls "
+                "upstream)"
             )
         return
     if timestamp < MIN_TIMESTAMP_MS:

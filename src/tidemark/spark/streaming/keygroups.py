@@ -7,7 +7,7 @@ a state partition by hashing the value it groups by: ``pmod(hash(value), P)``. G
 core may get twice the work of another (with ``G = P = 2``, groups 0 and 1 both hash to
 partition 1). So Spark groups by the group's *slot*: the smallest non-negative int whose
 Spark hash is ``g`` modulo ``G``. Whenever ``P`` divides ``G`` (always when the query
-starts with ``P = min(spark.sql.shuffle.partitions, 32)`` partitions and the default
+starts with its default ``P`` partitions (:func:`session_state_partitions`) and the default
 ``G = 4 P``, or ``P = min(spark.sql.shuffle.partitions, G)`` with ``G`` a multiple of
 the shuffle partitions), group ``g`` lands in partition
 ``g mod P``: every partition holds ``G / P`` groups. Correctness never depends on it: the
@@ -39,6 +39,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
+from tidemark.spark.session import is_connect
 
 __all__ = [
     "spark_int_hash",
@@ -48,6 +49,8 @@ __all__ = [
     "GROUPS_PER_PARTITION",
     "MAX_PARALLELISM_CONF",
     "session_max_parallelism",
+    "session_state_partitions",
+    "explicit_max_parallelism",
     "state_partitions_cap",
     "check_max_parallelism",
     "parallelism_changed",
@@ -56,7 +59,7 @@ __all__ = [
 _MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
 
 DEFAULT_STATE_PARTITIONS = 32
-"""The most state partitions a streaming query gets by default (see :func:`state_partitions_cap`)."""
+"""The most state partitions a streaming query gets by default (see :func:`session_state_partitions`)."""
 
 GROUPS_PER_PARTITION = 4
 """Key groups per state partition by default (see :func:`session_max_parallelism`)."""
@@ -66,22 +69,48 @@ MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
 read when the query is built, fixed at its first start."""
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_DEFAULT_PARALLELISM = "spark.default.parallelism"
+
+
+def session_state_partitions(spark: Any) -> int:
+    """The state partitions a new streaming query on ``spark`` starts with by default:
+    ``min(spark.sql.shuffle.partitions, cores, 32)``, the cores being the session's
+    default parallelism (a classic session's ``defaultParallelism``; over Spark Connect
+    ``spark.default.parallelism`` where set, else the shuffle partitions).
+
+    A state partition runs a task and opens its state store in every micro-batch, data
+    or not, so more partitions than cores only add waiting (Spark's default 200 shuffle
+    partitions cost a 2-core machine seconds per micro-batch). Spark keeps the number
+    a query started with in its checkpoint, whatever the session says at a restart.
+    """
+    shuffle = int(spark.conf.get(_SHUFFLE_PARTITIONS, "200"))
+    return max(1, min(shuffle, _session_cores(spark, shuffle), DEFAULT_STATE_PARTITIONS))
+
+
+def _session_cores(spark: Any, otherwise: int) -> int:
+    if not is_connect(spark):
+        return int(spark.sparkContext.defaultParallelism)
+    value = spark.conf.get(_DEFAULT_PARALLELISM, None)
+    return int(value) if value else otherwise
+
+
+def explicit_max_parallelism(spark: Any) -> bool:
+    """Whether the session fixes the number of key groups (:data:`MAX_PARALLELISM_CONF`)."""
+    return spark.conf.get(MAX_PARALLELISM_CONF, None) is not None
 
 
 def session_max_parallelism(spark: Any) -> int:
     """The key groups of a new streaming query on ``spark``: :data:`MAX_PARALLELISM_CONF`,
-    else :data:`GROUPS_PER_PARTITION` per state partition, ``4 x min(spark.sql.shuffle.
-    partitions, 32)``.
+    else :data:`GROUPS_PER_PARTITION` per state partition (:func:`session_state_partitions`).
 
     A call per group and micro-batch costs little (the group's row comes with its rows),
     but Spark copies a group's whole row between the JVM and Python at every call, byte
-    by byte: at 200,000 keys per micro-batch 2 groups ran at 0.32-0.37x of Spark's
-    rows/s, 8 at 0.52x; at 1,000 keys 2 and 8 ran alike (see benchmarks/README.md).
+    by byte, so a few groups per partition serve large key counts better than one (see
+    benchmarks/README.md).
     """
     value = spark.conf.get(MAX_PARALLELISM_CONF, None)
     if value is None:
-        partitions = int(spark.conf.get(_SHUFFLE_PARTITIONS, "200"))
-        return GROUPS_PER_PARTITION * max(1, min(partitions, DEFAULT_STATE_PARTITIONS))
+        return GROUPS_PER_PARTITION * session_state_partitions(spark)
     try:
         return int(value)
     except ValueError:
@@ -93,10 +122,9 @@ def session_max_parallelism(spark: Any) -> int:
 def state_partitions_cap(spark: Any, max_parallelism: int | None) -> int:
     """The most state partitions a query with ``max_parallelism`` key groups (None: the
     session's) starts with: one per group when the number was given (more could hold no
-    group), else :data:`DEFAULT_STATE_PARTITIONS`, so that Spark's default 200 shuffle
-    partitions do not each run a task and open a state store in every micro-batch."""
-    if max_parallelism is None and spark.conf.get(MAX_PARALLELISM_CONF, None) is None:
-        return DEFAULT_STATE_PARTITIONS
+    group), else :func:`session_state_partitions`."""
+    if max_parallelism is None and not explicit_max_parallelism(spark):
+        return session_state_partitions(spark)
     return max_parallelism if max_parallelism is not None else session_max_parallelism(spark)
 
 
@@ -107,7 +135,7 @@ def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError
         f"`max_parallelism` must stay what the query first started with: {where} has "
         f"{stored} key groups, this query {wanted}. Restart with "
         f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
-        "spark.sql.shuffle.partitions: 4 x min(partitions, 32)), or start a new checkpoint"
+        "the session: 4 x min(shuffle partitions, cores, 32)), or start a new checkpoint"
     )
 
 

@@ -63,7 +63,7 @@ from tidemark.spark.streaming.chain import (
     prepare_upstream,
     upstream_schemas,
 )
-from tidemark.spark.streaming.checkpoint import check_checkpoint, describe_window
+from tidemark.spark.streaming.checkpoint import check_checkpoint, describe_window, stored_groups
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
@@ -73,6 +73,7 @@ from tidemark.spark.streaming.clock import (
 from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.keygroups import (
     check_max_parallelism,
+    explicit_max_parallelism,
     session_max_parallelism,
     slot_column,
     state_partitions_cap,
@@ -122,6 +123,10 @@ class StreamingWindow:
         The window's place in its chain (1: on the source).
     feeds_downstream : bool
         Whether a later window of a chain may read it (its rows carry ``__tm_phase``).
+    rebuild : callable, optional
+        ``groups -> StreamingWindow``: the same window with another number of key
+        groups, where the number is the session's default (not given): a restart adopts
+        the number its checkpoint holds. None where the number was given.
     pipeline : tuple of dict
         What the state of each window of its chain depends on
         (:func:`~tidemark.spark.streaming.checkpoint.describe_window`): a restart with
@@ -136,6 +141,23 @@ class StreamingWindow:
     depth: int = 1
     feeds_downstream: bool = False
     pipeline: tuple[dict[str, str], ...] = ()
+    rebuild: Callable[[int], StreamingWindow] | None = None
+
+
+@dataclass(frozen=True)
+class _Rebuild:
+    """:attr:`StreamingWindow.rebuild`: :func:`window_stream` called again with another
+    number of key groups (a chain's earlier windows rebuilt first)."""
+
+    source: DataFrame | StreamingWindow
+    arguments: dict[str, Any]
+
+    def __call__(self, groups: int) -> StreamingWindow:
+        source = self.source
+        if isinstance(source, StreamingWindow):
+            assert source.rebuild is not None
+            return window_stream(source.rebuild(groups), **self.arguments)
+        return window_stream(source, **self.arguments, max_parallelism=groups)
 
 
 def window_stream(
@@ -197,7 +219,8 @@ def window_stream(
         and kept with its state; a restart with another value fails. More groups: a
         smaller state row per call (Spark copies it whole), more calls. Default: the
         session's ``spark.tidemark.streaming.maxParallelism``, else 4 groups per state
-        partition, ``4 x min(spark.sql.shuffle.partitions, 32)``; given (here or by the
+        partition, ``4 x min(spark.sql.shuffle.partitions, cores, 32)``, and a restart takes
+        the checkpoint's; given (here or by the
         session), the query gets at most one state partition per group. A window of a
         chain takes its earlier window's.
     feeds_downstream : bool
@@ -212,6 +235,7 @@ def window_stream(
         ``__tm_dropped`` (late records dropped by that key in that batch). Split it with
         :func:`select_output` or :func:`write_outputs`.
     """
+    arguments = dict(locals())  # this call's own arguments, to build it again (_rebuild)
     upstream = df if isinstance(df, StreamingWindow) else None
     source = df.frame if isinstance(df, StreamingWindow) else df
     _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
@@ -221,6 +245,7 @@ def window_stream(
     if upstream is not None or feeds_downstream:
         check_chain_mode(assigner, time_mode, idleness_ms, upstream)
     spark = source.sparkSession
+    rebuild = _rebuild(arguments, spark)
     if upstream is not None:
         max_parallelism = upstream.max_parallelism
     partitions_cap = state_partitions_cap(spark, max_parallelism)
@@ -278,7 +303,19 @@ def window_stream(
         depth=1 if upstream is None else upstream.depth + 1,
         feeds_downstream=feeds_downstream,
         pipeline=(*(upstream.pipeline if upstream else ()), described),
+        rebuild=rebuild,
     )
+
+
+def _rebuild(arguments: dict[str, Any], spark: Any) -> _Rebuild | None:
+    """How to build the window again with another number of key groups; None where the
+    number is fixed (given, by the session, or by a chain's first window)."""
+    df = arguments.pop("df")
+    if isinstance(df, StreamingWindow):
+        return None if df.rebuild is None else _Rebuild(df, arguments)
+    if arguments.pop("max_parallelism") is not None or explicit_max_parallelism(spark):
+        return None
+    return _Rebuild(df, arguments)
 
 
 def _columns_of(df: DataFrame, names: list[str]) -> str:
@@ -437,8 +474,8 @@ def write_outputs(
 
     Notes
     -----
-    The query starts with ``min(spark.sql.shuffle.partitions, 32)`` state partitions by
-    default, ``min(spark.sql.shuffle.partitions, max_parallelism)`` when the number of
+    The query starts with ``min(spark.sql.shuffle.partitions, cores, 32)`` state partitions
+    by default, ``min(spark.sql.shuffle.partitions, max_parallelism)`` when the number of
     key groups was given: more could hold no key group. Spark keeps that number in the
     checkpoint.
     """
@@ -454,6 +491,9 @@ def write_outputs(
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
+    stored = stored_groups(spark, checkpoint)
+    if stored is not None and stored != window.max_parallelism and window.rebuild is not None:
+        window = window.rebuild(stored)  # a default number follows the checkpoint's
     check_checkpoint(spark, checkpoint, window.max_parallelism, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
     writer = window.frame.writeStream.foreachBatch(splitter)
