@@ -51,18 +51,21 @@ def check_field(method: str, field: str, schema: StructType, keys: tuple[str, ..
     Raises
     ------
     WindowSpecError
-        ``field`` is no column, a key column, or of a type ``method`` cannot aggregate.
+        ``field`` is no column, a key column to sum, or of a type ``method`` cannot
+        aggregate.
     """
     names = schema.fieldNames()
     if field not in names:
         raise WindowSpecError(
             f"`field` of {method}() must be a column of the stream; got {field!r}, columns: {names}"
         )
-    if field in keys:
+    if method == "sum" and field in keys:
+        # min/max/min_by/max_by of a key column give the key back, as in Flink
         raise WindowSpecError(
             f"`field` of {method}() must not be a key column: the stream is keyed by "
             f"{list(keys)}; got {field!r}: every element of a window has the same key, "
-            "aggregate another column"
+            "and each result would carry the window's sum of it as its key; sum another "
+            "column"
         )
     data_type = schema[field].dataType
     if method == "sum" and not isinstance(data_type, NumericType):
