@@ -27,6 +27,7 @@ from tidemark.errors import (
     TidemarkError,
     UnsupportedMergeError,
     UserFunctionError,
+    WindowResultError,
     WindowSpecError,
 )
 from tidemark.evictors import (
@@ -135,6 +136,7 @@ __all__ = [
     "WindowSpecError",
     "InputDataError",
     "UserFunctionError",
+    "WindowResultError",
     "UnsupportedMergeError",
 ]
 
@@ -152,4 +154,8 @@ def __getattr__(name: str) -> Any:
         from tidemark.spark import sources
 
         return sources.from_dataframe
+    if name == "raising_tidemark_errors":
+        from tidemark.spark import surfacing
+
+        return surfacing.raising_tidemark_errors
     raise AttributeError(f"module 'tidemark' has no attribute {name!r}")
