@@ -23,7 +23,7 @@ def from_dataframe(
     df: Any,
     timestamp: str | None = None,
     *,
-    order_by: str | None = None,
+    order_by: str | list[str] | tuple[str, ...] | None = None,
     watermark_strategy: WatermarkStrategy | None = None,
     processing_time: str | None = None,
     watermark: str | None = None,
@@ -39,9 +39,13 @@ def from_dataframe(
         The event-time column: long milliseconds, a Spark timestamp (with or without
         time zone) or a timestamp string, in every mode. Optional when
         ``watermark_strategy`` has a timestamp assigner, or for processing-time windows.
-    order_by : str, optional
+    order_by : str or list of str, optional
         Arrival order of a recorded stream: run as a faithful replay (watermark after
-        every element, across all keys). Omit for Flink's BATCH semantics.
+        every element, across all keys). Omit for Flink's BATCH semantics. Several
+        columns order lexicographically (``["offset", "id"]``: by ``id`` where offsets
+        are equal). The order must be total: two rows with equal ``order_by`` values, or
+        a row with none, raise :class:`~tidemark.errors.InputDataError` when the replay
+        runs, since Spark would otherwise break the tie however it partitioned the rows.
     watermark_strategy : WatermarkStrategy, optional
         Defaults to monotonous timestamps.
     processing_time : str, optional
@@ -66,9 +70,10 @@ def from_dataframe(
     if not isinstance(strategy, WatermarkStrategy):
         raise WindowSpecError(f"`watermark_strategy` must be a WatermarkStrategy; got {strategy!r}")
     names = df.columns
+    order = _order_columns(order_by)
     for param, column in (
         ("timestamp", timestamp),
-        ("order_by", order_by),
+        *[("order_by", c) for c in order or ()],
         ("processing_time", processing_time),
         ("watermark", watermark),
     ):
@@ -81,4 +86,20 @@ def from_dataframe(
             )
     timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
     timestamp_ms(df.schema, processing_time, "processing_time")
-    return DataStream(Source(df, timestamp, order_by, strategy, processing_time, watermark), spark)
+    return DataStream(Source(df, timestamp, order, strategy, processing_time, watermark), spark)
+
+
+def _order_columns(order_by: Any) -> tuple[str, ...] | None:
+    """``order_by`` as a tuple of column names (None: no replay)."""
+    if order_by is None:
+        return None
+    columns = (order_by,) if isinstance(order_by, str) else order_by
+    if (
+        not isinstance(columns, (list, tuple))
+        or not columns
+        or not all(isinstance(c, str) for c in columns)
+    ):
+        raise WindowSpecError(
+            f"`order_by` must be a column name or a non-empty list of them; got {order_by!r}"
+        )
+    return tuple(columns)
