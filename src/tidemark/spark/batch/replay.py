@@ -277,9 +277,9 @@ def stamp_replay_watermarks(
     """Add ``__tm_wm`` to ``frame`` (which has ``__tm_ts`` and the ``order_by`` columns).
 
     ``frame`` holds ``__tm_order``, each row's position in the arrival order, or, when it
-    has none, gets one here: consecutive longs in the order of the ``order_by`` columns
-    (Spark's ordering, compared one after another), numbered after the range sort,
-    which is deterministic since no two rows may tie. When ``frame`` already has
+    has none, gets one here: increasing longs in the order of the ``order_by`` columns
+    (Spark's ordering, compared one after another), ``monotonically_increasing_id``
+    numbered after the range sort, which is deterministic since no two rows may tie. When ``frame`` already has
     ``__tm_wm`` (watermarks recorded with the stream), only the watermark sequence is
     computed.
 
