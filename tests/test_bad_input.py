@@ -196,9 +196,9 @@ def test_from_dataframe_refuses_what_is_not_a_spark_dataframe(spark, value, mess
             id="timestamp-position",
         ),
         pytest.param(
-            {"timestamp": "ts", "order_by": ["amount"]},
-            r"`order_by` must be a column name \(str\) or None; got \['amount'\] \(list\)",
-            id="order_by-list",
+            {"timestamp": "ts", "order_by": ["amount", 1]},
+            r"`order_by` must be a column name or a non-empty list of them; got \['amount', 1\]",
+            id="order_by-list-of-not-names",
         ),
         pytest.param(
             {"timestamp": "ts", "order_by": "amount", "processing_time": b"ts"},

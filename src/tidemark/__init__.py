@@ -28,6 +28,7 @@ from tidemark.errors import (
     TidemarkWarning,
     UnsupportedMergeError,
     UserFunctionError,
+    WindowResultError,
     WindowSpecError,
 )
 from tidemark.evictors import (
@@ -136,6 +137,7 @@ __all__ = [
     "WindowSpecError",
     "InputDataError",
     "UserFunctionError",
+    "WindowResultError",
     "UnsupportedMergeError",
     "TidemarkWarning",
 ]
@@ -154,4 +156,8 @@ def __getattr__(name: str) -> Any:
         from tidemark.spark import sources
 
         return sources.from_dataframe
+    if name == "raising_tidemark_errors":
+        from tidemark.spark import surfacing
+
+        return surfacing.raising_tidemark_errors
     raise AttributeError(f"module 'tidemark' has no attribute {name!r}")

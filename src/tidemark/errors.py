@@ -2,6 +2,8 @@
 
 Every error subclasses a Python built-in so callers can catch what they already know
 (``ValueError`` for bad specifications, ``RuntimeError`` for failures at run time).
+Every error can be built from its message alone, which is how an error raised in a Spark
+worker is raised again as itself on the driver (:mod:`tidemark.spark.surfacing`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ __all__ = [
     "WindowSpecError",
     "InputDataError",
     "UserFunctionError",
+    "WindowResultError",
     "UnsupportedMergeError",
     "SessionSetupError",
     "TidemarkWarning",
@@ -52,15 +55,33 @@ class UserFunctionError(TidemarkError, RuntimeError):
     """A user function (assigner, trigger, evictor or window function) raised.
 
     The original exception is chained as ``__cause__``; the message carries where it
-    happened: the key, the window and the current watermark.
+    happened: the key, the window and the current watermark. Built from a message alone
+    (``UserFunctionError(message)``), as when it is read back from a Spark worker's
+    error, ``key``, ``window`` and ``watermark`` are None.
     """
 
-    def __init__(self, what: str, key: Any, window: Any, watermark: int, cause: BaseException):
+    def __init__(
+        self,
+        what: str,
+        key: Any = None,
+        window: Any = None,
+        watermark: int | None = None,
+        cause: BaseException | None = None,
+    ):
         self.what = what
         self.key = key
         self.window = window
         self.watermark = watermark
+        if cause is None:  # the message alone
+            super().__init__(what)
+            return
         super().__init__(
             f"{what} raised {type(cause).__name__}: {cause} "
             f"(key={key!r}, window={window!r}, watermark={watermark})"
         )
+
+
+class WindowResultError(UserFunctionError, ValueError):
+    """A window function's result does not fit the ``output_schema``: a wrong number of
+    fields, or a value Spark cannot hold in its field's type. Also a ``ValueError``, as
+    a result that does not fit has always been."""

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from typing import Any
 
 import pandas as pd
 from pyspark.sql import Row
 
-from tidemark.errors import WindowSpecError
+from tidemark.errors import WindowResultError, WindowSpecError
 from tidemark.functions import ReduceFunction
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "arrow_column",
     "arrow_rows_and_columns",
     "arrow_batch",
+    "checked_array",
     "result_tuple",
     "column_values",
     "as_tidemark_row",
@@ -104,24 +105,27 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
     if isinstance(value, dict):
         missing = [name for name in names if name not in value]
         if missing:
-            raise ValueError(f"result {value!r} lacks output columns {missing}")
+            raise WindowResultError(
+                f"result {value!r} lacks `output_schema` fields {missing}: a dict result "
+                f"needs every field of {list(names)}"
+            )
         return tuple(value[name] for name in names)
     if isinstance(value, (tuple, list)):
         return _positional(value, names)
     if len(names) == 1:
         return (value,)
-    raise ValueError(
-        f"result {value!r} ({type(value).__name__}) does not fit the output schema "
-        f"{list(names)}: return a Row, dict, tuple or list"
+    raise WindowResultError(
+        f"result {value!r} ({type(value).__name__}) does not fit the `output_schema` "
+        f"fields {list(names)}: return a Row, dict, tuple or list"
     )
 
 
 def _positional(value: Iterable[Any], names: Sequence[str]) -> tuple[Any, ...]:
     values = tuple(value)
     if len(values) != len(names):
-        raise ValueError(
-            f"result {values!r} has {len(values)} fields; the output schema has "
-            f"{len(names)}: {list(names)}"
+        raise WindowResultError(
+            f"result {values!r} has {len(values)} fields; the `output_schema` has "
+            f"{len(names)}: {list(names)}. Return one value per field, in its order"
         )
     return values
 
@@ -206,9 +210,12 @@ def _field_descriptor(position: int, name: str) -> Any:
     return _tuplegetter(position, f"field {name!r}")
 
 
-def arrow_batch(columns: dict[str, Any], schema: Any) -> Any:
+def arrow_batch(
+    columns: dict[str, Any], schema: Any, describe: Callable[[int], str] | None = None
+) -> Any:
     """A pyarrow RecordBatch of Python columns (sequences of values), typed by a Spark
-    ``schema``."""
+    ``schema``; a value a field cannot hold raises :func:`checked_array`'s error, the
+    row described by ``describe(row_index)``."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -216,5 +223,38 @@ def arrow_batch(columns: dict[str, Any], schema: Any) -> Any:
         arrow_schema = to_arrow_schema(schema, timezone="UTC")
     except TypeError:  # PySpark releases whose to_arrow_schema takes no time zone
         arrow_schema = to_arrow_schema(schema)
-    arrays = [pa.array(columns[f.name], type=f.type) for f in arrow_schema]
+    arrays = [
+        checked_array(columns[f.name], f.type, schema[f.name], describe) for f in arrow_schema
+    ]
     return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
+
+
+def checked_array(
+    values: Sequence[Any],
+    arrow_type: Any,
+    field: Any,
+    describe: Callable[[int], str] | None = None,
+) -> Any:
+    """``pa.array(values, type=arrow_type)`` for the Spark StructField ``field``, or a
+    :class:`~tidemark.errors.WindowResultError` naming the field, its declared type and
+    the first value it cannot hold (a string for a ``long``, an int past 64 bits), with
+    the row ``describe(index)`` says (its key and window, where known). The check costs
+    nothing until a conversion fails."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, type=arrow_type)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
+        for index, value in enumerate(values):
+            try:
+                pa.array([value], type=arrow_type)
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
+                where = f" ({describe(index)})" if describe is not None else ""
+                declared = field.dataType.simpleString()
+                raise WindowResultError(
+                    f"`output_schema` field {field.name!r} is {declared}, but a result "
+                    f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
+                    f"Return a {declared} value for {field.name!r}, or declare its type "
+                    "to fit"
+                ) from exc
+        raise

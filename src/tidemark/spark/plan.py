@@ -49,7 +49,7 @@ class Source:
 
     df: Any
     timestamp: str | None
-    order_by: str | None
+    order_by: tuple[str, ...] | None  # the arrival order's columns, compared in turn
     strategy: WatermarkStrategy
     processing_time: str | None
     watermark: str | None = None

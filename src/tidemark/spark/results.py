@@ -20,6 +20,7 @@ from tidemark.spark import columns, execution
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.streaming.from_plan import chain_output_name
+from tidemark.spark.surfacing import raising_tidemark_errors
 
 __all__ = ["SideOutputStream", "side_output_schema", "named_sinks", "late_records_dropped"]
 
@@ -88,4 +89,5 @@ def late_records_dropped(op: WindowOp, spark: Any) -> int:
             "num_late_records_dropped() needs a bounded DataFrame; on a stream, give "
             "write_outputs a sink for '__late_records_dropped'"
         )
-    return columns.num_late_records_dropped(execution.combined_frame(op, spark))
+    with raising_tidemark_errors():
+        return columns.num_late_records_dropped(execution.combined_frame(op, spark))

@@ -31,7 +31,7 @@ def from_dataframe(
     df: Any,
     timestamp: str | None = None,
     *,
-    order_by: str | None = None,
+    order_by: str | list[str] | None = None,
     watermark_strategy: WatermarkStrategy | None = None,
     processing_time: str | None = None,
     watermark: str | None = None,
@@ -50,9 +50,13 @@ def from_dataframe(
         (:data:`~tidemark.spark.timestamps.ACCEPTED_TIMESTAMP_STRINGS`), in every mode.
         Optional when ``watermark_strategy`` has a timestamp assigner, or for
         processing-time windows.
-    order_by : str, optional
+    order_by : str or list of str, optional
         Arrival order of a recorded stream: run as a faithful replay (watermark after
-        every element, across all keys). Omit for Flink's BATCH semantics.
+        every element, across all keys). Omit for Flink's BATCH semantics. Several
+        columns order lexicographically (``["offset", "id"]``: by ``id`` where offsets
+        are equal). The order must be total: two rows with equal ``order_by`` values, or
+        a row with none, raise :class:`~tidemark.errors.InputDataError` when the replay
+        runs, since Spark would otherwise break the tie however it partitioned the rows.
     watermark_strategy : WatermarkStrategy, optional
         Defaults to monotonous timestamps: on a stream or a replay an element for a
         window that already ended is late. Event-time windows on such a source without
@@ -88,13 +92,9 @@ def from_dataframe(
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
     if not isinstance(strategy, WatermarkStrategy):
         raise WindowSpecError(f"`watermark_strategy` must be a WatermarkStrategy; got {strategy!r}")
-    columns = {
-        "timestamp": timestamp,
-        "order_by": order_by,
-        "processing_time": processing_time,
-        "watermark": watermark,
-    }
-    _check_columns(df, columns)
+    order = _order_columns(order_by)
+    columns = {"timestamp": timestamp, "processing_time": processing_time, "watermark": watermark}
+    _check_columns(df, columns, order)
     timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
     timestamp_ms(df.schema, processing_time, "processing_time")
     check_timestamp_unit(df.schema, timestamp, timestamp_unit)
@@ -109,7 +109,7 @@ def from_dataframe(
     source = Source(
         df,
         timestamp,
-        order_by,
+        order,
         strategy,
         processing_time,
         watermark,
@@ -135,7 +135,7 @@ def _check_dataframe(df: Any) -> None:
     )
 
 
-def _check_columns(df: Any, columns: dict[str, str | None]) -> None:
+def _check_columns(df: Any, columns: dict[str, str | None], order: tuple[str, ...] | None) -> None:
     names = df.columns
     for param, column in columns.items():
         if column is not None and not isinstance(column, str):
@@ -143,10 +143,11 @@ def _check_columns(df: Any, columns: dict[str, str | None]) -> None:
                 f"`{param}` must be a column name (str) or None; "
                 f"got {column!r} ({type(column).__name__})"
             )
+    for param, column in [*columns.items(), *[("order_by", c) for c in order or ()]]:
         if column is not None and column not in names:
             raise WindowSpecError(f"`{param}` names a missing column {column!r}; columns: {names}")
     for param in ("processing_time", "watermark"):
-        if columns[param] is not None and columns["order_by"] is None and not df.isStreaming:
+        if columns[param] is not None and order is None and not df.isStreaming:
             raise WindowSpecError(
                 f"`{param}` belongs to a replay: give `order_by` (the arrival order) too"
             )
@@ -165,3 +166,19 @@ def _check_other_units(df: Any, unit: str | None, **columns: str | None) -> None
                 f"`{param}` column {column!r} is read as long milliseconds; got "
                 f"timestamp_unit={unit!r}: record the {param} in ms"
             )
+
+
+def _order_columns(order_by: Any) -> tuple[str, ...] | None:
+    """``order_by`` as a tuple of column names (None: no replay)."""
+    if order_by is None:
+        return None
+    columns = (order_by,) if isinstance(order_by, str) else order_by
+    if (
+        not isinstance(columns, (list, tuple))
+        or not columns
+        or not all(isinstance(c, str) for c in columns)
+    ):
+        raise WindowSpecError(
+            f"`order_by` must be a column name or a non-empty list of them; got {order_by!r}"
+        )
+    return tuple(columns)

@@ -14,11 +14,12 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructType
+from pyspark.sql.types import IntegralType, LongType, StructType
 
 from tidemark.spark.batch.replay import ArrivalTimes, share_with_tasks, stamp_replay_watermarks
 from tidemark.spark.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
 from tidemark.spark.plan import Source
+from tidemark.spark.surfacing import raising_tidemark_errors
 from tidemark.spark.timestamps import timestamp_ms, with_assigned_timestamps
 
 __all__ = ["ElementFrame", "source_frame", "result_frame", "tie_order", "long_timestamp_column"]
@@ -61,26 +62,30 @@ def source_frame(source: Source, spark: Any) -> ElementFrame:
 
 def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> ElementFrame:
     assert source.order_by is not None
-    columns.append(F.col(source.order_by).cast(LongType()).alias(ORDER))
+    order_by = list(source.order_by)
+    if len(order_by) == 1 and isinstance(df.schema[order_by[0]].dataType, IntegralType):
+        columns.append(F.col(f"`{order_by[0]}`").cast(LongType()).alias(ORDER))
+    # else the watermark scan numbers the rows in the order of the order_by columns
     columns.append(F.lit(0).cast(LongType()).alias(SEQ))
     if source.processing_time is not None:
         columns.append(timestamp_ms(df.schema, source.processing_time, "processing_time").alias(PT))
     if source.watermark is not None:
         columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
-    stamped, sequence = stamp_replay_watermarks(
-        df.select(*columns), source.strategy.out_of_orderness_ms, spark
-    )
-    broadcast = share_with_tasks(spark, sequence)  # no broadcasts on Spark Connect
-    final_pt, arrivals = None, None
-    if source.processing_time is not None:
-        times = sorted(r[0] for r in stamped.select(PT).distinct().collect() if r[0] is not None)
-        final_pt = times[-1] if times else None
-        arrivals = share_with_tasks(spark, ArrivalTimes(np.array(times, dtype=np.int64)))
+    with raising_tidemark_errors():  # the scan's jobs run here
+        stamped, sequence = stamp_replay_watermarks(
+            df.select(*columns), source.strategy.out_of_orderness_ms, spark, order_by
+        )
+        final_pt, arrivals = None, None
+        if source.processing_time is not None:
+            rows = stamped.select(PT).distinct().collect()
+            times = sorted(r[0] for r in rows if r[0] is not None)
+            final_pt = times[-1] if times else None
+            arrivals = share_with_tasks(spark, ArrivalTimes(np.array(times, dtype=np.int64)))
     return ElementFrame(
         stamped,
         df.schema,
         True,
-        broadcast,
+        share_with_tasks(spark, sequence),  # no broadcasts on Spark Connect
         source.timestamp,
         source.processing_time is not None,
         final_pt,

@@ -6,7 +6,9 @@ keys), in arrival order, exactly as a single Flink source would. Each row gets
 
 Two passes over the stream range-partitioned by arrival order, no global window:
 1. each partition reports the running maximum timestamps it reaches (its *records*,
-   positions and timestamps);
+   positions and timestamps), and the first two rows it finds in the same place of the
+   arrival order (equal ``order_by`` values) or a row with none: the order must be total,
+   since a tie would be broken by however Spark happened to partition the rows;
 2. the driver folds them in partition order into the stream's watermark sequence (the
    distinct watermarks and the position after which each was first emitted), and each
    partition then stamps its rows starting from the maximum of the partitions before it.
@@ -20,8 +22,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from pyspark.sql import functions as F
 
 from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
+from tidemark.errors import InputDataError
 from tidemark.spark.columns import ORDER, TS, WM
 from tidemark.spark.session import is_connect
 from tidemark.time import LONG_MIN
@@ -137,22 +141,31 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
-def _local_records(column: str) -> Any:
-    """Pass 1: this partition's first position and the running-maximum records of
-    ``column`` (timestamps, or recorded watermarks)."""
-    return lambda batches: _records_of(batches, column)
+def _local_records(column: str, order_by: list[str]) -> Any:
+    """Pass 1: this partition's first position, the running-maximum records of
+    ``column`` (timestamps, or recorded watermarks), and its first fault in the arrival
+    order ``order_by`` (see :func:`order_fault`)."""
+    return lambda batches: _records_of(batches, column, order_by)
 
 
-def _records_of(batches: Any, column: str) -> Any:
+def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
     first = None
     best = None
     rec_ts: list[int] = []
     rec_pos: list[int] = []
+    fault: str | None = None
+    last = None  # the previous batch's last row, a one-row frame
     for pdf in batches:
         if pdf.empty:
             continue
+        if last is not None:  # the seam between batches
+            fault = order_fault(pd.concat([last, pdf.iloc[[0]]], ignore_index=True), order_by)
+        fault = fault or order_fault(pdf, order_by)
         if first is None:
-            first = int(pdf[ORDER].iloc[0])
+            first = int(pdf[ORDER].iloc[0]) if fault is None else LONG_MIN
+        if fault is not None:
+            break  # the stream is refused: no need for its records
+        last = pdf.iloc[[-1]]
         for pos, ts in zip(pdf[ORDER].tolist(), pdf[column].tolist()):
             if ts is None or ts != ts:
                 continue
@@ -162,7 +175,51 @@ def _records_of(batches: Any, column: str) -> Any:
                 rec_pos.append(int(pos))
     if first is not None:
         blob = pickle.dumps((rec_ts, rec_pos))
-        yield pd.DataFrame({"pid": [_partition_id()], "first": [first], "records": [blob]})
+        yield pd.DataFrame(
+            {"pid": [_partition_id()], "first": [first], "records": [blob], "fault": [fault]}
+        )
+
+
+def order_fault(pdf: pd.DataFrame, order_by: list[str]) -> str | None:
+    """Where rows sorted by the columns ``order_by`` fail to be a total arrival order:
+    the first row without an order value, or the first two adjacent rows with equal
+    values, described with their timestamps; None when every row has its own place."""
+    for name in order_by:
+        missing = pdf[name].isna().to_numpy()
+        if missing.any():
+            where = _describe(pdf, order_by, int(missing.argmax()))
+            return f"a row has no `order_by` value (null {name!r}): {where}"
+    same = np.ones(max(len(pdf) - 1, 0), dtype=bool)
+    for name in order_by:
+        values = pdf[name].to_numpy()
+        if values.dtype == object:
+            same &= np.fromiter(map(_equal, values[1:], values[:-1]), bool, len(same))
+        else:
+            same &= values[1:] == values[:-1]
+    if not same.any():
+        return None
+    at = int(same.argmax())
+    first, second = _describe(pdf, order_by, at), _describe(pdf, order_by, at + 1)
+    return f"two rows share one place in it: {first} and {second}"
+
+
+def _equal(a: Any, b: Any) -> bool:
+    """``a == b`` for values of a pandas object column (arrays compare element-wise)."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return bool(np.array_equal(a, b))
+    return bool(a == b)
+
+
+def _describe(frame: pd.DataFrame, order_by: list[str], index: int) -> str:
+    """One row's order values and timestamp (long ms) for a message."""
+    values = ", ".join(f"{name}={_plain(frame[name].iloc[index])!r}" for name in order_by)
+    ts = frame[TS].iloc[index]
+    return f"({values}, timestamp={None if pd.isna(ts) else int(ts)}ms)"
+
+
+def _plain(value: Any) -> Any:
+    """A NumPy scalar as the Python value it holds (for a message)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _fold(
@@ -216,24 +273,53 @@ def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> An
 
 
 def stamp_replay_watermarks(
-    frame: Any, out_of_orderness_ms: int | None, spark: Any
+    frame: Any, out_of_orderness_ms: int | None, spark: Any, order_by: list[str]
 ) -> tuple[Any, WatermarkSequence]:
-    """Add ``__tm_wm`` to ``frame`` (which has ``__tm_order`` and ``__tm_ts``).
+    """Add ``__tm_wm`` to ``frame`` (which has ``__tm_ts`` and the ``order_by`` columns).
 
-    When ``frame`` already has ``__tm_wm`` (watermarks recorded with the stream), only
-    the watermark sequence is computed.
+    ``frame`` holds ``__tm_order``, each row's position in the arrival order, or, when it
+    has none, gets one here: increasing longs in the order of the ``order_by`` columns
+    (Spark's ordering, compared one after another), ``monotonically_increasing_id``
+    numbered after the range sort, which is deterministic since no two rows may tie. When ``frame`` already has
+    ``__tm_wm`` (watermarks recorded with the stream), only the watermark sequence is
+    computed.
+
+    Raises
+    ------
+    InputDataError
+        Two rows with equal ``order_by`` values, or a row without one.
     """
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
     partitions = _parallelism(spark)
-    ranged = frame.repartitionByRange(partitions, ORDER).sortWithinPartitions(ORDER)
+    by = [F.col(f"`{name}`") for name in order_by]
+    ranged = frame.repartitionByRange(partitions, *by).sortWithinPartitions(*by)
+    if ORDER not in frame.columns:
+        ranged = ranged.withColumn(ORDER, F.monotonically_increasing_id())
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
     recorded = WM in frame.columns
     column = WM if recorded else TS
-    rows = ranged.mapInPandas(_local_records(column), "pid int, first long, records binary")
-    prefix, sequence = _fold([r.asDict() for r in rows.collect()], out_of_orderness_ms, recorded)
+    pass_1 = ranged.mapInPandas(
+        _local_records(column, order_by), "pid int, first long, records binary, fault string"
+    )
+    rows = [r.asDict() for r in pass_1.collect()]
+    _refuse_faults(rows, order_by)
+    prefix, sequence = _fold(rows, out_of_orderness_ms, recorded)
     if recorded:
         return ranged, sequence
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
     return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence
+
+
+def _refuse_faults(rows: list[dict[str, Any]], order_by: list[str]) -> None:
+    """Raise the first partition's fault in the arrival order (in arrival order)."""
+    faults = [r["fault"] for r in sorted(rows, key=lambda r: r["first"]) if r["fault"]]
+    if faults:
+        example = f"order_by={[order_by[0], 'id']!r}"
+        given = order_by[0] if len(order_by) == 1 else order_by
+        raise InputDataError(
+            f"`order_by`={given!r} must give every row its own place in the arrival "
+            f"order; {faults[0]}. Give order_by a column with unique values, or "
+            f"several columns: {example} to break ties by a rule you state"
+        )

@@ -25,6 +25,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralType, LongType
 
 from tidemark.spark import aggregations as agg
+from tidemark.spark.batch.worker import (
+    NULL_KEY_ADVICE,
+    NULL_TIMESTAMP_ADVICE,
+    UNPARSEABLE_ADVICE,
+)
 from tidemark.spark.columns import (
     AGGREGATE,
     DROPPED,
@@ -105,6 +110,11 @@ def _aggregate(op: WindowOp, frame: Any) -> tuple[Any, Any]:
     return first(F.col(TS)), aggregate
 
 
+# How the engine path's InputDataError reads in a worker's traceback, so that
+# tidemark.spark.surfacing raises these as InputDataError too.
+_RAISED = "tidemark.errors.InputDataError: "
+
+
 def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str | None) -> Any:
     """``df`` failing, as the engine path does, on a null key or a bad timestamp, with the
     column and an example row in the message."""
@@ -112,15 +122,22 @@ def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str |
     for key in keys:
         column = F.col(f"`{key}`")
         message = F.concat(
-            F.lit(f"null key in column {key!r}: every element needs a key; example row: "), example
+            F.lit(f"{_RAISED}null key in column {key!r}: every element needs a key; example row: "),
+            example,
+            F.lit(f". {NULL_KEY_ADVICE}"),
         )
         df = df.withColumn(key, F.when(column.isNull(), F.raise_error(message)).otherwise(column))
     raw = F.col(f"`{ts_column}`") if ts_column else F.lit(None)
-    problem = F.when(raw.isNull(), F.lit("null")).otherwise(
-        F.concat(F.lit("unparseable ('"), raw.cast("string"), F.lit("')"))
+    problem = F.when(raw.isNull(), F.lit(f"{_RAISED}null")).otherwise(
+        F.concat(F.lit(f"{_RAISED}unparseable ('"), raw.cast("string"), F.lit("')"))
     )
+    advice = F.when(raw.isNull(), F.lit(NULL_TIMESTAMP_ADVICE)).otherwise(UNPARSEABLE_ADVICE)
     message = F.concat(
-        problem, F.lit(f" timestamp in column {ts_column!r}; example row: "), example
+        problem,
+        F.lit(f" timestamp in column {ts_column!r}; example row: "),
+        example,
+        F.lit(". "),
+        advice,
     )
     ts = F.col(TS)
     return df.withColumn(TS, F.when(ts.isNull(), F.raise_error(message)).otherwise(ts))

@@ -23,6 +23,7 @@ processed to its end and then flushed:
 
 from __future__ import annotations
 
+import bisect
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark._engine.operator import WindowOperator
-from tidemark.errors import InputDataError
+from tidemark.errors import InputDataError, WindowResultError
 from tidemark.spark.batch.replay import advance_to_arrival_time, advance_to_recorded_watermark
 from tidemark.spark.batch.sorting import sorted_batches
 from tidemark.spark.codec import (
@@ -58,7 +59,23 @@ from tidemark.spark.columns import (
 from tidemark.spark.worker_gc import fewer_gc_passes
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
-__all__ = ["RunnerConfig", "PartitionDriver", "BatchDriver", "ReplayDriver"]
+__all__ = [
+    "RunnerConfig",
+    "PartitionDriver",
+    "BatchDriver",
+    "ReplayDriver",
+    "NULL_KEY_ADVICE",
+    "NULL_TIMESTAMP_ADVICE",
+    "UNPARSEABLE_ADVICE",
+]
+
+# What to do about a bad input row (the SQL fast path says the same).
+NULL_KEY_ADVICE = "Fill in or filter out the rows without one."
+NULL_TIMESTAMP_ADVICE = "Every element needs an event timestamp: fill in or filter out those rows."
+UNPARSEABLE_ADVICE = (
+    "Give timestamp strings Spark parses ('2024-01-31 12:00:00'), or parse the column "
+    "first with pyspark.sql.functions.to_timestamp(column, format)."
+)
 
 _NO_KEY = object()
 _FLUSH_ROWS = 10_000
@@ -100,6 +117,8 @@ class _Output:
 
     BATCH results, the bulk of the output, are kept apart as values and timestamps and
     become columns directly (no row tuple per result); everything else is kept as rows.
+    The key each stretch of them was emitted for is noted once per stretch, for the
+    message of a result that does not fit the output schema.
     """
 
     def __init__(self, config: RunnerConfig):
@@ -110,9 +129,23 @@ class _Output:
         self.seq = 0
         width = len(config.output_names)
         self.empty_result = (None,) * width
+        # (first result index, first row index, key) of each stretch emitted for one key
+        self.key_marks: list[tuple[int, int, Any]] = []
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.result_values)
+
+    def mark_key(self, key: Any) -> None:
+        """What is collected next is emitted for ``key``."""
+        marks = self.key_marks
+        if not marks or marks[-1][2] != key:
+            marks.append((len(self.result_values), len(self.rows), key))
+
+    def _key_at(self, index: int, of_rows: bool) -> Any:
+        """The key result ``index`` (or row ``index``) was emitted for."""
+        starts = [mark[1 if of_rows else 0] for mark in self.key_marks]
+        at = bisect.bisect_right(starts, index) - 1
+        return self.key_marks[at][2] if at >= 0 else None
 
     def _meta(self, order: int, wm_before: int) -> tuple[int, ...]:
         """A replay's placement columns of the next row (none in BATCH)."""
@@ -120,15 +153,27 @@ class _Output:
         return (order, self.seq, wm_before) if self.config.replay else ()
 
     def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
-        values = result_tuple(value, self.config.output_names)
+        values = self._fitted(value, ts)
         self.rows.append((MAIN, ts, *self._meta(order, wm_before), *values, None, None))
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
         names, values, stamps = self.config.output_names, self.result_values, self.result_stamps
-        for value, ts in emitted:
-            values.append(result_tuple(value, names))
-            stamps.append(ts)
+        try:
+            for value, ts in emitted:
+                values.append(result_tuple(value, names))
+                stamps.append(ts)
+        except WindowResultError:
+            self._fitted(value, ts)  # raises it again, with the key and the window
+            raise
+
+    def _fitted(self, value: Any, ts: int) -> tuple[Any, ...]:
+        """``value`` as a tuple of the output's fields, or the error with its context."""
+        try:
+            return result_tuple(value, self.config.output_names)
+        except WindowResultError as exc:
+            key = self.key_marks[-1][2] if self.key_marks else None
+            raise WindowResultError(f"{exc} ({_context(key, ts)})") from None
 
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
         meta = self._meta(order, wm_before)
@@ -144,17 +189,44 @@ class _Output:
         names = schema.fieldNames()
         out = []
         if self.result_values:
-            values, self.result_values = self.result_values, []
-            stamps, self.result_stamps = self.result_stamps, []
+            values, stamps = self.result_values, self.result_stamps
             n = len(values)
             columns: dict[str, Any] = dict(zip(self.config.output_names, zip(*values)))
             blanks = [None] * n
             columns.update({OUTPUT: [MAIN] * n, TS: stamps, SIDE: blanks, DROPPED: blanks})
-            out.append(arrow_batch(columns, schema))
+            described = self._describer(list(zip(values, stamps)), of_rows=False)
+            out.append(arrow_batch(columns, schema, described))
         if self.rows:
-            rows, self.rows = self.rows, []
-            out.append(arrow_batch(dict(zip(names, zip(*rows))), schema))
+            rows = self.rows
+            described = self._describer(rows, of_rows=True)
+            out.append(arrow_batch(dict(zip(names, zip(*rows))), schema, described))
+        self.result_values, self.result_stamps, self.rows = [], [], []
+        self.key_marks = self.key_marks[-1:]
+        if self.key_marks:
+            self.key_marks[0] = (0, 0, self.key_marks[0][2])
         return out
+
+    def _describer(self, collected: list[tuple[Any, ...]], of_rows: bool) -> Any:
+        """``index -> text`` naming a collected result (a ``(values, timestamp)`` pair,
+        or a row), its key and its window."""
+        names = self.config.output_names
+
+        def describe(index: int) -> str:
+            item = collected[index]
+            if of_rows:  # (output, ts, [placement], *values, side, dropped)
+                start = len(item) - len(names) - 2
+                values, ts = item[start : start + len(names)], item[1]
+            else:
+                values, ts = item
+            result = dict(zip(names, values))
+            return f"result {result}, {_context(self._key_at(index, of_rows), ts)}"
+
+        return describe
+
+
+def _context(key: Any, ts: int | None) -> str:
+    """Where a result was emitted: its key and its window's ``max_timestamp``."""
+    return f"key={key!r}, window max_timestamp={ts}"
 
 
 def _uses_processing_time(trigger: Any) -> bool:
@@ -262,7 +334,8 @@ class PartitionDriver:
             if batch.column(batch.schema.get_field_index(name)).null_count:
                 bad = rows[values.index(None)]
                 raise InputDataError(
-                    f"null key in column {name!r}: every element needs a key; example row: {bad}"
+                    f"null key in column {name!r}: every element needs a key; example row: "
+                    f"{bad}. {NULL_KEY_ADVICE}"
                 )
         return columns[0] if len(columns) == 1 else list(zip(*columns))
 
@@ -272,7 +345,10 @@ class PartitionDriver:
         if ts is None and column is not None:
             raw = row[column]
             problem = "null" if raw is None else f"unparseable ({raw!r})"
-            raise InputDataError(f"{problem} timestamp in column {column!r}; example row: {row}")
+            advice = NULL_TIMESTAMP_ADVICE if raw is None else UNPARSEABLE_ADVICE
+            raise InputDataError(
+                f"{problem} timestamp in column {column!r}; example row: {row}. {advice}"
+            )
 
     @staticmethod
     def _side_outputs(op: WindowOperator, out: _Output, order: int) -> None:
@@ -327,7 +403,7 @@ class BatchDriver(PartitionDriver):
             current = self._next_key(op, out, current, keys[start])
             op.process_elements(keys[start], rows[start:end], stamps[start:end])
             if op.output or op.side_outputs:
-                self._drain(op, out)
+                self._drain(op, out, keys[start])
         return current
 
     def _element(
@@ -338,18 +414,19 @@ class BatchDriver(PartitionDriver):
             op.current_processing_time = int(time.time() * 1000)
         op.process_element(key, row, ts)
         if op.output or op.side_outputs:
-            self._drain(op, out)
+            self._drain(op, out, key)
 
     def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
         op.process_watermark(LONG_MAX)
         op.advance_processing_time(LONG_MAX)
-        self._drain(op, out)
+        self._drain(op, out, key)
         op.evict_key(key)
         op.reset_clocks()
 
-    def _drain(self, op: WindowOperator, out: _Output) -> None:
-        """Move what the operator emitted into ``out``."""
+    def _drain(self, op: WindowOperator, out: _Output, key: Any) -> None:
+        """Move what the operator emitted for ``key`` into ``out``."""
         if op.output:
+            out.mark_key(key)
             out.results(op.output)
             op.output.clear()
         self._side_outputs(op, out, 0)
@@ -381,9 +458,9 @@ class ReplayDriver(PartitionDriver):
                 advance_to_arrival_time(op, int(pts[i]), self.config.arrival_times.value)
             order = int(orders[i])
             advance_to_recorded_watermark(op, int(wms[i]), sequence)
-            self._drain(op, out, 2 * order - 1, False, sequence)
+            self._drain(op, out, keys[i], 2 * order - 1, False, sequence)
             op.process_element(keys[i], row, stamps[i])
-            self._drain(op, out, 2 * order, True, sequence)
+            self._drain(op, out, keys[i], 2 * order, True, sequence)
         return current
 
     def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
@@ -396,15 +473,23 @@ class ReplayDriver(PartitionDriver):
         last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
         advance_to_recorded_watermark(op, last, sequence)
         op.process_watermark(LONG_MAX)
-        self._drain(op, out, LONG_MAX, False, sequence)
+        self._drain(op, out, key, LONG_MAX, False, sequence)
         op.evict_key(key)
         op.reset_clocks()
 
     def _drain(
-        self, op: WindowOperator, out: _Output, order: int, element_fired: bool, sequence: Any
+        self,
+        op: WindowOperator,
+        out: _Output,
+        key: Any,
+        order: int,
+        element_fired: bool,
+        sequence: Any,
     ) -> None:
-        """Move what the operator emitted into ``out``, each result where it belongs."""
+        """Move what the operator emitted for ``key`` into ``out``, each result where it
+        belongs."""
         if op.output:
+            out.mark_key(key)
             watermarks = op.output_watermarks or [op.current_watermark] * len(op.output)
             for (value, ts), wm in zip(op.output, watermarks):
                 position, before = _placement(wm, order, element_fired, sequence)

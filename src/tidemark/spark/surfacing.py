@@ -1,0 +1,164 @@
+"""tidemark's errors raised in Spark's Python workers, raised again as themselves.
+
+An error a tidemark task raises (an :class:`~tidemark.errors.InputDataError` for a null
+key, a :class:`~tidemark.errors.UserFunctionError` for a window function that raised)
+reaches the driver wrapped by Spark: a ``PythonException`` ("An exception was thrown
+from the Python worker", the worker's traceback in its message), a ``Py4JJavaError``, a
+``StreamingQueryException`` or, on Spark Connect, a ``SparkConnectGrpcException``. None
+can be caught as tidemark's type, and tidemark's line is buried in Java frames.
+
+:func:`tidemark_error_of` reads the tidemark error back from such an exception's text;
+:func:`raising_tidemark_errors` raises it, message first, with the Spark exception as
+its ``__cause__``. tidemark's own actions (``num_late_records_dropped()``, a replay's
+watermark scan) run inside it, and so does :class:`TidemarkStreamingQuery`. A plain
+Spark action on a tidemark DataFrame does not; read its errors the same way::
+
+    import tidemark as tm
+
+    with tm.raising_tidemark_errors():
+        result.to_dataframe().collect()  # raises tm.InputDataError, tm.UserFunctionError...
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from tidemark import errors
+from tidemark.errors import TidemarkError
+
+__all__ = ["tidemark_error_of", "raising_tidemark_errors", "TidemarkStreamingQuery", "WORKER_NOTE"]
+
+WORKER_NOTE = (
+    "(raised in a Spark task and read back from Spark's error, chained as __cause__; "
+    "the task's Python traceback is in it)"
+)
+
+# The last line of the worker's traceback: "tidemark.errors.InputDataError: message".
+# Spark SQL's raise_error (the SQL fast path) carries the same prefix in its message.
+_RAISED = re.compile(r"tidemark\.errors\.([A-Za-z]+): ")
+# What follows a message in Spark's text: a Java frame, a blank line, Spark's trailers.
+_TRAILER = re.compile(r"^\s*(at |Caused by|\.\.\. \d+ more|=== |JVM stacktrace)|^\s*$")
+_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
+
+
+def tidemark_error_of(exc: BaseException) -> TidemarkError | None:
+    """The tidemark error a Spark exception reports (the last one in its text), built
+    from its message, with ``exc`` as its ``__cause__``; None when it reports none.
+
+    Parameters
+    ----------
+    exc : BaseException
+        What a Spark action raised: a ``PythonException``, ``Py4JJavaError``,
+        ``StreamingQueryException``, ``SparkConnectGrpcException`` or any other.
+
+    Examples
+    --------
+    >>> error = tidemark_error_of(RuntimeError(
+    ...     "Traceback (most recent call last):\\n  ...\\n"
+    ...     "tidemark.errors.InputDataError: null key in column 'k'\\n\\tat org.apache"))
+    >>> type(error).__name__, str(error)
+    ('InputDataError', "null key in column 'k'")
+    """
+    if isinstance(exc, TidemarkError):
+        return exc
+    text = _text_of(exc)
+    found = list(_RAISED.finditer(text))
+    error_class = getattr(errors, found[-1].group(1), None) if found else None
+    if not (isinstance(error_class, type) and issubclass(error_class, TidemarkError)):
+        return None
+    error = error_class(_message_at(text, found[-1].end()))
+    error.__cause__ = exc
+    error.__notes__ = [WORKER_NOTE]  # type: ignore[attr-defined]  # add_note(): 3.11+
+    return error
+
+
+def _text_of(exc: BaseException) -> str:
+    """Everything the exception says: its text and its message (PySpark's captured
+    exceptions keep the worker's traceback in one or the other, by version)."""
+    parts = [str(exc)]
+    get_message = getattr(exc, "getMessage", None)
+    if callable(get_message):
+        try:
+            parts.append(str(get_message()))
+        except Exception:  # a Py4J object whose JVM is gone: its text is enough
+            pass
+    return "\n".join(parts)
+
+
+def _message_at(text: str, start: int) -> str:
+    """The message that begins at ``start``: to the end of its line, and the lines after
+    it up to the first that is Spark's (a Java frame, a blank line)."""
+    lines = text[start:].splitlines()
+    message = lines[:1]
+    for line in lines[1:]:
+        if _TRAILER.match(line):
+            break
+        message.append(line)
+    return _SQLSTATE.sub("", "\n".join(message)).strip()
+
+
+@contextmanager
+def raising_tidemark_errors() -> Iterator[None]:
+    """Raise the tidemark error a Spark action inside reports as that error.
+
+    A tidemark task's error reaches the driver wrapped in Spark's exception; inside this
+    context it is raised as tidemark's own type (``InputDataError``,
+    ``UserFunctionError``, ...), its message first, the Spark exception chained as
+    ``__cause__``. An exception that reports no tidemark error is raised unchanged.
+
+    Examples
+    --------
+    How to read a tidemark error from a plain Spark action::
+
+        with tm.raising_tidemark_errors():
+            result.to_dataframe().collect()
+    """
+    try:
+        yield
+    except TidemarkError:
+        raise
+    except Exception as exc:
+        error = tidemark_error_of(exc)
+        if error is None:
+            raise
+        raise error from exc
+
+
+class TidemarkStreamingQuery:
+    """A ``StreamingQuery`` whose failures are raised as tidemark's errors.
+
+    Everything is the query's own (``id``, ``stop()``, ``lastProgress``, ...), except
+    that :meth:`awaitTermination` and :meth:`processAllAvailable` raise the tidemark
+    error a failed query reports (see :func:`raising_tidemark_errors`), and
+    :meth:`exception` returns it.
+    """
+
+    def __init__(self, query: Any):
+        self.query = query
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.query, name)
+
+    def __repr__(self) -> str:
+        return f"TidemarkStreamingQuery({self.query!r})"
+
+    def awaitTermination(self, timeout: int | None = None) -> bool | None:  # noqa: N802
+        """``StreamingQuery.awaitTermination``; a failure as tidemark's error."""
+        with raising_tidemark_errors():
+            return self.query.awaitTermination(timeout)  # type: ignore[no-any-return]
+
+    def processAllAvailable(self) -> None:  # noqa: N802
+        """``StreamingQuery.processAllAvailable``; a failure as tidemark's error."""
+        with raising_tidemark_errors():
+            self.query.processAllAvailable()
+
+    def exception(self) -> BaseException | None:
+        """The query's failure (None while it has none), as tidemark's error when it
+        reports one."""
+        failure = self.query.exception()
+        if failure is None:
+            return None
+        return tidemark_error_of(failure) or failure
