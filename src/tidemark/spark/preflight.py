@@ -37,6 +37,7 @@ from pyspark.sql import functions as F
 
 from tidemark import __version__
 from tidemark.errors import SessionSetupError
+from tidemark.spark.session import session_key
 
 try:  # a dependency of pip and setuptools, not of tidemark: used where it is installed
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
@@ -55,7 +56,7 @@ __all__ = [
 
 STATE_STORE_PROVIDER = "spark.sql.streaming.stateStore.providerClass"
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
-_CHECKED: set[tuple[Any, ...]] = set()  # (id of a session, modules its workers import)
+_CHECKED: set[tuple[Any, ...]] = set()  # (session_key, modules its workers import)
 
 # The workers need every unconditional requirement; without tidemark's metadata (run from
 # a source tree or a zip), these, unpinned.
@@ -263,7 +264,7 @@ def ensure_workers_import_tidemark(
     :func:`worker_requirements`, tidemark's own pins.
     """
     requirements = worker_requirements() if dependencies is None else tuple(dependencies)
-    checked = (id(spark), module, *requirements)
+    checked = (*session_key(spark), module, *requirements)
     if checked in _CHECKED:
         return
     names = [split_requirement(r)[0] for r in requirements]

@@ -3,13 +3,15 @@
 tidemark's window operator runs in Spark's Python workers, so every executor must import
 tidemark. :func:`ship_to_executors` zips the tidemark package the driver imported (the
 directory of ``tidemark.__file__``: its modules and package data, no bytecode) into
-``tidemark-<version>.zip`` in a temporary directory and adds it to the session:
+``tidemark-<version>-<digest>.zip`` in a temporary directory and adds it to the session:
 ``spark.sparkContext.addPyFile(path)`` on a classic session,
 ``spark.addArtifacts(path, pyfile=True)`` on Spark Connect. PySpark puts only ``.zip``,
 ``.egg`` and ``.jar`` files on the workers' path: a wheel given to ``--py-files`` or
 ``addPyFile`` is copied to the executors but never importable there, this zip is
-(``make dist`` builds the same zip, ``dist/tidemark-<version>.zip``, to ship with
-``spark-submit --py-files``).
+(``make dist`` builds the same package as ``dist/tidemark-<version>.zip``, to ship with
+``spark-submit --py-files``). The helper's zip is named by its content's digest: a
+classic session refuses a second file of the same name from another path, so a job that
+also added ``make dist``'s zip can still call the helper.
 
 A session is shipped to once (a classic session's application, a Connect session's id);
 the zip is built once per process and kept until it exits (a classic session serves the
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import functools
+import hashlib
 import shutil
 import tempfile
 import zipfile
@@ -29,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import tidemark
-from tidemark.spark.session import is_connect
+from tidemark.spark.session import session_key
 
 __all__ = ["ship_to_executors", "package_zip", "write_package_zip"]
 
@@ -65,8 +68,8 @@ def write_package_zip(package: Path, target: Path) -> Path:
 
 @functools.cache
 def package_zip() -> str:
-    """The path of ``tidemark-<version>.zip``, the tidemark package the driver imported,
-    built on first use and removed when the process exits.
+    """The path of ``tidemark-<version>-<digest>.zip``, the tidemark package the driver
+    imported, built on first use and removed when the process exits.
 
     Where tidemark itself was imported from a zip (a job started with ``--py-files``),
     that archive is copied instead.
@@ -82,20 +85,16 @@ def package_zip() -> str:
     """
     directory = Path(tempfile.mkdtemp(prefix="tidemark-ship-"))
     atexit.register(shutil.rmtree, directory, ignore_errors=True)
-    target = directory / f"tidemark-{tidemark.__version__}.zip"
+    built = directory / "tidemark.zip"
     package = Path(tidemark.__file__).parent
     archive = getattr(tidemark.__spec__.loader, "archive", None) if tidemark.__spec__ else None
     if not package.is_dir() and archive:  # imported by zipimport
-        shutil.copyfile(archive, target)
+        shutil.copyfile(archive, built)
     else:
-        write_package_zip(package, target)
+        write_package_zip(package, built)
+    digest = hashlib.sha256(built.read_bytes()).hexdigest()[:12]
+    target = built.rename(directory / f"tidemark-{tidemark.__version__}-{digest}.zip")
     return str(target)
-
-
-def _session_id(spark: Any) -> tuple[str, str]:
-    if is_connect(spark):
-        return ("connect", str(spark.session_id))
-    return ("classic", str(spark.sparkContext.applicationId))
 
 
 def ship_to_executors(spark: Any) -> str:
@@ -122,10 +121,10 @@ def ship_to_executors(spark: Any) -> str:
     --------
     >>> import tidemark as tm
     >>> tm.ship_to_executors(spark)  # doctest: +SKIP
-    '/tmp/tidemark-ship-.../tidemark-0.1.0.zip'
+    '/tmp/tidemark-ship-.../tidemark-0.1.0-1f2e3d4c5b6a.zip'
     """
     path = package_zip()
-    session = _session_id(spark)
+    session = session_key(spark)
     if session in _SHIPPED:
         return path
     if session[0] == "connect":
