@@ -1,9 +1,12 @@
-"""The driver of tests/test_cluster.py: tidemark shipped to a standalone cluster whose
-workers' Python lacks tidemark. Prints one JSON line ``CLUSTER-RESULT {...}``: the
-failures found (none when everything holds) and notes (what was killed, durations).
+"""The driver of tests/test_cluster.py: tidemark shipped to executors whose Python lacks
+tidemark, on a standalone cluster or over Spark Connect. Prints one JSON line
+``CLUSTER-RESULT {...}``: the failures found (none when everything holds) and notes
+(what was killed, durations).
 
-``python tests/cluster_check.py <master> <dist zip> <workdir> <worker pids as JSON>``;
-``PYSPARK_PYTHON`` is the workers' (bare) Python.
+``python tests/cluster_check.py <master> <dist zip> <workdir> <worker pids as JSON>``, or
+``python tests/cluster_check.py connect``; ``PYSPARK_PYTHON`` is the workers' (bare)
+Python. tidemark is imported from this checkout's ``src`` through ``sys.path``, not
+``PYTHONPATH``: a local Connect server's JVM would hand that on to its Python workers.
 
 The window function is defined here, in ``__main__``, so it is pickled by value: the
 workers need nothing of this file, only tidemark (for the base class and the engine).
@@ -21,11 +24,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import tidemark as tm
-from tidemark.errors import SessionSetupError
-from tidemark.spark.preflight import ensure_workers_import_tidemark
-from tidemark.spark.session import get_spark
-from tidemark.spark.streaming import END_OF_INPUT_MS
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+import tidemark as tm  # noqa: E402
+from tidemark.errors import SessionSetupError  # noqa: E402
+from tidemark.spark.preflight import ensure_workers_import_tidemark  # noqa: E402
+from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.streaming import END_OF_INPUT_MS  # noqa: E402
 
 USERS = ("ann", "bob", "cyd")
 FILES = 10
@@ -194,5 +199,27 @@ def main(master: str, dist_zip: str, workdir: str, worker_pids: list[int]) -> No
     print("CLUSTER-RESULT " + json.dumps({"failures": failures, "notes": notes}))
 
 
+def main_connect() -> None:
+    """A local Spark Connect server whose Python workers lack tidemark: the helper ships
+    it as a Python artifact of the session."""
+    from pyspark.sql import SparkSession
+
+    from tidemark.spark._java import ensure_java
+
+    ensure_java()
+    builder = SparkSession.builder.remote("local[2]")
+    spark = builder.config("spark.sql.shuffle.partitions", "2").getOrCreate()
+    assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
+    failures = probe_fails(spark)
+    shipped = tm.ship_to_executors(spark)
+    failures += [] if tm.ship_to_executors(spark) == shipped else ["shipped twice"]
+    failures += run_batch(spark, "Spark Connect, tm.ship_to_executors")[0]
+    spark.stop()
+    print("CLUSTER-RESULT " + json.dumps({"failures": failures, "notes": {}}))
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))
+    if sys.argv[1:] == ["connect"]:
+        main_connect()
+    else:
+        main(sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]))

@@ -13,6 +13,9 @@ untouched), runs tests/cluster_check.py:
 - a streaming query (one file per micro-batch, ``write_outputs`` with a checkpoint) loses
   an executor to ``kill -9`` mid-stream, and its results still equal the BATCH run's.
 
+A local Spark Connect server whose workers run the same bare Python gets tidemark from
+the helper as a Python artifact (``addArtifacts(..., pyfile=True)``).
+
 Every wait is bounded; every process started here is stopped in a ``finally``.
 """
 
@@ -169,24 +172,37 @@ def test_shipping_to_a_cluster_whose_workers_lack_tidemark(tmp_path):
 
         python = bare_worker_python(tmp_path / "worker-venv")
         master, workers = start_cluster(tmp_path, processes)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-        env |= {"PYSPARK_PYTHON": python, "PYTHONPATH": str(ROOT / "src")}
         args = [master, str(dist_zip), str(tmp_path / "run"), json.dumps(workers)]
-        done = subprocess.run(
-            [sys.executable, str(SCRIPT), *args],
-            capture_output=True,
-            text=True,
-            timeout=DRIVER_TIMEOUT_S,
-            env=env,
-            cwd=tmp_path,
-        )
-        lines = [x for x in done.stdout.splitlines() if x.startswith("CLUSTER-RESULT ")]
-        assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-6000:]
-        result = json.loads(lines[-1].removeprefix("CLUSTER-RESULT "))
-        assert result["failures"] == [], "\n".join(result["failures"])
-        print(f"cluster test: {time.monotonic() - started:.0f} s; {result['notes']}")
+        notes = run_driver(args, python, tmp_path)
+        print(f"cluster test: {time.monotonic() - started:.0f} s; {notes}")
     finally:
         stop(processes)
+
+
+def run_driver(args: list[str], worker_python: str, cwd: Path) -> dict:
+    """Run tests/cluster_check.py with ``args``; fail on any failure it reports."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYSPARK_PYTHON"] = worker_python
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        capture_output=True,
+        text=True,
+        timeout=DRIVER_TIMEOUT_S,
+        env=env,
+        cwd=cwd,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("CLUSTER-RESULT ")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-6000:]
+    result = json.loads(lines[-1].removeprefix("CLUSTER-RESULT "))
+    assert result["failures"] == [], "\n".join(result["failures"])
+    return dict(result["notes"])
+
+
+def test_shipping_over_spark_connect_to_workers_that_lack_tidemark(tmp_path):
+    pytest.importorskip("grpc", reason="needs the pyspark[connect] extras")
+    started = time.monotonic()
+    run_driver(["connect"], bare_worker_python(tmp_path / "worker-venv"), tmp_path)
+    print(f"Spark Connect shipping test: {time.monotonic() - started:.0f} s")
 
 
 def test_the_bare_worker_python_lacks_tidemark(tmp_path):
