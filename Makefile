@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-flink bench clean java
+.PHONY: test demo lint test-slow test-flink bench clean java dist
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,16 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_throughput.py
+
+# `make dist`: the wheel to install in a cluster's Python, and the same files as a .zip to
+# ship with a job (`spark-submit --py-files`, `addPyFile`, `addArtifacts(..., pyfile=True)`):
+# PySpark puts only .zip, .egg and .jar files on the executors' path, never a .whl.
+VERSION := $(shell sed -n 's/^version = "\(.*\)"$$/\1/p' pyproject.toml)
+dist: $(STAMP)
+	rm -rf build dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip
+	$(BIN)/python -m pip wheel --no-deps --quiet -w dist .
+	cp dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip
+	@echo "dist: dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip"
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -24,6 +24,7 @@ def test_workers_that_cannot_import_get_one_clear_message(spark):
     assert "Spark's Python workers cannot import 'tidemark_not_installed_anywhere'" in message
     assert "ModuleNotFoundError" in message
     assert "--py-files" in message and "addArtifacts" in message and "wheel" in message
+    assert "make dist" in message and "tidemark.ship_to_executors(spark)" in message
 
 
 def test_workers_without_a_dependency_are_told_which_python_to_use(spark):
@@ -34,6 +35,18 @@ def test_workers_without_a_dependency_are_told_which_python_to_use(spark):
     message = str(info.value)
     assert "cannot import 'no_such_dependency_here'" in message
     assert "PYSPARK_PYTHON" in message and "spark.pyspark.python" in message
+
+
+def test_workers_with_a_version_outside_the_pin_are_told_theirs_and_the_pin(spark):
+    import pandas
+
+    with pytest.raises(SessionSetupError) as info:
+        ensure_workers_import_tidemark(spark, dependencies=("pyarrow>=15", "pandas>=99,<100"))
+    message = str(info.value)
+    assert f"Spark's Python workers have pandas {pandas.__version__} (tidemark" in message
+    assert "needs pandas<100,>=99)" in message or "needs pandas>=99,<100)" in message
+    assert "pyarrow" not in message.split("(worker Python")[0]
+    assert "pip install 'pandas" in message
 
 
 def test_workers_that_import_tidemark_pass(spark):

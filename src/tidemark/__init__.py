@@ -1,7 +1,8 @@
 """tidemark: Apache Flink's DataStream windowing model for Python, on Apache Spark.
 
 Every public name is importable from here, with Flink's names and PyFlink's snake_case
-methods. The Spark entry points (``from_dataframe``) load PySpark only when used.
+methods. The Spark entry points (``from_dataframe``, ``ship_to_executors``) load PySpark
+only when used.
 """
 
 from __future__ import annotations
@@ -160,4 +161,8 @@ def __getattr__(name: str) -> Any:
         from tidemark.spark import surfacing
 
         return surfacing.raising_tidemark_errors
+    if name == "ship_to_executors":
+        from tidemark.spark import shipping
+
+        return shipping.ship_to_executors
     raise AttributeError(f"module 'tidemark' has no attribute {name!r}")

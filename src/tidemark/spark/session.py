@@ -8,7 +8,7 @@ from typing import Any
 
 from tidemark.spark._java import ensure_java
 
-__all__ = ["get_spark", "is_connect", "SPARK_CONF"]
+__all__ = ["get_spark", "is_connect", "session_key", "SPARK_CONF"]
 
 SPARK_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -70,3 +70,12 @@ def get_spark(
 def is_connect(spark: Any) -> bool:
     """Whether ``spark`` is a Spark Connect session (no SparkContext, RDDs, broadcasts)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def session_key(spark: Any) -> tuple[str, str]:
+    """What identifies ``spark``'s executors and what was added to them: a classic
+    session's application (sessions of one SparkContext share it), a Connect session's
+    id. Unlike ``id(spark)``, never reused by a later session."""
+    if is_connect(spark):
+        return ("connect", str(spark.session_id))
+    return ("classic", str(spark.sparkContext.applicationId))
