@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-from pyspark.errors import StreamingQueryException
 from pyspark.sql.types import LongType, StructField, StructType
 from streaming_scenarios import (
     LATE,
@@ -313,7 +312,7 @@ def test_processing_time_timer_in_event_time_query_fails_loudly(spark, tmp_path)
     scenario = Scenario("mixed", make, [[("a", 1, 1)]])
     stream = FileStream(spark, scenario, tmp_path).start()
     try:
-        with pytest.raises(StreamingQueryException, match="processing-time timer was registered"):
+        with pytest.raises(WindowSpecError, match="processing-time timer was registered"):
             stream.feed()
     finally:
         stream.stop()

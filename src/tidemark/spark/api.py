@@ -489,7 +489,8 @@ class WindowResultStream(DataStream):
 
         Returns
         -------
-        StreamingQuery
+        TidemarkStreamingQuery
+            The query; its failures are raised as tidemark's own errors.
 
         Raises
         ------

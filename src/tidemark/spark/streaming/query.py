@@ -34,7 +34,6 @@ from typing import Any
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.types import StructType
 
 from tidemark._engine.operator import WindowOperator
@@ -80,6 +79,7 @@ from tidemark.spark.streaming.keygroups import (
 )
 from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME, TIME_MODES, check_time_mode
 from tidemark.spark.streaming.state import STATE_NAME
+from tidemark.spark.surfacing import TidemarkStreamingQuery
 from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeDomain
 
@@ -448,7 +448,7 @@ def write_outputs(
     *,
     schemas: Mapping[str, StructType] | None = None,
     query_name: str | None = None,
-) -> StreamingQuery:
+) -> TidemarkStreamingQuery:
     """Start ONE query that sends each output of a :class:`StreamingWindow` to its sink.
 
     Parameters
@@ -470,7 +470,10 @@ def write_outputs(
 
     Returns
     -------
-    StreamingQuery
+    TidemarkStreamingQuery
+        The started ``StreamingQuery``, whose ``awaitTermination``,
+        ``processAllAvailable`` and ``exception`` give a failure caused by the data or
+        a user function as tidemark's own error (:mod:`tidemark.spark.surfacing`).
 
     Notes
     -----
@@ -505,7 +508,7 @@ def write_outputs(
     # the RocksDB state store and the capped state partitions, for this query
     with streaming_settings(spark), _partitions_capped(spark, window.state_partitions_cap):
         try:
-            return writer.outputMode("append").start()
+            return TidemarkStreamingQuery(writer.outputMode("append").start())
         except AnalysisException as exc:
             if "Multiple applyInPandasWithStates" not in str(exc):
                 raise
