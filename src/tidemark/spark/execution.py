@@ -17,10 +17,21 @@ BATCH      any other bounded source: Flink's BATCH semantics, the engine per par
 What is computed for a plan node (its element frame, a window's combined frame) is
 remembered per node, as long as the node lives: the outputs of one window operation come
 from one run, and a replay's watermark scan runs once.
+
+Remembering a DataFrame does not stop Spark from running its plan again at every action,
+so the combined frame of a BATCH or REPLAY run is also *persisted* (Spark's default
+storage level, memory then disk) when it is first built, which is when the first output
+of the window operation is asked for: the first action that reads any of its outputs
+runs the engine and keeps the rows, every later one reads them. :func:`release` (the
+user's ``result.unpersist()``) gives the memory back, as does dropping the last
+reference to the window operation; outputs read after that run the pipeline again at
+each action. The SQL fast path is not kept: it has one output, and Spark's own
+aggregation is cheaper to run again than to keep.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import weakref
 from typing import Any
@@ -33,7 +44,7 @@ from tidemark.spark.plan import PlanNode, Source, WindowOp
 from tidemark.spark.preflight import ensure_workers_import_tidemark
 from tidemark.spark.streaming.plan import run_streaming_window
 
-__all__ = ["ExecutionMode", "mode_of", "combined_frame", "element_frame"]
+__all__ = ["ExecutionMode", "mode_of", "combined_frame", "element_frame", "release"]
 
 
 class ExecutionMode(enum.Enum):
@@ -78,7 +89,38 @@ def _run(op: WindowOp, spark: Any) -> Any:
     if mode is ExecutionMode.SQL:
         return sql_plan.sql_window(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
-    return run_partitioned(op, frame, spark, driver)
+    return _kept(op, run_partitioned(op, frame, spark, driver))
+
+
+def _kept(op: WindowOp, combined: Any) -> Any:
+    """``combined`` persisted until :func:`release` or until ``op`` is gone."""
+    combined = combined.persist()
+    weakref.finalize(op, _unpersist, combined).atexit = False
+    return combined
+
+
+def _unpersist(df: Any) -> None:
+    # called when a window operation is garbage-collected, possibly after its session
+    # stopped: there is then nothing left to release
+    with contextlib.suppress(Exception):
+        df.unpersist()
+
+
+def release(op: WindowOp) -> None:
+    """Unpersist what the runs of ``op`` and of the windows before it in its chain keep:
+    their combined frames and a replay's arrival-ordered input. Their outputs still
+    read; each action then runs the pipeline again."""
+    node: PlanNode = op
+    while True:
+        frame = _elements.get(node)
+        for df in frame.kept if frame is not None else ():
+            df.unpersist()
+        if not isinstance(node, WindowOp):
+            return
+        combined = _combined.get(node)
+        if combined is not None:
+            combined.unpersist()
+        node = node.upstream
 
 
 def element_frame(node: PlanNode, spark: Any) -> ElementFrame:

@@ -216,11 +216,12 @@ def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> An
 
 def stamp_replay_watermarks(
     frame: Any, out_of_orderness_ms: int | None, spark: Any
-) -> tuple[Any, WatermarkSequence]:
+) -> tuple[Any, WatermarkSequence, Any]:
     """Add ``__tm_wm`` to ``frame`` (which has ``__tm_order`` and ``__tm_ts``).
 
     When ``frame`` already has ``__tm_wm`` (watermarks recorded with the stream), only
-    the watermark sequence is computed.
+    the watermark sequence is computed. Also returned: the arrival-ordered frame both
+    passes read, persisted (unpersist it when the replay is done with it).
     """
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
@@ -233,6 +234,6 @@ def stamp_replay_watermarks(
     rows = ranged.mapInPandas(_local_records(column), "pid int, first long, records binary")
     prefix, sequence = _fold([r.asDict() for r in rows.collect()], out_of_orderness_ms, recorded)
     if recorded:
-        return ranged, sequence
+        return ranged, sequence, ranged
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
-    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence
+    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
