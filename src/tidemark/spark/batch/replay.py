@@ -32,6 +32,7 @@ __all__ = [
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
     "share_with_tasks",
+    "session_parallelism",
 ]
 
 
@@ -117,10 +118,10 @@ def share_with_tasks(spark: Any, value: Any) -> Any:
     return spark.sparkContext.broadcast(value)
 
 
-def _parallelism(spark: Any) -> int:
-    """Range partitions for the scan: the default parallelism (cores) on a classic
-    session; over Connect, which has no SparkContext, the configured value if any, else
-    the shuffle partitions."""
+def session_parallelism(spark: Any) -> int:
+    """The session's cores: the default parallelism on a classic session; over Connect,
+    which has no SparkContext, ``spark.default.parallelism`` if configured, else the
+    shuffle partitions. The scan's range partitions are this many."""
     if not is_connect(spark):
         return max(1, spark.sparkContext.defaultParallelism)
     configured = spark.conf.get("spark.default.parallelism", None)
@@ -226,7 +227,7 @@ def stamp_replay_watermarks(
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
-    partitions = _parallelism(spark)
+    partitions = session_parallelism(spark)
     ranged = frame.repartitionByRange(partitions, ORDER).sortWithinPartitions(ORDER)
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
     recorded = WM in frame.columns
