@@ -25,7 +25,8 @@ of the window operation is asked for: the first action that reads any of its out
 runs the engine and keeps the rows, every later one reads them. :func:`release` (the
 user's ``result.unpersist()``) gives the memory back, as does dropping the last
 reference to the window operation; outputs read after that run the pipeline again at
-each action. The SQL fast path is not kept: it has one output, and Spark's own
+each action. A replay's arrival-ordered input, persisted for its watermark scan, is
+released when the source node is gone. The SQL fast path is not kept: it has one output, and Spark's own
 aggregation is cheaper to run again than to keep.
 """
 
@@ -100,23 +101,20 @@ def _kept(op: WindowOp, combined: Any) -> Any:
 
 
 def _unpersist(df: Any) -> None:
-    # called when a window operation is garbage-collected, possibly after its session
+    # called when a plan node is garbage-collected, possibly after its session
     # stopped: there is then nothing left to release
     with contextlib.suppress(Exception):
         df.unpersist()
 
 
 def release(op: WindowOp) -> None:
-    """Unpersist what the runs of ``op`` and of the windows before it in its chain keep:
-    their combined frames and a replay's arrival-ordered input. Their outputs still
-    read; each action then runs the pipeline again."""
+    """Unpersist the combined frames that the runs of ``op`` and of the windows before it
+    in its chain keep. Their outputs still read; each action then runs the pipeline
+    again. (A replay's arrival-ordered input stays while its source lives: other
+    pipelines on the same source may still need it, and the range partitioning of
+    its watermark scan cannot be computed again reliably.)"""
     node: PlanNode = op
-    while True:
-        frame = _elements.get(node)
-        for df in frame.kept if frame is not None else ():
-            df.unpersist()
-        if not isinstance(node, WindowOp):
-            return
+    while isinstance(node, WindowOp):
         combined = _combined.get(node)
         if combined is not None:
             combined.unpersist()
@@ -130,6 +128,8 @@ def element_frame(node: PlanNode, spark: Any) -> ElementFrame:
     if frame is None:
         if isinstance(node, Source):
             frame = source_frame(node, spark)
+            for df in frame.kept:  # a replay's input, persisted for its two passes
+                weakref.finalize(node, _unpersist, df).atexit = False
         else:
             parent = element_frame(node.upstream, spark)
             frame = result_frame(node.output_schema, parent, combined_frame(node, spark))
