@@ -221,3 +221,44 @@ def test_write_outputs_on_a_stream_needs_a_checkpoint(spark, tmp_path):
         "timers and offsets there; got checkpoint=None: give a directory, e.g. "
         "checkpoint='out/_checkpoint'"
     )
+
+
+class CountingReduce(tm.ReduceFunction):
+    """Keeps the first element; appends a line to ``path`` at each call."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def reduce(self, a, b):
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, b"x\n")
+        finally:
+            os.close(fd)
+        return a
+
+
+def _batch_reduce(spark, path):
+    df = spark.createDataFrame(ROWS, "k string, ts long, arrival long")
+    windowed = tm.from_dataframe(df, timestamp="ts").key_by("k")
+    return windowed.window(tm.TumblingEventTimeWindows.of(10)).reduce(CountingReduce(str(path)))
+
+
+def test_a_batch_reduce_gives_only_results_and_keeps_nothing(spark, tmp_path):
+    result = _batch_reduce(spark, tmp_path / "calls")
+    assert len(result.to_dataframe().collect()) == 4
+    assert not result.combined_dataframe().storageLevel.useMemory
+
+
+def test_write_outputs_with_several_sinks_runs_a_batch_reduce_once(spark, tmp_path):
+    alone = _batch_reduce(spark, tmp_path / "alone")
+    alone.to_dataframe().collect()
+    written: dict = {}
+    _batch_reduce(spark, tmp_path / "calls").write_outputs(
+        {
+            "main": lambda df, b: written.update(main=len(df.collect())),
+            "__late_records_dropped": lambda df, b: written.update(dropped=df.collect()[0][0]),
+        }
+    )
+    assert written == {"main": 4, "dropped": 0}
+    assert _calls(tmp_path / "calls") == _calls(tmp_path / "alone") == 2

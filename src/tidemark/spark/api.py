@@ -403,9 +403,10 @@ class WindowResultStream(DataStream):
     Every output of one WindowResultStream (:meth:`to_dataframe`, each side output,
     :meth:`num_late_records_dropped`) comes from ONE run of the operator, which
     :mod:`tidemark.spark.execution` chooses: BATCH, the SQL fast path, a replay, or a
-    streaming query. A bounded run keeps its rows (memory, then disk) from the first
+    streaming query. A bounded run with more than results to give (a replay, a late-data
+    tag, a process window function) keeps its rows (memory, then disk) from the first
     action that reads an output until :meth:`unpersist`, or until this object is
-    garbage-collected.
+    garbage-collected (see :mod:`tidemark.spark.execution`).
     """
 
     _plan: WindowOp
@@ -449,8 +450,8 @@ class WindowResultStream(DataStream):
         On a stream this starts ONE query; each micro-batch is computed once and handed
         to every sink. On a bounded DataFrame it runs the pipeline once, now: each sink
         is called once, with its output's DataFrame and ``batch_id=0``, all read from
-        one kept run, which is released when the last sink returns (see
-        :meth:`unpersist`).
+        one kept run (any run, with several sinks), which is released when the last
+        sink returns (see :meth:`unpersist`).
 
         Parameters
         ----------
@@ -512,11 +513,14 @@ class WindowResultStream(DataStream):
         """Release the rows a bounded run keeps for its outputs (and those of the windows
         before it in its chain).
 
-        A bounded run (BATCH or replay) keeps its rows, in memory then on disk, from the
+        A bounded run that has more than its results to give (a replay, a late-data
+        tag, a process window function) keeps its rows, in memory then on disk, from the
         first action that reads any of its outputs, so that the results, each side
-        output and the dropped count come from one run of the pipeline. They are also
-        released when this object is garbage-collected. Outputs read after this run the
-        pipeline again at each action. Nothing to release on a stream.
+        output and the dropped count come from one run of the pipeline. (A BATCH reduce,
+        aggregate or shorthand without a late-data tag gives only results and keeps
+        nothing.) The rows are also released when this object is garbage-collected.
+        Outputs read after this run the pipeline again at each action. Nothing to
+        release on a stream.
 
         Returns
         -------

@@ -19,15 +19,19 @@ remembered per node, as long as the node lives: the outputs of one window operat
 from one run, and a replay's watermark scan runs once.
 
 Remembering a DataFrame does not stop Spark from running its plan again at every action,
-so the combined frame of a BATCH or REPLAY run is also *persisted* (Spark's default
-storage level, memory then disk) when it is first built, which is when the first output
-of the window operation is asked for: the first action that reads any of its outputs
-runs the engine and keeps the rows, every later one reads them. :func:`release` (the
-user's ``result.unpersist()``) gives the memory back, as does dropping the last
-reference to the window operation; outputs read after that run the pipeline again at
-each action. A replay's arrival-ordered input, persisted for its watermark scan, is
-released when the source node is gone. The SQL fast path is not kept: it has one output, and Spark's own
-aggregation is cheaper to run again than to keep.
+so the combined frame of a BATCH or REPLAY run that has more than its results to give is
+also *persisted* (Spark's default storage level, memory then disk) when its first
+output is asked for: the first action that reads any output runs the engine and keeps
+the rows, every later one reads them. A run has more to give when it is a replay (late
+data, a dropped count), has a late-data tag, or calls a process window function (side
+outputs); ``write_outputs`` with several sinks keeps any run. A BATCH reduce, aggregate
+or shorthand without a late-data tag gives only its results (nothing is late in BATCH)
+and is not kept: keeping costs a copy of every row. :func:`release` (the user's
+``result.unpersist()``) gives the memory back, as does dropping the last reference to
+the window operation; outputs read after that run the pipeline again at each action. A
+replay's arrival-ordered input, persisted for its watermark scan, is released when the
+source node is gone. The SQL fast path is not kept: Spark's own aggregation, it has
+one output.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import enum
 import weakref
 from typing import Any
 
+from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
@@ -59,6 +64,8 @@ class ExecutionMode(enum.Enum):
 
 _combined: weakref.WeakKeyDictionary[WindowOp, Any] = weakref.WeakKeyDictionary()
 _elements: weakref.WeakKeyDictionary[PlanNode, ElementFrame] = weakref.WeakKeyDictionary()
+_engine_runs: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # BATCH and REPLAY runs
+_kept: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # persisted, released or not
 
 
 def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
@@ -73,12 +80,23 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
     return ExecutionMode.BATCH
 
 
-def combined_frame(op: WindowOp, spark: Any) -> Any:
-    """Results and side outputs of one run of ``op``: its combined frame, computed once."""
+def combined_frame(op: WindowOp, spark: Any, keep: bool = False) -> Any:
+    """Results and side outputs of one run of ``op``: its combined frame, computed once,
+    and persisted where the module docstring says (``keep``: in any case)."""
     combined = _combined.get(op)
     if combined is None:
         combined = _combined[op] = _run(op, spark)
+    if op in _engine_runs and op not in _kept and (keep or _gives_more_than_results(op)):
+        _kept.add(op)
+        combined = combined.persist()
+        weakref.finalize(op, _unpersist, combined).atexit = False
     return combined
+
+
+def _gives_more_than_results(op: WindowOp) -> bool:
+    process = (ProcessWindowFunction, ProcessAllWindowFunction)
+    calls_process = isinstance(op.function, process) or isinstance(op.window_function, process)
+    return op.source.replay or op.late_tag is not None or calls_process
 
 
 def _run(op: WindowOp, spark: Any) -> Any:
@@ -89,15 +107,9 @@ def _run(op: WindowOp, spark: Any) -> Any:
     frame = element_frame(op.upstream, spark)
     if mode is ExecutionMode.SQL:
         return sql_plan.sql_window(op, frame)
+    _engine_runs.add(op)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
-    return _kept(op, run_partitioned(op, frame, spark, driver))
-
-
-def _kept(op: WindowOp, combined: Any) -> Any:
-    """``combined`` persisted until :func:`release` or until ``op`` is gone."""
-    combined = combined.persist()
-    weakref.finalize(op, _unpersist, combined).atexit = False
-    return combined
+    return run_partitioned(op, frame, spark, driver)
 
 
 def _unpersist(df: Any) -> None:

@@ -89,16 +89,18 @@ def bounded_outputs(last: Any, sinks: dict[Any, Any]) -> list[tuple[Any, Any]]:
     for key, sink in sinks.items():
         target, output, _ = _sink_target(last, key)
         assert target is not None  # a bounded chain's windows are all WindowOps
-        outputs.append((_bounded_output(target, output, last._spark), sink))
+        df = _bounded_output(target, output, last._spark, keep=len(sinks) > 1)
+        outputs.append((df, sink))
     return outputs
 
 
-def _bounded_output(op: WindowOp, output: Any, spark: Any) -> Any:
-    """The DataFrame of ``output`` (a name or an OutputTag) of a bounded run of ``op``."""
+def _bounded_output(op: WindowOp, output: Any, spark: Any, keep: bool) -> Any:
+    """The DataFrame of ``output`` (a name or an OutputTag) of a bounded run of ``op``
+    (``keep``: persist the run, which several sinks read)."""
     late = op.late_tag
     if isinstance(output, str) and late is not None and output == late.tag_id:
         output = late
-    combined = execution.combined_frame(op, spark)
+    combined = execution.combined_frame(op, spark, keep)
     if isinstance(output, OutputTag):
         schema = side_output_schema(op, output, spark)
         return columns.side_output(combined, output.tag_id, schema)
