@@ -1,8 +1,9 @@
 """All three modes on a Spark Connect session, as a script (a Connect client and a classic
 session do not share a process well): BATCH and replay on random differential scenarios,
 a stream written by batch id through ``write_outputs`` on a session left with Spark's
-default state store, and windows chained on a stream. Prints one JSON line: the failures found (an empty list when all
-modes equal the engine harness).
+default state store, windows chained on a stream, and a bounded replay whose outputs
+are read from one kept run and written by ``write_outputs``. Prints one JSON line: the
+failures found (an empty list when all modes equal the engine harness).
 
 Run by tests/test_connect.py; by hand: ``python tests/connect_check.py <workdir>``.
 """
@@ -137,12 +138,53 @@ def chained(spark: Any, workdir: Path) -> list[str]:
     return [] if got == DOCS_TOP_TWO else [f"chain: expected {DOCS_TOP_TWO}, got {got}"]
 
 
+def bounded_once(spark: Any) -> list[str]:
+    """A replay's results, late side output and dropped count from one kept run (a
+    persisted frame over Connect), then ``write_outputs`` and ``unpersist``."""
+    import tidemark as tm
+
+    rows = [("a", 20, 0), ("a", 25, 1), ("b", 21, 2), ("a", 1, 3), ("b", 3, 4)]
+    df = spark.createDataFrame(rows, "k string, ts long, arrival long")
+    late = tm.OutputTag("late")
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(0)
+    windowed = (
+        tm.from_dataframe(df, timestamp="ts", order_by="arrival", watermark_strategy=strategy)
+        .key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(10))
+    )
+    kept = windowed.side_output_late_data(late).reduce(lambda a, b: a)
+    dropping = windowed.reduce(lambda a, b: a)
+    got = {
+        "main": sorted(tuple(r) for r in kept.to_dataframe().collect()),
+        "late": sorted(r.ts for r in kept.get_side_output(late).to_dataframe().collect()),
+        "kept": kept.combined_dataframe().storageLevel.useMemory,
+        "dropped": dropping.num_late_records_dropped(),
+    }
+    written: dict[str, Any] = {}
+    dropping.write_outputs(
+        {"__late_records_dropped": lambda d, b: written.update(dropped=(b, d.collect()[0][0]))}
+    )
+    got["written"] = written
+    got["released"] = not dropping.combined_dataframe().storageLevel.useMemory
+    kept.unpersist()
+    want = {
+        "main": [("a", 20, 0), ("b", 21, 2)],
+        "late": [1, 3],
+        "kept": True,
+        "dropped": 2,
+        "written": {"dropped": (0, 2)},
+        "released": True,
+    }
+    return [] if got == want else [f"bounded once: expected {want}, got {got}"]
+
+
 def main(argv: list[str]) -> None:
     workdir = Path(argv[0])
     spark = connect_session()
     assert type(spark).__module__.startswith("pyspark.sql.connect"), type(spark)
     failures = bounded(spark, seed=21, count=6) + streaming(spark, workdir, seed=21)
     failures += chained(spark, workdir)
+    failures += bounded_once(spark)
     print("CONNECT-RESULT " + json.dumps(failures))
     spark.stop()
 

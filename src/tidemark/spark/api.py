@@ -436,7 +436,10 @@ class WindowResultStream(DataStream):
     Every output of one WindowResultStream (:meth:`to_dataframe`, each side output,
     :meth:`num_late_records_dropped`) comes from ONE run of the operator, which
     :mod:`tidemark.spark.execution` chooses: BATCH, the SQL fast path, a replay, or a
-    streaming query.
+    streaming query. A bounded run with more than results to give (a replay, a late-data
+    tag, a process window function) keeps its rows (memory, then disk) from the first
+    action that reads an output until :meth:`unpersist`, or until this object is
+    garbage-collected (see :mod:`tidemark.spark.execution`).
     """
 
     _plan: WindowOp
@@ -470,37 +473,96 @@ class WindowResultStream(DataStream):
         return results.late_records_dropped(self._plan, self._spark)
 
     def write_outputs(
-        self, sinks: dict[Any, Any], checkpoint: str, trigger: dict[str, Any] | None = None
+        self,
+        sinks: dict[Any, Any],
+        checkpoint: str | None = None,
+        trigger: dict[str, Any] | None = None,
     ) -> Any:
-        """Streaming: start ONE query sending the results and each side output to a sink.
+        """Send the results and each side output to a sink, all from ONE run.
+
+        On a stream this starts ONE query; each micro-batch is computed once and handed
+        to every sink. On a bounded DataFrame it runs the pipeline once, now: each sink
+        is called once, with its output's DataFrame and ``batch_id=0``, all read from
+        one kept run (any run, with several sinks), which is released when the last
+        sink returns (see :meth:`unpersist`).
 
         Parameters
         ----------
         sinks : dict
             ``"main"`` (the results), an :class:`OutputTag` or
-            ``"__late_records_dropped"`` -> ``sink(batch_df, batch_id)``; the operator
-            runs once per micro-batch however many outputs are written. For an earlier
-            window of a chain: its ``get_side_output(tag)``, or the pair
-            ``(earlier, "__late_records_dropped")`` (or ``(earlier, tag)``).
-        checkpoint : str
-            The query's checkpoint location.
+            ``"__late_records_dropped"`` -> ``sink(df, batch_id)``; the operator runs
+            once however many outputs are written. For an earlier window of a chain: its
+            ``get_side_output(tag)``, or the pair ``(earlier, "__late_records_dropped")``
+            (or ``(earlier, tag)``). The dropped count comes as one row (column
+            ``num_late_records_dropped``) per micro-batch, 0 included; a bounded run is
+            one batch.
+        checkpoint : str, optional
+            Streaming: the query's checkpoint location (required). Not used on a
+            bounded DataFrame, so the same call serves both.
         trigger : dict, optional
-            Keyword arguments of ``DataStreamWriter.trigger``.
+            Streaming only: keyword arguments of ``DataStreamWriter.trigger``.
 
         Returns
         -------
-        TidemarkStreamingQuery
-            The query; its failures are raised as tidemark's own errors.
+        TidemarkStreamingQuery or None
+            The started query on a stream (its failures are raised as tidemark's own
+            errors); None on a bounded DataFrame, whose outputs are all written when the
+            call returns.
 
         Raises
         ------
         WindowSpecError
             No sinks, a sink that is not callable, a side output without a schema, or an
-            output of a window that is not this one or before it in the chain.
+            output of a window that is not this one or before it in the chain; on a
+            stream, no ``checkpoint``; on a bounded DataFrame, a ``trigger``.
         """
+        if not self.source.streaming:
+            self._write_bounded(sinks, trigger)
+            return None
+        if checkpoint is None:
+            raise WindowSpecError(
+                "`checkpoint` is needed on a streaming DataFrame: the query keeps its state, "
+                "timers and offsets there; got checkpoint=None: give a directory, e.g. "
+                "checkpoint='out/_checkpoint'"
+            )
         named, schemas = results.named_sinks(self, sinks)
         window = execution.streaming_window(self._plan)
         return _write_outputs(window, named, checkpoint, trigger, schemas=schemas)
+
+    def _write_bounded(self, sinks: dict[Any, Any], trigger: dict[str, Any] | None) -> None:
+        if trigger is not None:
+            raise WindowSpecError(
+                "`trigger` applies to a streaming query; this pipeline reads a bounded "
+                f"DataFrame, which write_outputs runs once; got trigger={trigger!r}: drop it"
+            )
+        outputs = results.bounded_outputs(self, sinks)
+        try:
+            for df, sink in outputs:
+                sink(df, 0)
+        finally:
+            self.unpersist()
+
+    def unpersist(self) -> WindowResultStream:
+        """Release the rows a bounded run keeps for its outputs (and those of the windows
+        before it in its chain).
+
+        A bounded run that has more than its results to give (a replay, a late-data
+        tag, a process window function) keeps its rows, in memory then on disk, from the
+        first action that reads any of its outputs, so that the results, each side
+        output and the dropped count come from one run of the pipeline. (A BATCH reduce,
+        aggregate or shorthand without a late-data tag gives only results and keeps
+        nothing.) The rows are also released when this object is garbage-collected.
+        Outputs read after this run the pipeline again at each action. Nothing to
+        release on a stream.
+
+        Returns
+        -------
+        WindowResultStream
+            ``self``.
+        """
+        if not self.source.streaming:
+            execution.release(self._plan)
+        return self
 
     def get_side_output(self, tag: OutputTag) -> SideOutputStream:
         """The side output ``tag``: late data (input schema) or what a process function

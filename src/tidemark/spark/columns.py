@@ -15,7 +15,8 @@ The combined schema, in column order::
     <results>             the output schema's columns, all nullable (null on other rows)
     __tm_side     binary  a side-output row: the value, cloudpickled
     __tm_dropped  long    a "__late_records_dropped" row: late records dropped (a count
-                          per task in a bounded run, per key and batch in streaming)
+                          per task in a bounded run, per key group and batch in
+                          streaming; :func:`dropped_counts` sums them)
     __tm_phase    long    streaming, a window feeding a further window only: 0 for a row
                           emitted while the operator advanced to the batch's watermark, 1
                           for one emitted while it processed the batch's elements
@@ -249,10 +250,19 @@ def side_output(combined: Any, tag_id: str, schema: StructType) -> Any:
 
 
 def dropped_counts(combined: Any, name: str = DROPPED_OUTPUT) -> Any:
-    """The ``num_late_records_dropped`` column of the combined frame's count rows
-    (``name``: those of an earlier window of a streaming chain)."""
+    """The count of late records dropped, as ONE row with column
+    ``num_late_records_dropped``: the sum of the combined frame's count rows (``name``:
+    those of an earlier window of a streaming chain), 0 when nothing was dropped.
+
+    Flink's ``numLateRecordsDropped`` is a counter; a micro-batch (or a bounded run)
+    gives its increment, so the rows of successive batches add up to it. On a streaming
+    DataFrame itself (not a micro-batch), where a global aggregation would need output
+    mode complete, it is a row per key group and batch that dropped something."""
     rows = combined.where(F.col(OUTPUT) == F.lit(name))
-    return rows.select(F.col(DROPPED).alias("num_late_records_dropped"))
+    if combined.isStreaming:
+        return rows.select(F.col(DROPPED).alias("num_late_records_dropped"))
+    total = F.coalesce(F.sum(DROPPED), F.lit(0)).cast(LongType())
+    return rows.agg(total.alias("num_late_records_dropped"))
 
 
 def num_late_records_dropped(combined: Any) -> int:

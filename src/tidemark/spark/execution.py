@@ -17,14 +17,31 @@ BATCH      any other bounded source: Flink's BATCH semantics, the engine per par
 What is computed for a plan node (its element frame, a window's combined frame) is
 remembered per node, as long as the node lives: the outputs of one window operation come
 from one run, and a replay's watermark scan runs once.
+
+Remembering a DataFrame does not stop Spark from running its plan again at every action,
+so the combined frame of a BATCH or REPLAY run that has more than its results to give is
+also *persisted* (Spark's default storage level, memory then disk) when its first
+output is asked for: the first action that reads any output runs the engine and keeps
+the rows, every later one reads them. A run has more to give when it is a replay (late
+data, a dropped count), has a late-data tag, or calls a process window function (side
+outputs); ``write_outputs`` with several sinks keeps any run. A BATCH reduce, aggregate
+or shorthand without a late-data tag gives only its results (nothing is late in BATCH)
+and is not kept: keeping costs a copy of every row. :func:`release` (the user's
+``result.unpersist()``) gives the memory back, as does dropping the last reference to
+the window operation; outputs read after that run the pipeline again at each action. A
+replay's arrival-ordered input, persisted for its watermark scan, is released when the
+source node is gone. The SQL fast path is not kept: Spark's own aggregation, it has
+one output.
 """
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import weakref
 from typing import Any
 
+from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
@@ -34,7 +51,14 @@ from tidemark.spark.preflight import ensure_workers_import_tidemark
 from tidemark.spark.streaming.from_plan import run_streaming_window
 from tidemark.spark.streaming.query import StreamingWindow
 
-__all__ = ["ExecutionMode", "mode_of", "combined_frame", "element_frame", "streaming_window"]
+__all__ = [
+    "ExecutionMode",
+    "mode_of",
+    "combined_frame",
+    "element_frame",
+    "streaming_window",
+    "release",
+]
 
 
 class ExecutionMode(enum.Enum):
@@ -49,6 +73,8 @@ class ExecutionMode(enum.Enum):
 _combined: weakref.WeakKeyDictionary[WindowOp, Any] = weakref.WeakKeyDictionary()
 _streaming: weakref.WeakKeyDictionary[WindowOp, StreamingWindow] = weakref.WeakKeyDictionary()
 _elements: weakref.WeakKeyDictionary[PlanNode, ElementFrame] = weakref.WeakKeyDictionary()
+_engine_runs: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # BATCH and REPLAY runs
+_kept: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # persisted, released or not
 
 
 def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
@@ -63,12 +89,23 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
     return ExecutionMode.BATCH
 
 
-def combined_frame(op: WindowOp, spark: Any) -> Any:
-    """Results and side outputs of one run of ``op``: its combined frame, computed once."""
+def combined_frame(op: WindowOp, spark: Any, keep: bool = False) -> Any:
+    """Results and side outputs of one run of ``op``: its combined frame, computed once,
+    and persisted where the module docstring says (``keep``: in any case)."""
     combined = _combined.get(op)
     if combined is None:
         combined = _combined[op] = _run(op, spark)
+    if op in _engine_runs and op not in _kept and (keep or _gives_more_than_results(op)):
+        _kept.add(op)
+        combined = combined.persist()
+        weakref.finalize(op, _unpersist, combined).atexit = False
     return combined
+
+
+def _gives_more_than_results(op: WindowOp) -> bool:
+    process = (ProcessWindowFunction, ProcessAllWindowFunction)
+    calls_process = isinstance(op.function, process) or isinstance(op.window_function, process)
+    return op.source.replay or op.late_tag is not None or calls_process
 
 
 def _run(op: WindowOp, spark: Any) -> Any:
@@ -79,6 +116,7 @@ def _run(op: WindowOp, spark: Any) -> Any:
     frame = element_frame(op.upstream, spark)
     if mode is ExecutionMode.SQL:
         return sql_plan.sql_window(op, frame)
+    _engine_runs.add(op)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
     return run_partitioned(op, frame, spark, driver)
 
@@ -92,6 +130,27 @@ def streaming_window(op: WindowOp) -> StreamingWindow:
     return window
 
 
+def _unpersist(df: Any) -> None:
+    # called when a plan node is garbage-collected, possibly after its session
+    # stopped: there is then nothing left to release
+    with contextlib.suppress(Exception):
+        df.unpersist()
+
+
+def release(op: WindowOp) -> None:
+    """Unpersist the combined frames that the runs of ``op`` and of the windows before it
+    in its chain keep. Their outputs still read; each action then runs the pipeline
+    again. (A replay's arrival-ordered input stays while its source lives: other
+    pipelines on the same source may still need it, and the range partitioning of
+    its watermark scan cannot be computed again reliably.)"""
+    node: PlanNode = op
+    while isinstance(node, WindowOp):
+        combined = _combined.get(node)
+        if combined is not None:
+            combined.unpersist()
+        node = node.upstream
+
+
 def element_frame(node: PlanNode, spark: Any) -> ElementFrame:
     """The elements of a bounded node as a frame with internal columns, computed once:
     a source's rows, or an upstream window's results."""
@@ -99,6 +158,8 @@ def element_frame(node: PlanNode, spark: Any) -> ElementFrame:
     if frame is None:
         if isinstance(node, Source):
             frame = source_frame(node, spark)
+            for df in frame.kept:  # a replay's input, persisted for its two passes
+                weakref.finalize(node, _unpersist, df).atexit = False
         else:
             parent = element_frame(node.upstream, spark)
             frame = result_frame(node.output_schema, parent, combined_frame(node, spark))

@@ -5,7 +5,8 @@ count, all read from ONE run of the operator (:func:`tidemark.spark.execution.co
 the outputs a user asks of it into DataFrames and sinks: :func:`side_output_schema`
 (what a side output decodes to), :class:`SideOutputStream` (one side output),
 :func:`named_sinks` (``write_outputs``' sinks by their ``__tm_output`` name, a chain's
-earlier windows included) and :func:`late_records_dropped` (Flink's
+earlier windows included), :func:`bounded_outputs` (the same sinks of a bounded run,
+each with its output's DataFrame) and :func:`late_records_dropped` (Flink's
 ``numLateRecordsDropped`` of a bounded run).
 """
 
@@ -22,7 +23,13 @@ from tidemark.spark.plan import WindowOp
 from tidemark.spark.streaming.from_plan import chain_output_name
 from tidemark.spark.surfacing import raising_tidemark_errors
 
-__all__ = ["SideOutputStream", "side_output_schema", "named_sinks", "late_records_dropped"]
+__all__ = [
+    "SideOutputStream",
+    "side_output_schema",
+    "named_sinks",
+    "bounded_outputs",
+    "late_records_dropped",
+]
 
 
 @dataclass(eq=False)
@@ -64,22 +71,71 @@ def named_sinks(last: Any, sinks: dict[Any, Any]) -> tuple[dict[str, Any], dict[
     named: dict[str, Any] = {}
     schemas: dict[str, Any] = {}
     for key, sink in sinks.items():
-        if isinstance(key, SideOutputStream):
-            stream, output = key.parent, key.tag
-        elif isinstance(key, tuple) and len(key) == 2:
-            stream, output = key
-        else:
-            stream, output = last, key
-        target = getattr(stream, "plan", None)
-        target = target if isinstance(target, WindowOp) else None
-        # refuses a target that is not ``last`` or an earlier window of its chain
-        name = chain_output_name(last.plan, target, output)
+        target, output, name = _sink_target(last, key)
         named[name] = sink
         if target is None or not isinstance(output, OutputTag):
             continue
         if output != target.late_tag and output.type_info:
             schemas[name] = side_output_schema(target, output, last._spark)
     return named, schemas
+
+
+def bounded_outputs(last: Any, sinks: dict[Any, Any]) -> list[tuple[Any, Any]]:
+    """``write_outputs``' sinks of a bounded run of ``last``, each as ``(DataFrame of
+    its output, sink)``, in the order given; keys as in :func:`named_sinks`. The
+    DataFrames read the combined frames of ``last`` and of the windows before it, each
+    computed once (:func:`tidemark.spark.execution.combined_frame`)."""
+    _check_sinks(sinks)
+    outputs = []
+    for key, sink in sinks.items():
+        target, output, _ = _sink_target(last, key)
+        assert target is not None  # a bounded chain's windows are all WindowOps
+        df = _bounded_output(target, output, last._spark, keep=len(sinks) > 1)
+        outputs.append((df, sink))
+    return outputs
+
+
+def _bounded_output(op: WindowOp, output: Any, spark: Any, keep: bool) -> Any:
+    """The DataFrame of ``output`` (a name or an OutputTag) of a bounded run of ``op``
+    (``keep``: persist the run, which several sinks read)."""
+    late = op.late_tag
+    if isinstance(output, str) and late is not None and output == late.tag_id:
+        output = late
+    combined = execution.combined_frame(op, spark, keep)
+    if isinstance(output, OutputTag):
+        schema = side_output_schema(op, output, spark)
+        return columns.side_output(combined, output.tag_id, schema)
+    if output == columns.DROPPED_OUTPUT:
+        return columns.dropped_counts(combined)
+    if output == columns.MAIN:
+        return columns.main_output(combined, op.output_schema)
+    raise WindowSpecError(
+        f"`sinks` must name 'main', '__late_records_dropped' or a side output's OutputTag "
+        f"(a process function's side outputs need their tag's schema); got {output!r}"
+    )
+
+
+def _sink_target(last: Any, key: Any) -> tuple[WindowOp | None, Any, str]:
+    """The window a ``write_outputs`` key names, its output, and that output's name in
+    ``last``'s streaming combined frame (:func:`chain_output_name`, which refuses a
+    window that is not ``last`` or before it)."""
+    if isinstance(key, SideOutputStream):
+        stream, output = key.parent, key.tag
+    elif isinstance(key, tuple) and len(key) == 2:
+        stream, output = key
+    else:
+        stream, output = last, key
+    target = getattr(stream, "plan", None)
+    target = target if isinstance(target, WindowOp) else None
+    return target, output, chain_output_name(last.plan, target, output)
+
+
+def _check_sinks(sinks: dict[Any, Any]) -> None:
+    if not sinks:
+        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
+    bad = [getattr(key, "tag_id", key) for key, sink in sinks.items() if not callable(sink)]
+    if bad:
+        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
 
 
 def late_records_dropped(op: WindowOp, spark: Any) -> int:

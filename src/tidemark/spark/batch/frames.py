@@ -39,6 +39,8 @@ class ElementFrame:
     arrival_times: Any = None  # a replay's ArrivalTimes, shared with tasks
     # BATCH: the columns that order elements of one key with equal timestamps
     tie_order: list[str] = field(default_factory=list)
+    # DataFrames persisted to build this frame (a replay's arrival-ordered input)
+    kept: list[Any] = field(default_factory=list)
 
 
 def source_frame(source: Source, spark: Any) -> ElementFrame:
@@ -72,7 +74,7 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
     if source.watermark is not None:
         columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
     with raising_tidemark_errors():  # the scan's jobs run here
-        stamped, sequence = stamp_replay_watermarks(
+        stamped, sequence, ranged = stamp_replay_watermarks(
             df.select(*columns), source.strategy.out_of_orderness_ms, spark, order_by
         )
         final_pt, arrivals = None, None
@@ -90,6 +92,7 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         source.processing_time is not None,
         final_pt,
         arrivals,
+        kept=[ranged],
     )
 
 

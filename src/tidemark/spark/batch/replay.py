@@ -37,6 +37,7 @@ __all__ = [
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
     "share_with_tasks",
+    "session_parallelism",
 ]
 
 
@@ -122,10 +123,10 @@ def share_with_tasks(spark: Any, value: Any) -> Any:
     return spark.sparkContext.broadcast(value)
 
 
-def _parallelism(spark: Any) -> int:
-    """Range partitions for the scan: the default parallelism (cores) on a classic
-    session; over Connect, which has no SparkContext, the configured value if any, else
-    the shuffle partitions."""
+def session_parallelism(spark: Any) -> int:
+    """The session's cores: the default parallelism on a classic session; over Connect,
+    which has no SparkContext, ``spark.default.parallelism`` if configured, else the
+    shuffle partitions. The scan's range partitions are this many."""
     if not is_connect(spark):
         return max(1, spark.sparkContext.defaultParallelism)
     configured = spark.conf.get("spark.default.parallelism", None)
@@ -274,7 +275,7 @@ def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> An
 
 def stamp_replay_watermarks(
     frame: Any, out_of_orderness_ms: int | None, spark: Any, order_by: list[str]
-) -> tuple[Any, WatermarkSequence]:
+) -> tuple[Any, WatermarkSequence, Any]:
     """Add ``__tm_wm`` to ``frame`` (which has ``__tm_ts`` and the ``order_by`` columns).
 
     ``frame`` holds ``__tm_order``, each row's position in the arrival order, or, when it
@@ -284,6 +285,9 @@ def stamp_replay_watermarks(
     ``__tm_wm`` (watermarks recorded with the stream), only the watermark sequence is
     computed.
 
+    Also returned: the arrival-ordered frame both passes read, persisted (unpersist it
+    when the replay is done with it).
+
     Raises
     ------
     InputDataError
@@ -292,7 +296,7 @@ def stamp_replay_watermarks(
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
-    partitions = _parallelism(spark)
+    partitions = session_parallelism(spark)
     by = [F.col(f"`{name}`") for name in order_by]
     ranged = frame.repartitionByRange(partitions, *by).sortWithinPartitions(*by)
     if ORDER not in frame.columns:
@@ -307,9 +311,9 @@ def stamp_replay_watermarks(
     _refuse_faults(rows, order_by)
     prefix, sequence = _fold(rows, out_of_orderness_ms, recorded)
     if recorded:
-        return ranged, sequence
+        return ranged, sequence, ranged
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
-    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence
+    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
 
 
 def _refuse_faults(rows: list[dict[str, Any]], order_by: list[str]) -> None:

@@ -9,6 +9,20 @@ one key at a time. ``window_all`` runs in one partition, as in Flink.
 
 One run produces results and side outputs together, as the combined frame of
 :mod:`tidemark.spark.columns`.
+
+How many partitions (:func:`engine_partitions`): ``PARTITIONS_PER_CORE`` (4) per core
+of the session, at most ``spark.sql.shuffle.partitions``. The cores are
+``sparkContext.defaultParallelism`` on a classic session, ``spark.default.parallelism``
+over Spark Connect (which does not expose the cluster; without it, the shuffle
+partitions). A few partitions per core let one task's Python worker overlap the next
+task's shuffle read and sort; many more only add per-task cost (Spark's default of 200
+shuffle partitions ran 200 Python tasks for a small input). The input's size is not
+consulted: knowing it costs a job (or the JVM, absent on Connect), and a task's memory
+is bounded whatever its share of the input (the worker sort spills, :mod:`.sorting`),
+so the number sets only how finely work spreads over the cores. Lower
+``spark.sql.shuffle.partitions`` to use fewer. (The count is explicit: Spark's adaptive
+execution would not coalesce a shuffle inside a persisted plan, and the run is
+persisted, see :mod:`tidemark.spark.execution`.)
 """
 
 from __future__ import annotations
@@ -20,6 +34,7 @@ from pyspark.sql.types import StructType
 
 from tidemark.spark.batch import sorting
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
+from tidemark.spark.batch.replay import session_parallelism
 from tidemark.spark.batch.worker import PartitionDriver, RunnerConfig
 from tidemark.spark.columns import (
     KEY,
@@ -33,7 +48,16 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.plan import KeySpec, WindowOp
 
-__all__ = ["run_partitioned"]
+__all__ = ["run_partitioned", "engine_partitions", "PARTITIONS_PER_CORE"]
+
+PARTITIONS_PER_CORE = 4
+
+
+def engine_partitions(spark: Any) -> int:
+    """The partitions a keyed BATCH or replay run shuffles its input into (the rule is
+    in the module docstring)."""
+    shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return max(1, min(shuffle, PARTITIONS_PER_CORE * session_parallelism(spark)))
 
 
 def run_partitioned(
@@ -94,7 +118,7 @@ def _partitioned(
     if key is None:
         shuffled = df.repartition(1)
     else:
-        partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
+        partitions = engine_partitions(spark)
         shuffled = df.repartition(partitions, *[F.col(f"`{c}`") for c in key_columns])
     sort_columns = [*key_columns, *order]
     if not frame.replay and sort_budget > 0 and _worker_sorts(df.schema, sort_columns):
