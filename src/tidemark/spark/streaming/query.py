@@ -421,7 +421,7 @@ def select_output(
         What :func:`window_stream` returned, or a micro-batch of its frame.
     name : str
         "main" for the results; a tag id for a side output; ``"__late_records_dropped"``
-        for the per-key, per-batch counts of dropped late records.
+        for the count of dropped late records: one row per micro-batch (0 included).
     schema : StructType, optional
         The columns of side output ``name``; a window knows its late data's. Without
         one, a side output comes as ``timestamp`` (long ms) and ``value`` (pickled bytes).
