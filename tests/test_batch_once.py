@@ -210,7 +210,7 @@ def test_write_outputs_on_a_stream_needs_a_checkpoint(spark, tmp_path):
     stream = spark.readStream.format("rate").load()
     result = (
         tm.from_dataframe(stream, timestamp="timestamp")
-        .key_by("value")
+        .key_by(lambda row: row.value % 2)
         .window(tm.TumblingEventTimeWindows.of(1000))
         .sum("value")
     )

@@ -20,7 +20,6 @@ A keyed tumbling window (needs Spark, so not run as a doctest)::
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -28,15 +27,22 @@ from typing import Any
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import validate_window_function, validate_window_spec
 from tidemark.assigners import GlobalWindows, WindowAssigner
-from tidemark.errors import TidemarkWarning, WindowSpecError
+from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.spark import aggregations, columns, execution, results
 from tidemark.spark.codec import RowResultReduce, parse_schema
-from tidemark.spark.plan import KeySpec, PlanNode, Source, WindowOp, source_of
+from tidemark.spark.plan import (
+    KeySpec,
+    PlanNode,
+    Source,
+    WindowOp,
+    key_spec,
+    source_of,
+    warn_default_watermarks,
+)
 from tidemark.spark.results import SideOutputStream
-from tidemark.spark.streaming.query import write_outputs as _write_outputs
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
 
@@ -95,7 +101,7 @@ class DataStream:
         WindowSpecError
             ``key`` names no column, or a column the stream does not have.
         """
-        return KeyedStream(self, _key_spec(key, self.schema))
+        return KeyedStream(self, key_spec(key, self.schema))
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
         """Window the whole stream as one key: it runs in a single partition, as in Flink.
@@ -111,7 +117,7 @@ class DataStream:
             Configure it (trigger, evictor, lateness), then finish it with a function.
         """
         windowed = WindowedStream(WindowOp(self._plan, None, assigner), self._spark)
-        _warn_default_watermarks(self._plan, assigner)
+        warn_default_watermarks(self._plan, assigner)
         return windowed
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
@@ -154,7 +160,7 @@ class KeyedStream:
         """
         op = WindowOp(self._stream.plan, self._key, assigner)
         windowed = WindowedStream(op, self._stream._spark)
-        _warn_default_watermarks(self._stream.plan, assigner)
+        warn_default_watermarks(self._stream.plan, assigner)
         return windowed
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
@@ -516,31 +522,7 @@ class WindowResultStream(DataStream):
             output of a window that is not this one or before it in the chain; on a
             stream, no ``checkpoint``; on a bounded DataFrame, a ``trigger``.
         """
-        if not self.source.streaming:
-            self._write_bounded(sinks, trigger)
-            return None
-        if checkpoint is None:
-            raise WindowSpecError(
-                "`checkpoint` is needed on a streaming DataFrame: the query keeps its state, "
-                "timers and offsets there; got checkpoint=None: give a directory, e.g. "
-                "checkpoint='out/_checkpoint'"
-            )
-        named, schemas = results.named_sinks(self, sinks)
-        window = execution.streaming_window(self._plan)
-        return _write_outputs(window, named, checkpoint, trigger, schemas=schemas)
-
-    def _write_bounded(self, sinks: dict[Any, Any], trigger: dict[str, Any] | None) -> None:
-        if trigger is not None:
-            raise WindowSpecError(
-                "`trigger` applies to a streaming query; this pipeline reads a bounded "
-                f"DataFrame, which write_outputs runs once; got trigger={trigger!r}: drop it"
-            )
-        outputs = results.bounded_outputs(self, sinks)
-        try:
-            for df, sink in outputs:
-                sink(df, 0)
-        finally:
-            self.unpersist()
+        return results.write_outputs(self, sinks, checkpoint, trigger)
 
     def unpersist(self) -> WindowResultStream:
         """Release the rows a bounded run keeps for its outputs (and those of the windows
@@ -574,41 +556,3 @@ class WindowResultStream(DataStream):
             ``tag`` is not an OutputTag, or has no schema and is not the late-data tag.
         """
         return SideOutputStream(self, tag, results.side_output_schema(self._plan, tag, self._spark))
-
-
-def _warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
-    """Warn that the default watermarks drop out-of-order elements, when an event-time
-    window is defined right on a stream or replay that was given no strategy (BATCH
-    drops nothing, and a replay of recorded watermarks does not use the strategy)."""
-    if not isinstance(plan, Source) or plan.watermark_strategy_given:
-        return
-    if not assigner.is_event_time() or plan.watermark is not None:
-        return
-    if not (plan.streaming or plan.replay):
-        return
-    kind = "stream" if plan.streaming else "replay"
-    warnings.warn(
-        f"no `watermark_strategy` given for a {kind} with event-time windows: using "
-        "WatermarkStrategy.for_monotonous_timestamps(); an element for a window that ends "
-        "at or before the largest timestamp seen is late: dropped unless allowed_lateness "
-        "or side_output_late_data keeps it; pass watermark_strategy=tm.WatermarkStrategy."
-        "for_bounded_out_of_orderness(...) (or for_monotonous_timestamps() to keep this)",
-        TidemarkWarning,
-        stacklevel=3,
-    )
-
-
-def _key_spec(key: Any, schema: Any) -> KeySpec:
-    if callable(key) and not isinstance(key, str):
-        return KeySpec(function=key)
-    columns = (key,) if isinstance(key, str) else tuple(key)
-    if not columns or not all(isinstance(c, str) for c in columns):
-        raise WindowSpecError(
-            f"`key` must be a column name, a list of them, or a function of Row; got {key!r}"
-        )
-    missing = [c for c in columns if c not in schema.fieldNames()]
-    if missing:
-        raise WindowSpecError(
-            f"`key` names columns that do not exist: {missing}; columns: {schema.fieldNames()}"
-        )
-    return KeySpec(columns=columns)

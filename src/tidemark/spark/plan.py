@@ -9,6 +9,7 @@ pipeline, and the execution layer remembers what it computed for it.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,12 +19,15 @@ from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
+from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.triggers import Trigger
 from tidemark.watermarks import WatermarkStrategy
 
 __all__ = [
+    "key_spec",
+    "warn_default_watermarks",
     "Source",
     "WindowOp",
     "KeySpec",
@@ -179,3 +183,42 @@ def fast_paths_enabled(spark: Any) -> bool:
     pipeline then runs on the general engine operator, and no BATCH pipeline on the SQL
     fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off)."""
     return str(spark.conf.get(FAST_PATHS_CONF, "true")).lower() != "false"
+
+
+def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
+    """Warn that the default watermarks drop out-of-order elements, when an event-time
+    window is defined right on a stream or replay that was given no strategy (BATCH
+    drops nothing, and a replay of recorded watermarks does not use the strategy)."""
+    if not isinstance(plan, Source) or plan.watermark_strategy_given:
+        return
+    if not assigner.is_event_time() or plan.watermark is not None:
+        return
+    if not (plan.streaming or plan.replay):
+        return
+    kind = "stream" if plan.streaming else "replay"
+    warnings.warn(
+        f"no `watermark_strategy` given for a {kind} with event-time windows: using "
+        "WatermarkStrategy.for_monotonous_timestamps(); an element for a window that ends "
+        "at or before the largest timestamp seen is late: dropped unless allowed_lateness "
+        "or side_output_late_data keeps it; pass watermark_strategy=tm.WatermarkStrategy."
+        "for_bounded_out_of_orderness(...) (or for_monotonous_timestamps() to keep this)",
+        TidemarkWarning,
+        stacklevel=3,
+    )
+
+
+def key_spec(key: Any, schema: Any) -> KeySpec:
+    """The key of ``key_by(key)`` on a stream of ``schema``, checked now."""
+    if callable(key) and not isinstance(key, str):
+        return KeySpec(function=key)
+    columns = (key,) if isinstance(key, str) else tuple(key)
+    if not columns or not all(isinstance(c, str) for c in columns):
+        raise WindowSpecError(
+            f"`key` must be a column name, a list of them, or a function of Row; got {key!r}"
+        )
+    missing = [c for c in columns if c not in schema.fieldNames()]
+    if missing:
+        raise WindowSpecError(
+            f"`key` names columns that do not exist: {missing}; columns: {schema.fieldNames()}"
+        )
+    return KeySpec(columns=columns)

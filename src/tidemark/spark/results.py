@@ -21,9 +21,11 @@ from tidemark.spark import columns, execution
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.streaming.from_plan import chain_output_name
+from tidemark.spark.streaming.query import write_outputs as start_query
 from tidemark.spark.surfacing import raising_tidemark_errors
 
 __all__ = [
+    "write_outputs",
     "SideOutputStream",
     "side_output_schema",
     "named_sinks",
@@ -147,3 +149,37 @@ def late_records_dropped(op: WindowOp, spark: Any) -> int:
         )
     with raising_tidemark_errors():
         return columns.num_late_records_dropped(execution.combined_frame(op, spark))
+
+
+def write_outputs(
+    last: Any, sinks: dict[Any, Any], checkpoint: str | None, trigger: dict[str, Any] | None
+) -> Any:
+    """:meth:`~tidemark.spark.api.WindowResultStream.write_outputs`: on a stream, start
+    the query (:func:`tidemark.spark.streaming.write_outputs`); on a bounded DataFrame,
+    call each sink once (``batch_id=0``) from one run, then release its rows."""
+    if not last.source.streaming:
+        _write_bounded(last, sinks, trigger)
+        return None
+    if checkpoint is None:
+        raise WindowSpecError(
+            "`checkpoint` is needed on a streaming DataFrame: the query keeps its state, "
+            "timers and offsets there; got checkpoint=None: give a directory, e.g. "
+            "checkpoint='out/_checkpoint'"
+        )
+    named, schemas = named_sinks(last, sinks)
+    window = execution.streaming_window(last.plan)
+    return start_query(window, named, checkpoint, trigger, schemas=schemas)
+
+
+def _write_bounded(last: Any, sinks: dict[Any, Any], trigger: dict[str, Any] | None) -> None:
+    if trigger is not None:
+        raise WindowSpecError(
+            "`trigger` applies to a streaming query; this pipeline reads a bounded "
+            f"DataFrame, which write_outputs runs once; got trigger={trigger!r}: drop it"
+        )
+    outputs = bounded_outputs(last, sinks)
+    try:
+        for df, sink in outputs:
+            sink(df, 0)
+    finally:
+        last.unpersist()
