@@ -16,17 +16,25 @@ Then a replay of the same events in arrival order (1 s out-of-orderness, a late-
 side output, ``.sum``): the seconds to read its results, then its side output, then
 ``num_late_records_dropped()``, three runs (one run of the pipeline serves all three).
 
+Then a stream: ``STREAM_BATCHES`` JSON files of ``STREAM_ROWS`` events, one file per
+micro-batch (``availableNow``), through tidemark's keyed tumbling ``.sum`` and through
+Spark's own ``withWatermark`` + ``groupBy(window()).agg(sum)`` (append mode); prints the
+median micro-batch (``triggerExecution``) of the batches with rows, and of those without.
+
 Usage: python benchmarks/default_session.py [N]   (default 50,000). To compare two
 versions of tidemark, run it with each one first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 import warnings
+from pathlib import Path
 
 warnings.filterwarnings("ignore")
 # the workers need the Python that has tidemark: the one thing a plain session lacks
@@ -38,6 +46,8 @@ from pyspark.sql import functions as F  # noqa: E402
 import tidemark as tm  # noqa: E402
 
 RUNS = 3
+STREAM_BATCHES = 6
+STREAM_ROWS = 2_500
 
 
 def events(spark, n: int):
@@ -108,6 +118,65 @@ def print_replay(df) -> None:
         print(f"  run {run + 1}{'':9}{results:12.2f}{side:10.2f}{dropped:9.2f}{total:8.2f}")
 
 
+def write_stream_files(directory: Path) -> None:
+    """STREAM_BATCHES files of STREAM_ROWS events over 1,000 users, time moving on."""
+    for batch in range(STREAM_BATCHES):
+        rows = []
+        for i in range(STREAM_ROWS):
+            n = batch * STREAM_ROWS + i
+            rows.append(json.dumps({"user": str(n % 1000), "amount": n % 100, "ts": n * 6}))
+        (directory / f"{batch:03d}.json").write_text("\n".join(rows) + "\n")
+
+
+def micro_batches(query) -> tuple[float, float | None]:
+    """Median seconds of the micro-batches with rows, and of those without (None: none)."""
+    query.awaitTermination()
+    full, empty = [], []
+    for progress in query.recentProgress:
+        seconds = progress["durationMs"].get("triggerExecution", 0) / 1000
+        (full if progress["numInputRows"] else empty).append(seconds)
+    return statistics.median(full), statistics.median(empty) if empty else None
+
+
+def stream_runs(spark, root: Path) -> dict[str, tuple[float, float | None]]:
+    source = spark.readStream.schema("user string, amount long, ts long")
+    source = source.option("maxFilesPerTrigger", 1).json(str(root / "in"))
+    own = (
+        source.withColumn("t", F.timestamp_millis("ts"))
+        .withWatermark("t", "1 second")
+        .groupBy(F.window("t", "5 seconds"), "user")
+        .agg(F.sum("amount").alias("amount"))
+    )
+    spark_query = (
+        own.writeStream.outputMode("append")
+        .foreachBatch(lambda d, b: d.write.format("noop").mode("overwrite").save())
+        .option("checkpointLocation", str(root / "spark"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    spark_times = micro_batches(spark_query)
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
+    stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+    result = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(5000)).sum("amount")
+    query = result.write_outputs(
+        {"main": lambda d, b: d.write.format("noop").mode("overwrite").save()},
+        checkpoint=str(root / "tidemark"),
+        trigger={"availableNow": True},
+    )
+    return {"Spark withWatermark + groupBy": spark_times, "tidemark .sum": micro_batches(query)}
+
+
+def print_stream(spark) -> None:
+    print(f"\nstream, {STREAM_ROWS:,} rows per micro-batch, seconds  with rows  without")
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "in").mkdir()
+        write_stream_files(root / "in")
+        for label, (full, empty) in stream_runs(spark, root).items():
+            without = f"{empty:9.2f}" if empty is not None else f"{'-':>9}"
+            print(f"  {label:38}{full:9.2f}{without}")
+
+
 def main(n: int) -> None:
     spark = SparkSession.builder.master("local[2]").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -131,6 +200,7 @@ def main(n: int) -> None:
         cells = "".join(f"{t:8.2f}" for t in runs)
         print(f"{label:34}{cells}{statistics.median(runs):8.2f}")
     print_replay(df.withColumn("id", F.monotonically_increasing_id()))
+    print_stream(spark)
     spark.stop()
 
 

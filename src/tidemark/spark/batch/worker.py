@@ -56,6 +56,7 @@ from tidemark.spark.columns import (
     decode_key,
     encode_side,
 )
+from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.spark.worker_gc import fewer_gc_passes
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
@@ -73,7 +74,7 @@ __all__ = [
 NULL_KEY_ADVICE = "Fill in or filter out the rows without one."
 NULL_TIMESTAMP_ADVICE = "Every element needs an event timestamp: fill in or filter out those rows."
 UNPARSEABLE_ADVICE = (
-    "Give timestamp strings Spark parses ('2024-01-31 12:00:00'), or parse the column "
+    f"Accepted timestamp strings: {ACCEPTED_TIMESTAMP_STRINGS}; or parse the column "
     "first with pyspark.sql.functions.to_timestamp(column, format)."
 )
 
