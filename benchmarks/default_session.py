@@ -178,7 +178,9 @@ def print_stream(spark) -> None:
 
 
 def main(n: int) -> None:
-    spark = SparkSession.builder.master("local[2]").getOrCreate()
+    # nothing else set: only the console progress bar, which would fill the table, is off
+    builder = SparkSession.builder.master("local[2]")
+    spark = builder.config("spark.ui.showConsoleProgress", "false").getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     df = events(spark, n)
     df.count()
