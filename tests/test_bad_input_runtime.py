@@ -311,3 +311,24 @@ def test_a_failed_streaming_query_raises_the_tidemark_error(spark, tmp_path):
         assert query.id is not None  # everything else is the query's own
     finally:
         query.stop()
+
+
+@pytest.mark.spark
+def test_a_streaming_result_of_the_wrong_type_names_the_field(spark, tmp_path):
+    """On a stream Spark converts the output frame itself: the check runs before, so the
+    query fails with the field named, as in BATCH, not with Arrow's raw error."""
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    (source_dir / "batch-0.json").write_text(json.dumps({"k": "a", "ts": 1}) + "\n")
+    source = spark.readStream.schema("k string, ts long").json(str(source_dir))
+    windowed = tm.from_dataframe(source, "ts").key_by("k").window(WINDOW)
+    result = windowed.trigger(tm.CountTrigger.of(1)).process(CountAsWord(), "k string, n long")
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    try:
+        with pytest.raises(WindowResultError) as info:
+            query.processAllAvailable()
+        message = str(info.value)
+        assert message.startswith("`output_schema` field 'n' is bigint, but a result holds 'many'")
+        assert "window max_timestamp=9" in message
+    finally:
+        query.stop()

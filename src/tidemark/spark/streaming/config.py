@@ -59,6 +59,9 @@ class ProcessorConfig:
         elements, stamped with their ``__tm_ts``; no row is an end-of-input marker.
     feeds_downstream : bool
         A later window reads the output: each row carries ``__tm_phase``.
+    result_schema : StructType, optional
+        The results' schema: a result a field cannot hold fails naming the field
+        (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -76,6 +79,7 @@ class ProcessorConfig:
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     upstream: UpstreamInput | None = None
     feeds_downstream: bool = False
+    result_schema: Any = None
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []

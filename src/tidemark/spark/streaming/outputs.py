@@ -13,8 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pyspark.sql.pandas.types import to_arrow_schema
+
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
+from tidemark.spark.codec import checked_array
 from tidemark.spark.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
 from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.state import StoredGroup
@@ -30,6 +33,7 @@ class Outputs:
 
     def __init__(self, config: ProcessorConfig):
         self._config = config
+        self._fields = _arrow_fields(config.result_schema)
 
     def records(
         self, operator: WindowOperator, before_elements: int, follows: int | None
@@ -40,6 +44,7 @@ class Outputs:
         blanks = (None,) * len(config.result_names)
         late = self._after_elements
         records: list[tuple[Any, ...]] = []
+        results: list[tuple[Any, ...]] = []
         for n, (value, timestamp) in enumerate(operator.output):
             result = tuple(config.result_to_row(value, timestamp))
             if len(result) != len(blanks):
@@ -48,7 +53,9 @@ class Outputs:
                     f" got {result!r}"
                 )
             phase = self._phase(n < before_elements, follows)
+            results.append(result)
             records.append((MAIN, timestamp, *result, None, None, *phase))
+        self._check_results(results, operator)
         for tag, items in operator.side_outputs.items():
             for value, timestamp in items:
                 records.append((tag.tag_id, timestamp, *blanks, encode_side(value), None, *late))
@@ -56,6 +63,19 @@ class Outputs:
             dropped = operator.num_late_records_dropped
             records.append((DROPPED_OUTPUT, None, *blanks, None, dropped, *late))
         return records
+
+    def _check_results(self, results: list[tuple[Any, ...]], operator: WindowOperator) -> None:
+        """Fail, naming the field, on a result value Spark's Arrow conversion of the
+        output would refuse (a string for a ``long``, an int past 64 bits)."""
+        if not results or not self._fields:
+            return
+        stamps = [timestamp for _, timestamp in operator.output]
+
+        def describe(index: int) -> str:
+            return f"result {results[index]!r}, window max_timestamp={stamps[index]}"
+
+        for position, (arrow_type, field) in enumerate(self._fields):
+            checked_array([r[position] for r in results], arrow_type, field, describe)
 
     def _phase(self, on_watermark: bool, follows: int | None) -> tuple[Any, ...]:
         return ()
@@ -80,6 +100,17 @@ class PhasedOutputs(Outputs):
             next_advance = clock.spark_watermark_ms + 1
             event_timer = next_advance if event_timer is None else min(event_timer, next_advance)
         return event_timer, processing_timer
+
+
+def _arrow_fields(schema: Any) -> list[tuple[Any, Any]]:
+    """(Arrow type, Spark field) of each result column; none without a schema."""
+    if schema is None:
+        return []
+    try:
+        arrow_schema = to_arrow_schema(schema, timezone="UTC")
+    except TypeError:  # PySpark releases whose to_arrow_schema takes no time zone
+        arrow_schema = to_arrow_schema(schema)
+    return [(f.type, schema[f.name]) for f in arrow_schema]
 
 
 def outputs_for(config: ProcessorConfig) -> Outputs:

@@ -280,6 +280,7 @@ def window_stream(
         max_parallelism=max_parallelism,
         upstream=chained,
         feeds_downstream=feeds_downstream,
+        result_schema=result_schema,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
