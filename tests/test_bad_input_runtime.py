@@ -332,3 +332,19 @@ def test_a_streaming_result_of_the_wrong_type_names_the_field(spark, tmp_path):
         assert "window max_timestamp=9" in message
     finally:
         query.stop()
+
+
+def test_a_foreach_batch_failure_without_text_is_read_from_the_sink_call():
+    """Spark sometimes reports a failed foreachBatch as "Return Message: null": the
+    error the splitter saw on the driver gives the tidemark type then."""
+
+    class Failed:
+        def processAllAvailable(self):  # noqa: N802
+            raise RuntimeError("An exception was raised by the Python Proxy. Return Message: null")
+
+    seen = RuntimeError("Traceback ...\ntidemark.errors.InputDataError: null key in column 'k'\n")
+    query = TidemarkStreamingQuery(Failed(), batch_failure=lambda: seen)
+    with pytest.raises(tm.InputDataError, match="null key in column 'k'"):
+        query.processAllAvailable()
+    with pytest.raises(RuntimeError, match="Return Message: null"):
+        TidemarkStreamingQuery(Failed()).processAllAvailable()

@@ -22,7 +22,7 @@ Spark action on a tidemark DataFrame does not; read its errors the same way::
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -134,10 +134,15 @@ class TidemarkStreamingQuery:
     that :meth:`awaitTermination` and :meth:`processAllAvailable` raise the tidemark
     error a failed query reports (see :func:`raising_tidemark_errors`), and
     :meth:`exception` returns it.
+
+    ``batch_failure`` (optional) returns what the query's ``foreachBatch`` function last
+    raised on the driver: Spark's report of a failed ``foreachBatch`` sometimes carries
+    no text at all ("Return Message: null"), and the error is then read from there.
     """
 
-    def __init__(self, query: Any):
+    def __init__(self, query: Any, batch_failure: Callable[[], BaseException | None] | None = None):
         self.query = query
+        self._batch_failure = batch_failure
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.query, name)
@@ -147,13 +152,34 @@ class TidemarkStreamingQuery:
 
     def awaitTermination(self, timeout: int | None = None) -> bool | None:  # noqa: N802
         """``StreamingQuery.awaitTermination``; a failure as tidemark's error."""
-        with raising_tidemark_errors():
+        with self._raising():
             return self.query.awaitTermination(timeout)  # type: ignore[no-any-return]
 
     def processAllAvailable(self) -> None:  # noqa: N802
         """``StreamingQuery.processAllAvailable``; a failure as tidemark's error."""
-        with raising_tidemark_errors():
+        with self._raising():
             self.query.processAllAvailable()
+
+    @contextmanager
+    def _raising(self) -> Iterator[None]:
+        try:
+            yield
+        except TidemarkError:
+            raise
+        except Exception as exc:
+            error = self._tidemark_error(exc)
+            if error is None:
+                raise
+            raise error from exc
+
+    def _tidemark_error(self, failure: BaseException) -> TidemarkError | None:
+        """The tidemark error ``failure`` reports, else the one the query's
+        ``foreachBatch`` function last raised."""
+        error = tidemark_error_of(failure)
+        if error is None and self._batch_failure is not None:
+            raised = self._batch_failure()
+            error = None if raised is None else tidemark_error_of(raised)
+        return error
 
     def exception(self) -> BaseException | None:
         """The query's failure (None while it has none), as tidemark's error when it
@@ -161,4 +187,4 @@ class TidemarkStreamingQuery:
         failure = self.query.exception()
         if failure is None:
             return None
-        return tidemark_error_of(failure) or failure
+        return self._tidemark_error(failure) or failure

@@ -509,7 +509,8 @@ def write_outputs(
     # the RocksDB state store and the capped state partitions, for this query
     with streaming_settings(spark), _partitions_capped(spark, window.state_partitions_cap):
         try:
-            return TidemarkStreamingQuery(writer.outputMode("append").start())
+            started = writer.outputMode("append").start()
+            return TidemarkStreamingQuery(started, batch_failure=splitter.last_failure)
         except AnalysisException as exc:
             if "Multiple applyInPandasWithStates" not in str(exc):
                 raise
@@ -558,6 +559,11 @@ class _BatchSplitter:
     def __init__(self, sinks: dict[str, Any], schemas: dict[str, StructType]):
         self._sinks = sinks
         self._schemas = schemas
+        self._failure: BaseException | None = None
+
+    def last_failure(self) -> BaseException | None:
+        """What a call raised last (it runs on the driver), for the query's errors."""
+        return self._failure
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         # Persisted so that the stateful operator runs once however many sinks read it.
@@ -565,5 +571,8 @@ class _BatchSplitter:
         try:
             for name, sink in self._sinks.items():
                 sink(select_output(batch, name, self._schemas.get(name)), batch_id)
+        except Exception as exc:
+            self._failure = exc
+            raise
         finally:
             batch.unpersist()
