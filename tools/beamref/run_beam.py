@@ -381,9 +381,9 @@ def main(argv: list[str]) -> int:
         print("scenario names must be unique", file=sys.stderr)
         return 2
     out = {s["name"]: run_scenario(s) for s in scenarios}
-    with open(argv[2], "w") as f:
-        json.dump(out, f, indent=None, separators=(",", ":"))
-        f.write("\n")
+    with open(argv[2], "w") as f:  # one scenario per line
+        lines = [f"{json.dumps(name)}: {json.dumps(result)}" for name, result in out.items()]
+        f.write("{\n" + ",\n".join(lines) + "\n}\n")
     return 1 if any("error" in v for v in out.values()) else 0
 
 
