@@ -28,7 +28,15 @@ class Panes(tm.ProcessWindowFunction):
     def process(self, key, ctx, elements):
         p, w = ctx.pane(), ctx.window()
         values = sorted(e[1] for e in elements)
-        yield (getattr(w, "start", None), getattr(w, "end", None), values, p.timing.name, p.index, p.non_speculative_index, p.is_last)
+        yield (
+            getattr(w, "start", None),
+            getattr(w, "end", None),
+            values,
+            p.timing.name,
+            p.index,
+            p.non_speculative_index,
+            p.is_last,
+        )
 
 
 def harness(assigner, trigger, mode=None, lateness=0, function=None, **options):
@@ -244,7 +252,16 @@ def test_reduce_emits_nothing_for_an_empty_pane_aggregate_its_empty_result():
         (lambda: tm.Repeatedly(tm.CountTrigger(2)), "`trigger` must be a Dataflow trigger"),
         (lambda: tm.AfterAny(), "AfterAny needs at least one trigger"),
     ],
-    ids=["purging", "flink-trigger", "mode-type", "processing-time", "count", "delay", "nest", "empty"],
+    ids=[
+        "purging",
+        "flink-trigger",
+        "mode-type",
+        "processing-time",
+        "count",
+        "delay",
+        "nest",
+        "empty",
+    ],
 )
 def test_definition_errors(build, message):
     with pytest.raises(WindowSpecError, match=message.replace("(", r"\(").replace(")", r"\)")):
@@ -274,3 +291,20 @@ def _count():
             return a + b
 
     return Count()
+
+
+def test_the_timeline_shows_panes_by_timing_and_retractions(tmp_path):
+    from tidemark._engine.trace import Tracer
+
+    tracer = Tracer(title="panes")
+    h = harness(
+        TUMBLING_10, tm.AfterWatermark(early=tm.AfterCount(2)), R, function=_sum_of(), tracer=tracer
+    )
+    for n, t in enumerate([1, 2, 3, 4]):
+        tracer.process_element(h.operator, "k", ("k", t), t, f"e{n}")
+    tracer.process_watermark(h.operator, 9)
+    tracer.finish(h.operator)
+    kinds = [f["kind"] for f in tracer.trace()["firings"]]
+    assert kinds == ["early", "retraction", "early", "retraction", "on_time"]
+    tm.timeline(tracer.trace(), tmp_path / "panes.html")
+    assert "retraction" in (tmp_path / "panes.html").read_text()

@@ -65,6 +65,7 @@ _KIND_STYLE = {
     "early": ("#8c8c8c", "^", "early firing: result"),
     "on_time": ("#2ca02c", "s", "on-time firing: result"),
     "late": ("#ff7f0e", "v", "late firing: result"),
+    "retraction": ("#d62728", "x", "retraction of an earlier result"),
 }
 _BAND_COLOURS = ("#4c72b0", "#55a8a0")
 _WATERMARK_COLOUR = "#222222"

@@ -19,6 +19,7 @@ state, so a key's state still pickles as a unit (Spark's state store keeps it).
 
 from __future__ import annotations
 
+from itertools import groupby
 from typing import Any
 
 from tidemark._engine.keystate import KeyState
@@ -61,7 +62,8 @@ class WindowPanes:
     unemitted : int
         Elements added since the last pane (fire at expiry when > 0).
     retract : list
-        RETRACTING: ``(value, timestamp, pane)`` rows the next pane retracts first.
+        RETRACTING: ``(window, value, pane)`` of the rows the next pane retracts first
+        (this window's last pane, and those of windows merged into it).
     """
 
     __slots__ = (
@@ -83,7 +85,7 @@ class WindowPanes:
         self.non_speculative = 0
         self.closed = False
         self.unemitted = 0
-        self.retract: list[tuple[Any, int, PaneInfo]] = []
+        self.retract: list[tuple[Window, Any, PaneInfo]] = []
 
     def absorb(self, other: WindowPanes) -> None:
         """Fold a merged window's record into this one (Beam's merge of window state):
@@ -378,32 +380,39 @@ class PaneOperator(WindowOperator):
         contents = ks.contents.get(state_window)
         current = self.current_watermark
         results = self._evaluate(key, ks, window, state_window, contents, current, pane)
-        timestamp = window.max_timestamp()
-        rows = [(value, stamp, old, True) for value, stamp, old in panes.retract]
-        rows += [(value, timestamp, pane, False) for value in results]
-        self._emit_rows(key, window, current, rows)
+        for (old_window, old_pane), rows in groupby(panes.retract, lambda r: (r[0], r[2])):
+            self._emit(key, old_window, current, [row[1] for row in rows], old_pane, True)
+        self._emit(key, window, current, results, pane, False)
         panes.unemitted = 0
         if self.mode is AccumulationMode.RETRACTING:
-            panes.retract = [(value, timestamp, pane) for value in results]
+            panes.retract = [(window, value, pane) for value in results]
         if finished:
             panes.closed = True
             panes.retract = []
         if finished or self.mode is AccumulationMode.DISCARDING:
             ks.contents.pop(state_window, None)
 
-    def _emit_rows(
-        self, key: Any, window: Window, watermark: int, rows: list[tuple[Any, int, PaneInfo, bool]]
+    def _emit(
+        self,
+        key: Any,
+        window: Window,
+        watermark: int,
+        results: list[Any],
+        pane: PaneInfo,
+        retraction: bool,
     ) -> None:
-        for value, timestamp, pane, retraction in rows:
+        """Emit ``results`` of ``window`` as ``pane`` (or its retraction)."""
+        timestamp = window.max_timestamp()
+        for value in results:
             if self.pane_results:
                 value = PanedResult(value, pane, retraction)
             else:
                 self.output_panes.append((pane, retraction))
             self.output.append((value, timestamp))
         if self.output_watermarks is not None:
-            self.output_watermarks.extend([watermark] * len(rows))
+            self.output_watermarks.extend([watermark] * len(results))
         if self.tracer is not None:
-            self.tracer.fired(key, window, watermark, [row[0] for row in rows])
+            self.tracer.fired(key, window, watermark, results, pane, retraction)
 
     # ------------------------------------------------------------------ merging
 
