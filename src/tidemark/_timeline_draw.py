@@ -65,6 +65,7 @@ _KIND_STYLE = {
     "early": ("#8c8c8c", "^", "early firing: result"),
     "on_time": ("#2ca02c", "s", "on-time firing: result"),
     "late": ("#ff7f0e", "v", "late firing: result"),
+    "retraction": ("#d62728", "<", "retraction of an earlier result"),
 }
 _BAND_COLOURS = ("#4c72b0", "#55a8a0")
 _WATERMARK_COLOUR = "#222222"
@@ -578,6 +579,7 @@ def _svg_marker(marker: str, x: float, y: float, r: float, fill: str, stroke: st
         "^": [(0, -1.25), (1.15, 0.85), (-1.15, 0.85)],
         "v": [(0, 1.25), (1.15, -0.85), (-1.15, -0.85)],
         ">": [(1.25, 0), (-0.85, 1.15), (-0.85, -1.15)],
+        "<": [(-1.25, 0), (0.85, 1.15), (0.85, -1.15)],
         "X": [
             (-1, -0.6),
             (-0.6, -1),
