@@ -292,6 +292,48 @@ ex = [
         side=True,
         note="one watermark passes three windows: three ON_TIME panes at one step; element 3 is late by then",
     ),
+    sc(
+        "closed-session-grown-expires",
+        S(5),
+        AC(1),
+        E(("a", 1, 0), ("a", 2, 3)) + W(10) + E(("a", 3, 8)),
+        side=True,
+        note="closed [0,5) grows to [0,8) absorbing 3 (late output); it expires at W_f 10 >= 7, "
+        "so 8's window [8,13) is a new session: EARLY pane",
+    ),
+    sc(
+        "closed-session-grown-expires-late-alone",
+        S(5),
+        AC(1),
+        E(("a", 1, 0), ("a", 2, 3)) + W(10) + E(("a", 3, 6)),
+        side=True,
+        note="as above; 6's window [6,11) is late (10 <= 10) and the expired [0,8) is gone: late output",
+    ),
+    sc(
+        "global-expiry-lateness",
+        G,
+        AC(3),
+        E(("a", 1, 0)),
+        L=2,
+        note="the leftover fires at the end of input; L > 0, so the rule says LATE "
+        "(for the global window max_timestamp + L is capped at its max_timestamp)",
+    ),
+    sc(
+        "two-default-timers",
+        T(10),
+        {"type": "AfterAny", "triggers": [D, D]},
+        E(("a", 1, 1)) + W(9),
+        note="each DefaultTrigger sets its own end-of-window timer; Beam's driver fires once per "
+        "due timer: ON_TIME, then an empty LATE pane at the same step",
+    ),
+    sc(
+        "two-watermark-timers-accumulating",
+        T(10),
+        R({"type": "OrFinally", "trigger": AW(), "until": AW()}),
+        E(("a", 1, 1)) + W(9),
+        mode="ACCUMULATING",
+        note="two AfterWatermark timers: ON_TIME [1], then LATE [1] again at the same step",
+    ),
 ]
 for s in ex:
     if not s["note"]:
