@@ -134,7 +134,10 @@ def test_fresh_random_scenarios_match_beam(seed):
     for scenario in scenarios:
         expected = outputs[scenario["name"]]
         assert "error" not in expected, expected
-        difference = compare(run_on_engine(scenario), expected)
+        try:
+            difference = compare(run_on_engine(scenario), expected)
+        except Exception as exc:  # an engine error is one more difference, the run goes on
+            difference = f"engine raised {exc!r}"
         if difference:
-            differences.append(f"{difference}\n{json.dumps(scenario)}")
+            differences.append(f"{scenario['name']}: {difference}\n{json.dumps(scenario)}")
     assert not differences, f"{len(differences)} differ; first:\n{differences[0]}"
