@@ -141,3 +141,12 @@ def test_fresh_random_scenarios_match_beam(seed):
         if difference:
             differences.append(f"{scenario['name']}: {difference}\n{json.dumps(scenario)}")
     assert not differences, f"{len(differences)} differ; first:\n{differences[0]}"
+
+
+@pytest.mark.beam
+@pytest.mark.skipif(not BEAM_PYTHON.exists(), reason="needs tools/beamref/setup.sh")
+def test_recorded_outputs_come_from_the_installed_beam():
+    """golden.json and examples.out.json are what run_beam.py gives today (deterministic)."""
+    cases = GOLDEN + EXAMPLES
+    outputs = run_beam([c["scenario"] for c in cases])
+    assert [outputs[c["scenario"]["name"]] for c in cases] == [c["beam"] for c in cases]
