@@ -129,6 +129,16 @@ def _origin(window: Window) -> tuple[Any, ...]:
     return (getattr(window, "start", None), window.max_timestamp())
 
 
+def _take_timers(panes: WindowPanes, due: Any) -> list[tuple[TimeDomain, int]]:
+    """Remove and return ``(domain, time)`` of the named timers ``due(domain, time)``
+    selects, in the order they were set. As Beam's driver, the timers due at once are
+    taken together: one cleared while an earlier one fires still fires."""
+    taken = [(t, time) for t, time in panes.timers.items() if due(t[1], time)]
+    for timer, _ in taken:
+        del panes.timers[timer]
+    return [(timer[1], time) for timer, time in taken]
+
+
 def _engine_time(domain: TimeDomain, time: int) -> int:
     """The engine timer of a Beam timer time: event time one earlier (Beam's watermark
     ``W`` is tidemark's ``W - 1``)."""
@@ -278,13 +288,15 @@ class PaneOperator(WindowOperator):
             panes = self._panes_of(ks, window)
             if panes is None:
                 return
-            due = [
-                t for t, time in panes.timers.items() if t[1] is EVENT_TIME and time <= watermark
-            ]
+            due = _take_timers(
+                panes, lambda domain, time: domain is EVENT_TIME and time <= watermark
+            )
             if not due:
                 return
-            for timer in due:
-                self._named_timer(key, ks, window, state_window, panes, timer)
+            for domain, time in due:
+                self.release_engine_timer(ks, panes, window, domain, time)
+            for domain, time in due:
+                self._named_timer(key, ks, window, state_window, panes, domain, time)
 
     # ------------------------------------------------------------------ timers
 
@@ -301,13 +313,9 @@ class PaneOperator(WindowOperator):
         assert state_window is not None
         panes = self._panes_of(ks, window)
         if panes is not None:
-            due = [
-                t
-                for t, beam_time in panes.timers.items()
-                if t[1] is domain and _engine_time(domain, beam_time) == time
-            ]
-            for timer in due:
-                self._named_timer(key, ks, window, state_window, panes, timer)
+            due = _take_timers(panes, lambda d, t: d is domain and _engine_time(d, t) == time)
+            for _, beam_time in due:
+                self._named_timer(key, ks, window, state_window, panes, domain, beam_time)
         if domain is EVENT_TIME and time == self.cleanup_time(window):
             self._expire(key, ks, window, state_window, time)
         self._forget_if_empty(key, ks)
@@ -319,15 +327,14 @@ class PaneOperator(WindowOperator):
         window: Window,
         state_window: Window,
         panes: WindowPanes,
-        timer: tuple[str, TimeDomain, tuple[Any, ...]],
+        domain: TimeDomain,
+        time: int,
     ) -> None:
-        """One of the trigger's timers fires (Beam's ``process_timer``): asked at the
-        timer's own time (event time) or the current watermark (processing time)."""
-        time = panes.timers.pop(timer, None)
-        if time is None or panes.closed:
+        """One of the trigger's timers fires (Beam's ``process_timer``; taken from the
+        record already, with the others due at once): asked at the timer's own time
+        (event time) or the current watermark (processing time)."""
+        if panes.closed:
             return
-        domain = timer[1]
-        self.release_engine_timer(ks, panes, window, domain, time)
         watermark = time if domain is EVENT_TIME else self.current_watermark + 1
         ctx = _PaneContext(self, key, ks, window, panes)
         try:

@@ -180,7 +180,7 @@ class Tracer:
                 "arrival": self._arrival,
                 "watermark": watermark,
                 "kind": self._kind(ident, window, watermark, pane, retraction),
-                "result": self._result_text(results),
+                "result": ("−" if retraction else "") + self._result_text(results),
             }
         )
 
