@@ -30,10 +30,6 @@ EXAMPLES = [
 
 # Known disagreements between the engine and Beam's driver, reported to the engine's
 # owner (tools/beamref/FINDINGS.md, "Engine vs reference"); strict, so a fix shows up.
-PANE_PER_TIMER = (
-    "Beam's driver fires once per due timer: sub-triggers that each set a watermark timer "
-    "(DefaultTrigger, AfterWatermark) give extra LATE panes at the same step; the engine fires once"
-)
 CLOSED_SESSION_KEPT = (
     "a closed session that grows by absorbing an element is never cleaned up on the engine: "
     "later elements merge into it (late output instead of a new session) or the merge "
@@ -49,19 +45,10 @@ KNOWN = {
         CLOSED_SESSION_KEPT,
     ),
     "global-expiry-lateness": GLOBAL_EXPIRY_TIMING,
-    **dict.fromkeys(["two-default-timers", "two-watermark-timers-accumulating"], PANE_PER_TIMER),
     **dict.fromkeys(
         [f"random-{i}" for i in (132, 212, 230, 268, 280, 372, 386)], CLOSED_SESSION_KEPT
     ),
     "random-291": GLOBAL_EXPIRY_TIMING,
-    **dict.fromkeys(
-        [
-            f"random-{i}"
-            for i in (5, 7, 21, 26, 30, 42, 71, 109, 124, 165, 220, 225, 227, 229, 252, 255)
-            + (263, 275, 292, 325, 344, 346, 370)
-        ],
-        PANE_PER_TIMER,
-    ),
 }
 
 
