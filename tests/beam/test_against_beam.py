@@ -28,28 +28,9 @@ EXAMPLES = [
 ]
 
 
-# Known disagreements between the engine and Beam's driver, reported to the engine's
-# owner (tools/beamref/FINDINGS.md, "Engine vs reference"); strict, so a fix shows up.
-CLOSED_SESSION_KEPT = (
-    "a closed session that grows by absorbing an element is never cleaned up on the engine: "
-    "later elements merge into it (late output instead of a new session) or the merge "
-    "raises UnsupportedMergeError"
-)
-GLOBAL_EXPIRY_TIMING = (
-    "expiry pane of the global window with allowed_lateness > 0: the rule says LATE, "
-    "the engine says ON_TIME"
-)
-KNOWN = {
-    **dict.fromkeys(
-        ["closed-session-grown-expires", "closed-session-grown-expires-late-alone"],
-        CLOSED_SESSION_KEPT,
-    ),
-    "global-expiry-lateness": GLOBAL_EXPIRY_TIMING,
-    **dict.fromkeys(
-        [f"random-{i}" for i in (132, 212, 230, 268, 280, 372, 386)], CLOSED_SESSION_KEPT
-    ),
-    "random-291": GLOBAL_EXPIRY_TIMING,
-}
+# Known disagreements between the engine and Beam's driver (none today); strict, so a
+# fix shows up.
+KNOWN: dict[str, str] = {}
 
 
 def _params(cases):

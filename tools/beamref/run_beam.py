@@ -301,7 +301,10 @@ class Runner:
     def expiry_pane(self, key: Any, adapter: Any, window: Any) -> dict[str, Any]:
         index = adapter.get_state(window, GeneralTriggerDriver.INDEX)
         nonspec = adapter.get_state(window, GeneralTriggerDriver.NONSPECULATIVE_INDEX)
-        on_time = self.lateness == 0 and nonspec == 0
+        # ON_TIME when the expiry is the window's end (Beam Java's isEndOfWindow): no
+        # allowed lateness, or the global window, which expires at the end of input
+        at_end = self.lateness == 0 or isinstance(window, GlobalWindow)
+        on_time = at_end and nonspec == 0
         return {
             "step": self.step,
             "key": key,
