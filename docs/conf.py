@@ -25,8 +25,9 @@ extensions = [
 ]
 
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
-exclude_patterns = ["_build", "_generated", "examples", "Thumbs.db", ".DS_Store"]
+exclude_patterns = ["_build", "_generated", "_templates", "examples", "Thumbs.db", ".DS_Store"]
 root_doc = "index"
+templates_path = ["_templates"]
 
 myst_enable_extensions = ["colon_fence", "deflist"]
 myst_heading_anchors = 3

@@ -5,7 +5,9 @@ with a tracer); the pages show the functions' code, check what they give with do
 (``tests/test_docs.py``), and show the trace drawn by ``tidemark.timeline``:
 ``make docs`` calls :func:`draw_all`. Times are small integers of milliseconds.
 
-Run: ``python docs/examples/concepts.py [output-dir]`` draws every picture.
+Run: ``python docs/examples/concepts.py [output-dir]`` draws every picture;
+``python docs/examples/concepts.py --readme`` draws the README's picture,
+``docs/images/timeline.png`` (committed, as GitHub shows the README without building).
 """
 
 from __future__ import annotations
@@ -230,5 +232,8 @@ def draw_all(directory: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    for drawn in draw_all(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/_generated")):
-        print(drawn)
+    if sys.argv[1:] == ["--readme"]:
+        tm.timeline(lateness(), str(Path(__file__).parent.parent / "images" / "timeline.png"))
+    else:
+        for drawn in draw_all(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/_generated")):
+            print(drawn)
