@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 from pyspark import cloudpickle
 
+from tidemark.spark.api import WindowedStream
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
 
 import early_on_time_late  # noqa: E402
 import quickstart  # noqa: E402
-from tidemark.spark.api import WindowedStream  # noqa: E402
 
 # Spark's workers do not have docs/examples on their path: ship the functions by value.
 cloudpickle.register_pickle_by_value(quickstart)

@@ -177,7 +177,12 @@ def sessions() -> dict[str, Any]:
     return replay_trace(
         tm.EventTimeSessionWindows.with_gap(5),
         add,
-        [(("ann", 1), 1, "a1"), (("ann", 2), 9, "a2"), (("ann", 3), 4, "a3"), (("ann", 4), 20, "a4")],
+        [
+            (("ann", 1), 1, "a1"),
+            (("ann", 2), 9, "a2"),
+            (("ann", 3), 4, "a3"),
+            (("ann", 4), 20, "a4"),
+        ],
         key_selector=user,
         out_of_orderness=6,
         title="EventTimeSessionWindows.with_gap(5): a3 joins the two sessions",

@@ -112,9 +112,7 @@ def streaming(spark, directory):
     end = [(6, "", END_OF_INPUT_MS, 0)]  # any key and values: only its timestamp counts
     spark.createDataFrame(end, SCHEMA).coalesce(1).write.json(f"{directory}/in/1")
     clicks = (
-        spark.readStream.schema(SCHEMA)
-        .option("maxFilesPerTrigger", 1)
-        .json(f"{directory}/in/*")
+        spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(f"{directory}/in/*")
     )
     stream = tm.from_dataframe(
         clicks,
