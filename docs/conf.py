@@ -46,10 +46,27 @@ html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "navbar_align": "left",
+    "header_links_before_dropdown": 5,
     "footer_start": ["copyright"],
     "footer_end": ["sphinx-version", "theme-version"],
 }
-html_sidebars = {"index": []}
+# Pages without sub-pages get no left sidebar (it would be an empty "Section Navigation").
+html_sidebars = {
+    page: []
+    for page in (
+        "index",
+        "getting-started",
+        "modes",
+        "panes",
+        "streaming",
+        "deploying",
+        "testing",
+        "watching",
+        "flink-names",
+        "errors",
+        "internals",
+    )
+}
 html_static_path: list[str] = []
 
 
