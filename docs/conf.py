@@ -36,6 +36,7 @@ autosummary_generate = True
 autosummary_imported_members = True
 autodoc_default_options = {"members": True, "inherited-members": False}
 autodoc_typehints = "none"  # numpydoc's Parameters sections say the types
+toc_object_entries_show_parents = "hide"  # "On this page" lists method names, not full paths
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()
@@ -67,7 +68,8 @@ html_sidebars = {
         "internals",
     )
 }
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["tidemark.css"]
 
 
 def _numpydoc_with_support_sections() -> None:
