@@ -185,8 +185,8 @@ _last_row_type: list[Any] = [None, None]  # [field names, their row_type_of]
 class RowResultReduce(ReduceFunction):
     """A user's reduce function whose plain-Row results are handed back to it as tidemark
     Rows: a ``Row(...)`` built per element would otherwise be read next through
-    ``Row.__getattr__`` (0.9 us per attribute). The function sees equal Rows, as Flink
-    hands a reduce function copies of its earlier results."""
+    ``Row.__getattr__`` (a search of the field list per attribute). The function sees
+    equal Rows, as Flink hands a reduce function copies of its earlier results."""
 
     def __init__(self, function: Any):
         self.function = function
@@ -202,7 +202,7 @@ class RowResultReduce(ReduceFunction):
 def _field_descriptor(position: int, name: str) -> Any:
     """A read-only attribute for tuple slot ``position``: the C accessor namedtuples use
     where the interpreter has it (``property(itemgetter(...))`` would go through
-    ``Row.__getitem__``, which is Python: 0.24 us a read)."""
+    ``Row.__getitem__``, which is Python, at every read)."""
     try:
         from collections import _tuplegetter  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - CPython has had it since 3.8
