@@ -50,8 +50,8 @@ demo: java
 	$(BIN)/tidemark demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks tools
-	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/ruff check src tests benchmarks tools docs
+	$(BIN)/ruff format --check src tests benchmarks tools docs
 	$(BIN)/mypy
 
 # `make docs`: the site (Sphinx, PyData theme) into docs/_build/html, from scratch, with
