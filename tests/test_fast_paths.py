@@ -47,6 +47,7 @@ from tidemark import (
 )
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.slices import SlicedWindowOperator
 from tidemark.testing import WindowOperatorHarness
 
 
@@ -104,12 +105,17 @@ def cases(draw: Any, aligned_only: bool = False) -> Case:
 
 
 def state_left(harness: WindowOperatorHarness) -> dict[Any, Any]:
-    """Every key's whole state: contents, trigger and function state, timers."""
+    """Every key's whole state: contents, trigger and function state, timers. The sliced
+    operator's contents are given as each window's (its slices merged), as the general
+    operator keeps them."""
     operator = harness.operator
-    return {
-        key: operator.snapshot_key(key).__getstate__()  # type: ignore[union-attr]
-        for key in sorted(operator.keys)
-    }
+    left = {}
+    for key in sorted(operator.keys):
+        state = list(operator.snapshot_key(key).__getstate__())  # type: ignore[union-attr]
+        if isinstance(operator, SlicedWindowOperator):
+            state[0] = operator.window_contents(key)
+        left[key] = tuple(state)
+    return left
 
 
 def both_ways(case: Case, run: Any) -> tuple[Any, Any]:

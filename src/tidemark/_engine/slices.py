@@ -1,0 +1,320 @@
+"""The sliced operator: the aligned operator, but for sliding windows each element is
+stored once, in its slice, instead of once per window (as Flink SQL slices windows).
+
+A sliding layout of ``size`` every ``slide`` cuts event time into slices of
+``gcd(size, slide)`` aligned to the offset; every window is the union of the
+``size / gcd`` slices it covers, and each element lies in exactly one slice. A key's
+slices live in its :class:`~tidemark._engine.keystate.KeyState` next to the windows,
+``contents[slice_start] = runs`` (an int key, where windows are
+:class:`~tidemark.windows.TimeWindow` keys), so they pickle with it.
+
+A slice holds *runs*, ``[seq_1, contents_1, seq_2, contents_2, ...]``: the elements of a
+run arrived one after another for the key (no element of another slice in between), and
+``contents_i`` is what the window logic keeps for them (a reduced value, an accumulator,
+or the elements). A window's contents are its slices' runs merged in arrival order
+(``seq``), so a process function sees the elements in the order they arrived, and a
+reduce / aggregate result combines partial results in that order: the same as Flink
+DataStream's, given the law every merge already obeys (``merge(fold(A), fold(B)) ==
+fold(A + B)``; floating-point sums may differ in the last bits). In-order data makes one
+run per slice.
+
+Everything else is the aligned operator's: each window keeps its end and cleanup timers
+(registered when its first element arrives, in the same order), fires when they are
+due, and at cleanup clears its trigger and function state; a slice goes when the last
+window holding it is cleaned up. Observables are the general operator's (the fast-path
+property tests compare them); ``num_keyed_state_entries`` counts windows as Flink's
+harness does, one per window holding contents, not slices.
+
+A key restored from state written by the unsliced operators (window contents under
+window keys) is served per window until those windows are gone.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from math import gcd
+from operator import itemgetter
+from typing import Any
+
+from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogic, WindowLogic
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED
+from tidemark._engine.spec import OperatorSpec
+from tidemark.functions import AggregateFunction
+from tidemark.time import LONG_MAX
+from tidemark.windows import AlignedLayout, TimeWindow, Window
+
+__all__ = ["SlicedWindowOperator", "slices_serve"]
+
+_SEQ = itemgetter(0)
+
+
+def slices_serve(spec: OperatorSpec, layout: AlignedLayout, tracer: Any = None) -> bool:
+    """Whether :class:`SlicedWindowOperator` serves a pipeline the aligned operator
+    serves with ``layout``: sliding windows (not tumbling), no tracer (a trace draws each
+    window's contents), and a window logic whose contents merge (elements, a reduce, an
+    aggregate function with ``merge``)."""
+    if layout.size_ms == layout.slide_ms or tracer is not None:
+        return False
+    return _merges(spec.logic)
+
+
+def _merges(logic: WindowLogic) -> bool:
+    if isinstance(logic, (ElementsLogic, ReduceLogic)):
+        return True
+    if not isinstance(logic, AggregateLogic):
+        return False
+    merge = getattr(type(logic.aggregate), "merge", None)
+    return merge is not None and merge is not AggregateFunction.merge
+
+
+class SlicedWindowOperator(AlignedWindowOperator):
+    """:class:`AlignedWindowOperator`, but each element of a sliding window is stored
+    once, in its slice (see the module's docstring).
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline :func:`slices_serve` accepts.
+    layout : AlignedLayout
+        Where the windows are.
+    """
+
+    def __init__(self, spec: OperatorSpec, layout: AlignedLayout):
+        super().__init__(spec, layout)
+        self._slice_ms = gcd(layout.size_ms, layout.slide_ms)
+        # The last arrival number given to a run (any key's: only a key's own runs are
+        # compared); a restored key's runs move it past theirs.
+        self._arrival = 0
+        # key -> the slice its last element went to: that slice's last run continues.
+        # Forgotten whenever a key's state is replaced or leaves memory.
+        self._last_slice: dict[Any, int] = {}
+        # Keys restored with window contents of the unsliced operators.
+        self._per_window: set[Any] = set()
+
+    # ------------------------------------------------------------------ elements
+
+    def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
+        """Each element into its slice, then the windows a new slice opens (their timers)
+        and the windows due (a late firing) as the aligned operator handles them."""
+        if self._per_window and key in self._per_window and self._holds_windows(key, ks):
+            return super()._aligned_run(key, ks, values, timestamps)
+        size, slide, offset = self._layout
+        width, lateness = self._slice_ms, self.allowed_lateness_ms
+        contents, last_slice, add = ks.contents, self._last_slice, self.logic.add
+        watermark = self.event_time_timers.current_time
+        status = SKIPPED
+        for value, timestamp in zip(values, timestamps):
+            last = timestamp - (timestamp - offset) % slide
+            if min(last + size - 1 + lateness, LONG_MAX) <= watermark:  # every window late
+                status = SKIPPED
+                if self.is_element_late(timestamp):
+                    status = self._late_element(value, timestamp)
+                continue
+            start = timestamp - (timestamp - offset) % width
+            runs = contents.get(start)
+            try:
+                if runs is not None and last_slice.get(key) == start:
+                    runs[-1] = add(runs[-1], value)
+                else:
+                    self._arrival += 1
+                    if runs is None:
+                        contents[start] = [self._arrival, add(None, value)]
+                    else:
+                        runs += (self._arrival, add(None, value))
+            except Exception as exc:
+                window = self._window(last)[0]
+                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+            last_slice[key] = start
+            first = last - (last - timestamp + size - 1) // slide * slide
+            if runs is not None and first + size - 1 > watermark:
+                status = ADDED  # no window is new (the slice was not) and none is due
+            else:
+                status = self._windows_of_element(key, ks, last, first, watermark)
+        return status
+
+    def _windows_of_element(
+        self, key: Any, ks: KeyState, last: int, first: int, watermark: int
+    ) -> int:
+        """The trigger's on_element and the cleanup timer for the windows starting from
+        ``last`` down to ``first`` (an element just went into their slice): skip late
+        windows, FIRE those due, register the timers of new ones. Returns the status."""
+        timers, push = ks.event_timers, self.event_time_timers.queue.push
+        slide, status = self._layout.slide_ms, SKIPPED
+        start = last
+        while start >= first:
+            window, cleanup = self._window(start)
+            start -= slide
+            if cleanup <= watermark:  # is_window_late
+                continue
+            max_ts = window[1] - 1
+            if max_ts <= watermark:
+                status = ADDED_LATE
+                self._fire(key, ks, window, window, watermark)
+            else:
+                status = ADDED if status == SKIPPED else status
+                if (max_ts, window) not in timers:
+                    timers[(max_ts, window)] = push(max_ts, key, window)
+            if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
+                timers[(cleanup, window)] = push(cleanup, key, window)
+        return status
+
+    def _holds_windows(self, key: Any, ks: KeyState) -> bool:
+        """Whether a restored key still keeps window contents (else it is sliced now)."""
+        if any(isinstance(state, TimeWindow) for state in ks.contents):
+            return True
+        self._per_window.discard(key)
+        return False
+
+    # ------------------------------------------------------------------ windows
+
+    def _slice_starts(self, ks: KeyState, begin: int, end: int) -> list[int]:
+        """The starts of ``ks``'s slices within ``[begin, end)``, in time order."""
+        contents: dict[Any, Any] = ks.contents
+        width = self._slice_ms
+        if (end - begin) // width <= len(contents):
+            return [s for s in range(begin, end, width) if s in contents]
+        return sorted(s for s in contents if not isinstance(s, TimeWindow) and begin <= s < end)
+
+    def _window_contents(self, key: Any, ks: KeyState, window: Any) -> Any:
+        """What ``window`` holds: its own contents (a restored key's), else its slices'
+        runs merged in arrival order; None when it holds nothing."""
+        contents: dict[Any, Any] = ks.contents
+        own = contents.get(window)
+        if own is not None or not contents:
+            return own
+        pairs: list[tuple[int, Any]] = []
+        for start in self._slice_starts(ks, window[0], window[1]):
+            runs = contents[start]
+            pairs.extend(zip(islice(runs, 0, None, 2), islice(runs, 1, None, 2)))
+        if not pairs:
+            return None
+        if any(a[0] > b[0] for a, b in zip(pairs, islice(pairs, 1, None))):
+            pairs.sort(key=_SEQ)
+        try:
+            return self._merge_runs(pairs)
+        except Exception as exc:
+            raise self._user_error("the merge function", key, window, exc) from exc
+
+    def _merge_runs(self, pairs: list[tuple[int, Any]]) -> Any:
+        """The runs' contents (in arrival order) as one window's contents. The stored
+        runs are never handed to a merge that may reuse its first argument."""
+        logic = self.logic
+        if logic.keeps_elements:
+            return [value for _, run in pairs for value in run]
+        aggregate = logic.aggregate
+        if aggregate is not None:
+            merge, merged = aggregate.merge, aggregate.create_accumulator()
+            for _, run in pairs:
+                merged = merge(merged, run)
+            return merged
+        reduce, merged = logic.reduce, pairs[0][1]
+        for _, run in islice(pairs, 1, None):
+            merged = reduce(merged, run)
+        return merged
+
+    def _fire(
+        self, key: Any, ks: KeyState, window: Any, state_window: Window, watermark: int
+    ) -> None:
+        """:meth:`WindowOperator._fire` on the window's merged slices."""
+        contents = self._window_contents(key, ks, window)
+        if contents is None:
+            return
+        if self._plain:
+            self._emit_incremental(key, window, contents, window[1] - 1)
+            return
+        results = self._evaluate(key, ks, window, window, contents, watermark)
+        timestamp = window[1] - 1
+        self.output.extend([(result, timestamp) for result in results])
+        if self.output_watermarks is not None:
+            self.output_watermarks.extend([watermark] * len(results))
+
+    def _drop_slices(self, ks: KeyState, window: Any) -> None:
+        """Remove the slices whose last window is ``window`` (it is being cleaned up):
+        those in its first ``slide``."""
+        contents: dict[Any, Any] = ks.contents
+        for start in self._slice_starts(ks, window[0], window[0] + self._layout.slide_ms):
+            del contents[start]
+
+    # ------------------------------------------------------------------ time
+
+    def process_watermark(self, watermark: int) -> None:
+        """:meth:`AlignedWindowOperator.process_watermark`: every due timer is a window's
+        end, which fires its merged slices, or its cleanup time, which clears the window
+        and the slices no later window holds."""
+        keys = self.keys
+        for time, key, window in self._due_timers(watermark):
+            ks = keys.get(key)
+            if ks is None or ks.event_timers.pop((time, window), None) is None:
+                continue
+            max_ts = window[1] - 1
+            if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
+                self._fire(key, ks, window, window, watermark)
+            if time == self._window(window[0])[1]:
+                if self._plain:  # nothing but the contents and the end timer to clear
+                    ks.contents.pop(window, None)
+                    ks.event_timers.pop((max_ts, window), None)
+                else:
+                    self._clear_all_state(key, ks, window, window, watermark)
+                self._drop_slices(ks, window)
+            if not ks.contents and not ks.event_timers and ks.is_empty():
+                del keys[key]
+
+    # ------------------------------------------------------------------ state
+
+    def restore_key(self, key: Any, ks: KeyState) -> None:
+        super().restore_key(key, ks)
+        self._last_slice.pop(key, None)
+        for state, runs in ks.contents.items():
+            if isinstance(state, TimeWindow):
+                self._per_window.add(key)
+            elif runs:
+                self._arrival = max(self._arrival, max(islice(runs, 0, None, 2)))
+
+    def evict_key(self, key: Any) -> KeyState | None:
+        self._last_slice.pop(key, None)
+        self._per_window.discard(key)
+        return super().evict_key(key)
+
+    def forget_all_keys(self) -> None:
+        self._last_slice.clear()
+        self._per_window.clear()
+        super().forget_all_keys()
+
+    def window_contents(self, key: Any) -> dict[Window, Any]:
+        """What each live window of ``key`` holds, as the general operator keeps it (a
+        window holds contents from its first element until its cleanup)."""
+        ks = self.keys.get(key)
+        if ks is None:
+            return {}
+        return {w: self._window_contents(key, ks, w) for w in self._live_windows(ks)}
+
+    def _live_windows(self, ks: KeyState) -> list[Any]:
+        """The windows of ``ks`` holding contents: its own, and every window not yet
+        cleaned up that covers a slice."""
+        size, slide, _ = self._layout
+        watermark, width = self.current_watermark, self._slice_ms
+        contents: dict[Any, Any] = ks.contents
+        live = {state for state in contents if isinstance(state, TimeWindow)}
+        for start in (s for s in contents if not isinstance(s, TimeWindow)):
+            window_start = self._layout.last_start(start)
+            while window_start + size >= start + width:
+                window, cleanup = self._window(window_start)
+                if cleanup > watermark or cleanup == LONG_MAX:  # not cleaned up yet
+                    live.add(window)
+                window_start -= slide
+        return sorted(live)
+
+    def num_keyed_state_entries(self) -> int:
+        """As the general operator counts them: one entry per window holding contents
+        (not per slice), then trigger, merging and function state."""
+        return sum(
+            ks.num_state_entries() - len(ks.contents) + len(self._live_windows(ks))
+            for ks in self.keys.values()
+        )
+
+    def num_stored_contents(self) -> int:
+        """The contents entries actually stored: one per slice (and per window of a key
+        restored from the unsliced operators)."""
+        return sum(len(ks.contents) for ks in self.keys.values())
