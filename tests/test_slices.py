@@ -243,9 +243,18 @@ def run_rows(function: Any, rows: list[Any], stamps: list[int]) -> list[Any]:
 
 
 def test_an_aggregate_whose_merge_reuses_its_first_argument_leaves_the_slices_intact():
-    events = [(("a", 1), 1), (("a", 2), 3), (("a", 4), 5), (("a", 8), 7)]
-    outcome = run(SlidingEventTimeWindows.of(4, 2), Average(), events)
-    assert results(outcome) == [((1, 1), 1), ((3, 2), 3), ((6, 2), 5), ((12, 2), 7), ((8, 1), 9)]
+    """size 4, slide 2, lateness 10. Watermark 3 fires [-2, 2) and [0, 4) (merging
+    slices [0, 2) and [2, 4)); the late element at 0 re-fires them: [-2, 2) must still
+    see slice [0, 2) as it was, not with [2, 4) merged into it."""
+    events = [(("a", 1), 1), (("a", 2), 3), 3, (("a", 4), 0)]
+    outcome = run(SlidingEventTimeWindows.of(4, 2), Average(), events, allowed_lateness=10)
+    assert results(outcome) == [
+        ((1, 1), 1),
+        ((3, 2), 3),
+        ((7, 3), 3),  # [0, 4) again: latest window first
+        ((5, 2), 1),  # [-2, 2) again
+        ((2, 1), 5),
+    ]
 
 
 def test_each_element_is_stored_once_and_the_count_is_flink_s():
