@@ -41,6 +41,7 @@ from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogi
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED
 from tidemark._engine.spec import OperatorSpec
+from tidemark.errors import UserFunctionError
 from tidemark.functions import AggregateFunction
 from tidemark.time import LONG_MAX
 from tidemark.windows import AlignedLayout, TimeWindow, Window
@@ -48,6 +49,8 @@ from tidemark.windows import AlignedLayout, TimeWindow, Window
 __all__ = ["SlicedWindowOperator", "slices_serve"]
 
 _SEQ = itemgetter(0)
+# Slice places looked up one by one at most (else picked from a key's entries).
+_PROBES = 16
 
 
 def slices_serve(spec: OperatorSpec, layout: AlignedLayout, tracer: Any = None) -> bool:
@@ -67,6 +70,16 @@ def _merges(logic: WindowLogic) -> bool:
         return False
     merge = getattr(type(logic.aggregate), "merge", None)
     return merge is not None and merge is not AggregateFunction.merge
+
+
+def _in_arrival_order(slices: list[Any]) -> list[Any]:
+    """The contents of every run of ``slices`` (``[seq, contents, ...]`` each), in
+    arrival order."""
+    pairs: list[tuple[int, Any]] = []
+    for runs in slices:
+        pairs.extend(zip(islice(runs, 0, None, 2), islice(runs, 1, None, 2)))
+    pairs.sort(key=_SEQ)
+    return [run for _, run in pairs]
 
 
 class SlicedWindowOperator(AlignedWindowOperator):
@@ -101,38 +114,67 @@ class SlicedWindowOperator(AlignedWindowOperator):
         if self._per_window and key in self._per_window and self._holds_windows(key, ks):
             return super()._aligned_run(key, ks, values, timestamps)
         size, slide, offset = self._layout
-        width, lateness = self._slice_ms, self.allowed_lateness_ms
-        contents, last_slice, add = ks.contents, self._last_slice, self.logic.add
+        width, contents, last_slice = self._slice_ms, ks.contents, self._last_slice
+        add, agg_add, create = self._adders
         watermark = self.event_time_timers.current_time
-        status = SKIPPED
-        for value, timestamp in zip(values, timestamps):
-            last = timestamp - (timestamp - offset) % slide
-            if min(last + size - 1 + lateness, LONG_MAX) <= watermark:  # every window late
-                status = SKIPPED
-                if self.is_element_late(timestamp):
-                    status = self._late_element(value, timestamp)
-                continue
-            start = timestamp - (timestamp - offset) % width
-            runs = contents.get(start)
-            try:
-                if runs is not None and last_slice.get(key) == start:
-                    runs[-1] = add(runs[-1], value)
+        # the latest window start whose cleanup time is at or before the watermark: an
+        # element whose latest window starts there is in no window that is not late
+        late_to = (
+            LONG_MAX if watermark == LONG_MAX else watermark - size + 1 - self.allowed_lateness_ms
+        )
+        status, last = SKIPPED, 0
+        try:
+            for value, timestamp in zip(values, timestamps):
+                last = timestamp - (timestamp - offset) % slide
+                if last <= late_to:
+                    late = self.is_element_late(timestamp)
+                    status = self._late_element(value, timestamp) if late else SKIPPED
+                    continue
+                start = last if width == slide else timestamp - (timestamp - offset) % width
+                runs = contents.get(start)
+                previous = last_slice.get(key)
+                if runs is not None and previous == start:  # the run goes on
+                    runs[-1] = add(runs[-1], value) if agg_add is None else agg_add(value, runs[-1])
+                    if timestamp > watermark:  # in no window that is due
+                        status = ADDED
+                        continue
                 else:
                     self._arrival += 1
+                    added = add(None, value) if agg_add is None else agg_add(value, create())
                     if runs is None:
-                        contents[start] = [self._arrival, add(None, value)]
+                        contents[start] = [self._arrival, added]
                     else:
-                        runs += (self._arrival, add(None, value))
-            except Exception as exc:
-                window = self._window(last)[0]
-                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
-            last_slice[key] = start
-            first = last - (last - timestamp + size - 1) // slide * slide
-            if runs is not None and first + size - 1 > watermark:
-                status = ADDED  # no window is new (the slice was not) and none is due
-            else:
-                status = self._windows_of_element(key, ks, last, first, watermark)
+                        runs += (self._arrival, added)
+                    last_slice[key] = start
+                status = self._added(key, ks, timestamp, last, runs is None, previous, watermark)
+        except UserFunctionError:
+            raise
+        except Exception as exc:
+            window = self._window(last)[0]
+            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
         return status
+
+    def _added(
+        self,
+        key: Any,
+        ks: KeyState,
+        timestamp: int,
+        last: int,
+        new_slice: bool,
+        previous: int | None,
+        watermark: int,
+    ) -> int:
+        """After an element at ``timestamp`` went into its slice: FIRE the windows due,
+        register the timers of the windows a new slice opens. Returns the status."""
+        size, slide, offset = self._layout
+        first = last - (last - timestamp + size - 1) // slide * slide
+        if first + size - 1 <= watermark:  # a window is due
+            return self._windows_of_element(key, ks, last, first, watermark)
+        if new_slice:  # the windows it shares with the previous slice are not new
+            if previous is not None and first <= previous < timestamp and previous in ks.contents:
+                first = previous - (previous - offset) % slide + slide
+            self._windows_of_element(key, ks, last, first, watermark)
+        return ADDED
 
     def _windows_of_element(
         self, key: Any, ks: KeyState, last: int, first: int, watermark: int
@@ -141,10 +183,11 @@ class SlicedWindowOperator(AlignedWindowOperator):
         ``last`` down to ``first`` (an element just went into their slice): skip late
         windows, FIRE those due, register the timers of new ones. Returns the status."""
         timers, push = ks.event_timers, self.event_time_timers.queue.push
-        slide, status = self._layout.slide_ms, SKIPPED
+        slide, status, cache = self._layout.slide_ms, SKIPPED, self._window_cache
         start = last
         while start >= first:
-            window, cleanup = self._window(start)
+            entry = cache.get(start)
+            window, cleanup = entry if entry is not None else self._window(start)
             start -= slide
             if cleanup <= watermark:  # is_window_late
                 continue
@@ -169,48 +212,71 @@ class SlicedWindowOperator(AlignedWindowOperator):
 
     # ------------------------------------------------------------------ windows
 
-    def _slice_starts(self, ks: KeyState, begin: int, end: int) -> list[int]:
-        """The starts of ``ks``'s slices within ``[begin, end)``, in time order."""
+    def _slices_in(self, ks: KeyState, begin: int, end: int) -> list[Any]:
+        """The slices (their runs) of ``ks`` within ``[begin, end)``, in time order:
+        looked up one by one, or, where there are many more slice places than entries
+        (a slide far below the size), picked from the entries."""
         contents: dict[Any, Any] = ks.contents
         width = self._slice_ms
-        if (end - begin) // width <= len(contents):
-            return [s for s in range(begin, end, width) if s in contents]
-        return sorted(s for s in contents if not isinstance(s, TimeWindow) and begin <= s < end)
+        if (end - begin) // width <= _PROBES or (end - begin) // width <= len(contents):
+            get = contents.get
+            return [runs for runs in map(get, range(begin, end, width)) if runs is not None]
+        starts = sorted(s for s in contents if not isinstance(s, TimeWindow) and begin <= s < end)
+        return [contents[start] for start in starts]
 
     def _window_contents(self, key: Any, ks: KeyState, window: Any) -> Any:
         """What ``window`` holds: its own contents (a restored key's), else its slices'
         runs merged in arrival order; None when it holds nothing."""
         contents: dict[Any, Any] = ks.contents
-        own = contents.get(window)
-        if own is not None or not contents:
-            return own
-        pairs: list[tuple[int, Any]] = []
-        for start in self._slice_starts(ks, window[0], window[1]):
-            runs = contents[start]
-            pairs.extend(zip(islice(runs, 0, None, 2), islice(runs, 1, None, 2)))
-        if not pairs:
+        if self._per_window and key in self._per_window:
+            own = contents.get(window)
+            if own is not None:
+                return own
+        begin, end = window
+        width = self._slice_ms
+        if (end - begin) // width > _PROBES and (end - begin) // width > len(contents):
+            slices = self._slices_in(ks, begin, end)
+        else:  # the common case, without building a list for one slice
+            get, slices, only = contents.get, [], None
+            for start in range(begin, end, width):
+                runs = get(start)
+                if runs is not None:
+                    if only is None and not slices:
+                        only = runs
+                    else:
+                        slices.append(runs)
+            if only is not None:
+                if not slices and len(only) == 2:  # one run: nothing to merge
+                    return list(only[1]) if self.logic.keeps_elements else only[1]
+                slices.insert(0, only)
+        if not slices:
             return None
-        if any(a[0] > b[0] for a, b in zip(pairs, islice(pairs, 1, None))):
-            pairs.sort(key=_SEQ)
         try:
-            return self._merge_runs(pairs)
+            return self._merge_runs(slices)
         except Exception as exc:
             raise self._user_error("the merge function", key, window, exc) from exc
 
-    def _merge_runs(self, pairs: list[tuple[int, Any]]) -> Any:
-        """The runs' contents (in arrival order) as one window's contents. The stored
-        runs are never handed to a merge that may reuse its first argument."""
+    def _merge_runs(self, slices: list[Any]) -> Any:
+        """The slices' runs (in arrival order) as one window's contents. The stored runs
+        are never handed to a merge that may reuse its first argument."""
+        parts, seq = [], 0
+        for runs in slices:  # one run per slice, in time order: arrival order (in-order data)
+            if len(runs) != 2 or runs[0] < seq:
+                parts = _in_arrival_order(slices)
+                break
+            seq = runs[0]
+            parts.append(runs[1])
         logic = self.logic
         if logic.keeps_elements:
-            return [value for _, run in pairs for value in run]
+            return [value for run in parts for value in run]
         aggregate = logic.aggregate
         if aggregate is not None:
             merge, merged = aggregate.merge, aggregate.create_accumulator()
-            for _, run in pairs:
+            for run in parts:
                 merged = merge(merged, run)
             return merged
-        reduce, merged = logic.reduce, pairs[0][1]
-        for _, run in islice(pairs, 1, None):
+        reduce, merged = logic.reduce, parts[0]
+        for run in islice(parts, 1, None):
             merged = reduce(merged, run)
         return merged
 
@@ -234,7 +300,14 @@ class SlicedWindowOperator(AlignedWindowOperator):
         """Remove the slices whose last window is ``window`` (it is being cleaned up):
         those in its first ``slide``."""
         contents: dict[Any, Any] = ks.contents
-        for start in self._slice_starts(ks, window[0], window[0] + self._layout.slide_ms):
+        begin, width = window[0], self._slice_ms
+        end = begin + self._layout.slide_ms
+        if (end - begin) // width <= _PROBES or (end - begin) // width <= len(contents):
+            pop = contents.pop
+            for start in range(begin, end, width):
+                pop(start, None)
+            return
+        for start in [s for s in contents if not isinstance(s, TimeWindow) and begin <= s < end]:
             del contents[start]
 
     # ------------------------------------------------------------------ time
@@ -243,21 +316,32 @@ class SlicedWindowOperator(AlignedWindowOperator):
         """:meth:`AlignedWindowOperator.process_watermark`: every due timer is a window's
         end, which fires its merged slices, or its cleanup time, which clears the window
         and the slices no later window holds."""
-        keys = self.keys
+        keys, cache, plain = self.keys, self._window_cache, self._plain
+        # a slice per slide: the slice a window's cleanup drops starts where it starts
+        one_slice = self._layout.slide_ms == self._slice_ms
         for time, key, window in self._due_timers(watermark):
             ks = keys.get(key)
             if ks is None or ks.event_timers.pop((time, window), None) is None:
                 continue
             max_ts = window[1] - 1
             if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
-                self._fire(key, ks, window, window, watermark)
-            if time == self._window(window[0])[1]:
-                if self._plain:  # nothing but the contents and the end timer to clear
+                if plain:
+                    contents = self._window_contents(key, ks, window)
+                    if contents is not None:
+                        self._emit_incremental(key, window, contents, max_ts)
+                else:
+                    self._fire(key, ks, window, window, watermark)
+            entry = cache.get(window[0])
+            if time == (entry[1] if entry is not None else self.cleanup_time(window)):
+                if plain:  # nothing but the contents and the end timer to clear
                     ks.contents.pop(window, None)
                     ks.event_timers.pop((max_ts, window), None)
                 else:
                     self._clear_all_state(key, ks, window, window, watermark)
-                self._drop_slices(ks, window)
+                if one_slice:
+                    ks.contents.pop(window[0], None)
+                else:
+                    self._drop_slices(ks, window)
             if not ks.contents and not ks.event_timers and ks.is_empty():
                 del keys[key]
 
