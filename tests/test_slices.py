@@ -29,6 +29,7 @@ from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.slices import SlicedWindowOperator
 from tidemark._engine.trace import Tracer
+from tidemark.errors import UserFunctionError
 from tidemark.spark.aggregations import MinBy, Sum
 from tidemark.testing import Watermark, WindowOperatorHarness
 
@@ -398,3 +399,51 @@ def test_a_sliced_snapshot_pickles_and_restores():
     restored.process_watermark(LONG_MAX)
     assert restored.output() == h.output()
     assert [r[0][5] for r in h.output()] == [(2,), (1, 2, 4), (1, 2, 4), (1, 4)]
+
+
+# ---------------------------------------------------------------- errors
+
+
+class BadMerge(Average):
+    def merge(self, a, b):  # type: ignore[no-untyped-def]
+        raise ValueError("no merging today")
+
+
+def test_a_failing_merge_names_the_merge_function_the_key_and_the_window():
+    """The sliced operator merges a window's slices when it fires: the error is the
+    merge function's, with the window that fired (the general operator never merges
+    sliding windows)."""
+    h = WindowOperatorHarness(
+        SlidingEventTimeWindows.of(4, 2), BadMerge(), key_selector=lambda v: v[0]
+    )
+    h.process_element(("a", 1), 1)
+    h.process_element(("a", 2), 3)
+    with pytest.raises(UserFunctionError) as caught:
+        h.process_watermark(3)
+    assert str(caught.value) == (
+        "the merge function raised ValueError: no merging today "
+        "(key='a', window=TimeWindow[0, 4), watermark=3)"
+    )
+
+
+def test_a_failing_reduce_names_the_latest_window_of_the_element_as_the_general_operator():
+    def bad(a: Any, b: Any) -> Any:
+        raise KeyError("boom")
+
+    messages = []
+    for fast in (True, False):
+        h = WindowOperatorHarness(
+            SlidingEventTimeWindows.of(6, 2), bad, key_selector=lambda v: v[0], fast_paths=fast
+        )
+        h.process_element(("a", 1), 1)
+        with pytest.raises(UserFunctionError) as caught:
+            h.process_element(("a", 2), 1)
+        messages.append(str(caught.value))
+    assert (
+        messages[0]
+        == messages[1]
+        == (
+            "the reduce/aggregate function raised KeyError: 'boom' "
+            "(key='a', window=TimeWindow[0, 6), watermark=-9223372036854775808)"
+        )
+    )
