@@ -51,6 +51,8 @@ __all__ = ["SlicedWindowOperator", "slices_serve"]
 _SEQ = itemgetter(0)
 # Slice places looked up one by one at most (else picked from a key's entries).
 _PROBES = 16
+# Accumulators no merge can change in place.
+_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
 def slices_serve(spec: OperatorSpec, layout: AlignedLayout, tracer: Any = None) -> bool:
@@ -233,46 +235,41 @@ class SlicedWindowOperator(AlignedWindowOperator):
             if own is not None:
                 return own
         begin, end = window
-        width = self._slice_ms
-        if (end - begin) // width > _PROBES and (end - begin) // width > len(contents):
-            slices = self._slices_in(ks, begin, end)
-        else:  # the common case, without building a list for one slice
-            get, slices, only = contents.get, [], None
-            for start in range(begin, end, width):
+        if (end - begin) // self._slice_ms > max(_PROBES, len(contents)):
+            parts = _in_arrival_order(self._slices_in(ks, begin, end))
+        else:
+            # one run per slice, in time order, is arrival order (in-order data)
+            get, parts, seq = contents.get, [], 0
+            for start in range(begin, end, self._slice_ms):
                 runs = get(start)
                 if runs is not None:
-                    if only is None and not slices:
-                        only = runs
-                    else:
-                        slices.append(runs)
-            if only is not None:
-                if not slices and len(only) == 2:  # one run: nothing to merge
-                    return list(only[1]) if self.logic.keeps_elements else only[1]
-                slices.insert(0, only)
-        if not slices:
-            return None
+                    if len(runs) != 2 or runs[0] < seq:
+                        parts = _in_arrival_order(self._slices_in(ks, begin, end))
+                        break
+                    seq = runs[0]
+                    parts.append(runs[1])
+        if len(parts) < 2:
+            if not parts:
+                return None
+            return list(parts[0]) if self.logic.keeps_elements else parts[0]
         try:
-            return self._merge_runs(slices)
+            return self._merge_runs(parts)
         except Exception as exc:
             raise self._user_error("the merge function", key, window, exc) from exc
 
-    def _merge_runs(self, slices: list[Any]) -> Any:
-        """The slices' runs (in arrival order) as one window's contents. The stored runs
-        are never handed to a merge that may reuse its first argument."""
-        parts, seq = [], 0
-        for runs in slices:  # one run per slice, in time order: arrival order (in-order data)
-            if len(runs) != 2 or runs[0] < seq:
-                parts = _in_arrival_order(slices)
-                break
-            seq = runs[0]
-            parts.append(runs[1])
+    def _merge_runs(self, parts: list[Any]) -> Any:
+        """The runs' contents (in arrival order) as one window's contents. A stored run
+        is handed to a merge that may reuse its first argument only where it cannot
+        change (an immutable accumulator)."""
         logic = self.logic
         if logic.keeps_elements:
             return [value for run in parts for value in run]
         aggregate = logic.aggregate
         if aggregate is not None:
-            merge, merged = aggregate.merge, aggregate.create_accumulator()
-            for run in parts:
+            merge, merged = aggregate.merge, parts[0]
+            if type(merged) not in _IMMUTABLE:
+                merged = merge(aggregate.create_accumulator(), merged)
+            for run in islice(parts, 1, None):
                 merged = merge(merged, run)
             return merged
         reduce, merged = logic.reduce, parts[0]
