@@ -447,3 +447,46 @@ def test_a_failing_reduce_names_the_latest_window_of_the_element_as_the_general_
             "(key='a', window=TimeWindow[0, 6), watermark=-9223372036854775808)"
         )
     )
+
+
+@pytest.mark.parametrize(
+    "function",
+    [
+        pytest.param(Seen, id="process"),
+        pytest.param(lambda: key_sum, id="reduce"),
+        pytest.param(Average, id="aggregate"),
+    ],
+)
+def test_a_sliced_snapshot_restores_with_fast_paths_off(function: Any):
+    """A query checkpointed with slices restarts on the general operator (fast paths
+    turned off): the slices become the windows' contents, and the run carries on as if
+    the general operator had run all along."""
+    first = [(("a", 1), 1), (("a", 2), 7), (("b", 3), 2), (("a", 4), 3), 5]
+    then = [(("a", 8), 4), (("a", 16), 9), (("b", 32), 6), 9, (("a", 64), 12)]
+
+    def harness(fast: bool) -> WindowOperatorHarness:
+        return WindowOperatorHarness(
+            SlidingEventTimeWindows.of(6, 2),
+            function(),
+            key_selector=lambda v: v[0],
+            allowed_lateness=3,
+            fast_paths=fast,
+        )
+
+    def feed(h: WindowOperatorHarness, events: list[Any]) -> None:
+        for event in events:
+            if isinstance(event, int):
+                h.process_watermark(event)
+            else:
+                h.process_element(*event)
+
+    sliced, general = harness(True), harness(False)
+    feed(sliced, first)
+    restarted = harness(False)
+    restarted.restore(sliced.snapshot())
+    feed(general, first)
+    assert restarted.num_keyed_state_entries() == general.num_keyed_state_entries()
+    for h in (restarted, general):
+        feed(h, [*then, LONG_MAX])
+    assert restarted.output() == general.output()[-len(restarted.output()) :]
+    assert len(restarted.output()) > 4

@@ -39,7 +39,7 @@ from typing import Any
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogic, WindowLogic
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED
+from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import UserFunctionError
 from tidemark.functions import AggregateFunction
@@ -74,6 +74,55 @@ def _merges(logic: WindowLogic) -> bool:
     return merge is not None and merge is not AggregateFunction.merge
 
 
+def merge_runs(logic: WindowLogic, parts: list[Any]) -> Any:
+    """Runs' contents (in arrival order) as one window's contents. A stored run is
+    handed to a merge that may reuse its first argument only where it cannot change
+    (an immutable accumulator)."""
+    if logic.keeps_elements:
+        return [value for run in parts for value in run]
+    aggregate = logic.aggregate
+    if aggregate is not None:
+        merge, merged = aggregate.merge, parts[0]
+        if type(merged) not in _IMMUTABLE:
+            merged = merge(aggregate.create_accumulator(), merged)
+        for run in islice(parts, 1, None):
+            merged = merge(merged, run)
+        return merged
+    reduce, merged = logic.reduce, parts[0]
+    for run in islice(parts, 1, None):
+        merged = reduce(merged, run)
+    return merged
+
+
+def unslice(operator: WindowOperator, ks: KeyState) -> None:
+    """Turn the slices in ``ks`` into the contents of the windows they serve, as the
+    unsliced operators keep them: state the sliced operator wrote, restored where fast
+    paths are off. The windows served are those with a timer pending (a window keeps
+    its cleanup timer until it is cleaned up), or that are never cleaned up."""
+    layout = operator.assigner.aligned_layout()
+    if layout is None:
+        return
+    contents: dict[Any, Any] = ks.contents
+    slices = {s: runs for s, runs in contents.items() if not isinstance(s, Window)}
+    for start in slices:
+        del contents[start]
+    size, slide, _ = layout
+    width, pending = gcd(size, slide), {window for _, window in ks.event_timers}
+    windows = set()
+    for start in slices:
+        window_start = layout.last_start(start)
+        while window_start + size >= start + width:
+            window = TimeWindow(window_start, window_start + size)
+            if window in pending or operator.cleanup_time(window) == LONG_MAX:
+                windows.add(window)
+            window_start -= slide
+    ordered = sorted(slices)
+    for window in windows:
+        held = [slices[s] for s in ordered if window[0] <= s < window[1]]
+        if held:
+            contents[window] = merge_runs(operator.logic, _in_arrival_order(held))
+
+
 def _in_arrival_order(slices: list[Any]) -> list[Any]:
     """The contents of every run of ``slices`` (``[seq, contents, ...]`` each), in
     arrival order."""
@@ -95,6 +144,8 @@ class SlicedWindowOperator(AlignedWindowOperator):
     layout : AlignedLayout
         Where the windows are.
     """
+
+    _keeps_slices = True
 
     def __init__(self, spec: OperatorSpec, layout: AlignedLayout):
         super().__init__(spec, layout)
@@ -253,29 +304,9 @@ class SlicedWindowOperator(AlignedWindowOperator):
                 return None
             return list(parts[0]) if self.logic.keeps_elements else parts[0]
         try:
-            return self._merge_runs(parts)
+            return merge_runs(self.logic, parts)
         except Exception as exc:
             raise self._user_error("the merge function", key, window, exc) from exc
-
-    def _merge_runs(self, parts: list[Any]) -> Any:
-        """The runs' contents (in arrival order) as one window's contents. A stored run
-        is handed to a merge that may reuse its first argument only where it cannot
-        change (an immutable accumulator)."""
-        logic = self.logic
-        if logic.keeps_elements:
-            return [value for run in parts for value in run]
-        aggregate = logic.aggregate
-        if aggregate is not None:
-            merge, merged = aggregate.merge, parts[0]
-            if type(merged) not in _IMMUTABLE:
-                merged = merge(aggregate.create_accumulator(), merged)
-            for run in islice(parts, 1, None):
-                merged = merge(merged, run)
-            return merged
-        reduce, merged = logic.reduce, parts[0]
-        for run in islice(parts, 1, None):
-            merged = reduce(merged, run)
-        return merged
 
     def _fire(
         self, key: Any, ks: KeyState, window: Any, state_window: Window, watermark: int
