@@ -8,6 +8,10 @@ watermark so that every window fires. Each pipeline is timed on its own; the hea
 a keyed 1-minute tumbling event-time window with a reduce (sum). A plain dict-based
 tumbling sum over the same data is the baseline: the fastest a pure-Python loop does it.
 
+Then the same data in 2 s tumbling and 10 s / 2 s sliding windows (a keyed count; sliding
+sliced, as the engine serves it, and unsliced), on the benchmark's stream and on denser
+keys: CPU time and the state held, as ratios to tumbling (``benchmarks/README.md``).
+
 Rates are elements per second of CPU time of this process (``time.process_time``), so a
 busy machine slows the wall clock more than the figure; the wall-clock rate is printed
 too. The input is frozen out of the garbage collector's view (``gc.freeze``) as a
