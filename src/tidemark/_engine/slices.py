@@ -376,13 +376,18 @@ class SlicedWindowOperator(AlignedWindowOperator):
     # ------------------------------------------------------------------ state
 
     def restore_key(self, key: Any, ks: KeyState) -> None:
+        """:meth:`WindowOperator.restore_key`; the key's last run (the one made last:
+        its last element went there) goes on, and later runs are numbered after it."""
         super().restore_key(key, ks)
         self._last_slice.pop(key, None)
+        newest = 0
         for state, runs in ks.contents.items():
             if isinstance(state, TimeWindow):
                 self._per_window.add(key)
-            elif runs:
-                self._arrival = max(self._arrival, max(islice(runs, 0, None, 2)))
+            elif runs and runs[-2] > newest:
+                newest = runs[-2]
+                self._last_slice[key] = state
+        self._arrival = max(self._arrival, newest)
 
     def evict_key(self, key: Any) -> KeyState | None:
         self._last_slice.pop(key, None)
