@@ -34,7 +34,7 @@ from __future__ import annotations
 from itertools import islice
 from math import gcd
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogic, WindowLogic
@@ -380,8 +380,8 @@ class SlicedWindowOperator(AlignedWindowOperator):
         its last element went there) goes on, and later runs are numbered after it."""
         super().restore_key(key, ks)
         self._last_slice.pop(key, None)
-        newest = 0
-        for state, runs in ks.contents.items():
+        newest, contents = 0, cast("dict[Any, Any]", ks.contents)
+        for state, runs in contents.items():
             if isinstance(state, TimeWindow):
                 self._per_window.add(key)
             elif runs and runs[-2] > newest:
