@@ -25,8 +25,14 @@ window holding it is cleaned up. Observables are the general operator's (the fas
 property tests compare them); ``num_keyed_state_entries`` counts windows as Flink's
 harness does, one per window holding contents, not slices.
 
+A window's slices are merged when it fires, so a sliding window calls the user's
+``AggregateFunction.merge`` (or the reduce on two partial results) where the unsliced
+operators never did; an aggregate function without ``merge`` is not sliced.
+
 A key restored from state written by the unsliced operators (window contents under
-window keys) is served per window until those windows are gone.
+window keys) is served per window until those windows are gone; state written here
+restores on the unsliced operators (fast paths turned off), which turn its slices into
+window contents (:func:`unslice`).
 """
 
 from __future__ import annotations
