@@ -44,22 +44,25 @@ from tidemark.time import LONG_MAX
 
 SCHEMA = "user string, v long, ts long, arrival long"
 NAMES = ["user", "v", "ts", "arrival"]
-ROWS = [
-    ("a", 1, 1_000, 1),
-    ("a", 2, 2_000, 2),
-    ("b", 5, 3_000, 3),
-    ("a", 4, 12_000, 4),
-    ("a", 8, 3_000, 5),
-    ("b", 1, 25_000, 6),
+ROWS = [  # arrival: the order, and a replay's processing time (ms)
+    ("a", 1, 1_000, 1_000),
+    ("a", 2, 2_000, 2_000),
+    ("b", 5, 3_000, 3_000),
+    ("a", 4, 12_000, 4_000),
+    ("a", 8, 3_000, 5_000),
+    ("b", 1, 25_000, 6_000),
 ]
-BATCHES = [ROWS[:3], ROWS[3:4], ROWS[4:5], ROWS[5:], [("_end", 0, END_OF_INPUT_MS, 7)]]
+BATCHES = [ROWS[:3], ROWS[3:4], ROWS[4:5], ROWS[5:], [("_end", 0, END_OF_INPUT_MS, 7_000)]]
 TEN_SECONDS = tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(10))
 LATENESS_MS = 10_000
 PANES_SCHEMA = "user string, values string, pane_count long"
 
 
-def dataflow_trigger() -> Any:
-    return tm.AfterWatermark(early=tm.AfterCount(2), late=tm.AfterCount(1))
+def dataflow_trigger(early: str = "count") -> Any:
+    """Early panes every 2 elements (or 1.5 s of processing time after a pane's first
+    element), a late pane for every late element."""
+    first = tm.AfterCount(2) if early == "count" else tm.AfterProcessingTime(1_500)
+    return tm.AfterWatermark(early=first, late=tm.AfterCount(1))
 
 
 class Listing(tm.ProcessWindowFunction):
@@ -79,12 +82,12 @@ FUNCTIONS: dict[str, tuple[Any, str | None]] = {
 # ---------------------------------------------------------------- the references
 
 
-def harness(function: str, mode: AccumulationMode) -> WindowOperatorHarness:
+def harness(function: str, mode: AccumulationMode, early: str = "count") -> WindowOperatorHarness:
     return WindowOperatorHarness(
         TEN_SECONDS,
         FUNCTIONS[function][0],
         key_selector=lambda row: row.user,
-        trigger=dataflow_trigger(),
+        trigger=dataflow_trigger(early),
         allowed_lateness=LATENESS_MS,
         accumulation_mode=mode,
     )
@@ -115,16 +118,21 @@ def reference_batch(function: str, mode: AccumulationMode) -> Counter:
     return total
 
 
-def reference_stream(function: str, mode: AccumulationMode, batches: list[list]) -> Counter:
+def reference_stream(
+    function: str, mode: AccumulationMode, batches: list[list], early: str = "count"
+) -> Counter:
     """The elements in arrival order, the watermark after each batch (a replay: each
-    element is a batch), +inf at the end."""
-    h = harness(function, mode)
+    element is a batch; with processing-time panes, processing time at each element's
+    arrival), +inf at the end."""
+    h = harness(function, mode, early)
     max_ts = None
     for batch in batches:
         for row in batch:
             if row[2] >= END_OF_INPUT_MS:
                 h.process_watermark(LONG_MAX)
                 continue
+            if early == "processing":
+                h.set_processing_time(row[3])
             h.process_element(_element(row), row[2])
             max_ts = row[2] if max_ts is None else max(max_ts, row[2])
         if max_ts is not None:
@@ -136,19 +144,22 @@ def reference_stream(function: str, mode: AccumulationMode, batches: list[list])
 # ---------------------------------------------------------------- Spark
 
 
-def pipeline(df: Any, function: str, mode: AccumulationMode, replay: bool = False) -> Any:
+def pipeline(
+    df: Any, function: str, mode: AccumulationMode, replay: bool = False, early: str = "count"
+) -> Any:
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(0)
     streaming_or_replay = replay or df.isStreaming
     stream = tm.from_dataframe(
         df,
         timestamp="ts",
         order_by="arrival" if replay else None,
+        processing_time="arrival" if early == "processing" else None,
         watermark_strategy=strategy if streaming_or_replay else None,
     )
     windowed = (
         stream.key_by("user")
         .window(TEN_SECONDS)
-        .trigger(dataflow_trigger())
+        .trigger(dataflow_trigger(early))
         .allowed_lateness(LATENESS_MS)
         .accumulation_mode(mode)
     )
@@ -211,11 +222,17 @@ def test_batch_gives_the_harness_panes(spark, function, mode):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("function", "mode"), MODES)
-def test_a_replay_gives_the_harness_panes(spark, function, mode):
+@pytest.mark.parametrize(
+    ("function", "mode", "early"),
+    [
+        *[pytest.param(*p.values, "count", id=p.id) for p in MODES],
+        pytest.param("sum", AccumulationMode.ACCUMULATING, "processing", id="processing-time"),
+    ],
+)
+def test_a_replay_gives_the_harness_panes(spark, function, mode, early):
     df = spark.createDataFrame(ROWS, SCHEMA)
-    result = pipeline(df, function, mode, replay=True)
-    expected = reference_stream(function, mode, [[row] for row in ROWS])
+    result = pipeline(df, function, mode, replay=True, early=early)
+    expected = reference_stream(function, mode, [[row] for row in ROWS], early)
     assert collected(result) == expected
     timings = {row[-3 if mode is not AccumulationMode.RETRACTING else -4] for row in expected}
     assert timings == {"EARLY", "ON_TIME", "LATE"}  # the case reaches every timing

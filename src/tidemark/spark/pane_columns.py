@@ -93,9 +93,9 @@ def window_accumulation_mode(trigger: Any, default_trigger: Any, mode: Any) -> A
 
 def pane_fields(mode: AccumulationMode) -> list[StructField]:
     """The columns a window under a Dataflow trigger adds to its results, in order."""
-    fields = [StructField(n, t, False) for n, t in zip(PANE_COLUMNS, _PANE_TYPES)]
+    fields = [StructField(n, t, True) for n, t in zip(PANE_COLUMNS, _PANE_TYPES)]
     if mode is AccumulationMode.RETRACTING:
-        fields.append(StructField(RETRACTION_COLUMN, BooleanType(), False))
+        fields.append(StructField(RETRACTION_COLUMN, BooleanType(), True))
     return fields
 
 
