@@ -32,14 +32,14 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType
 import tidemark as tm
 from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode, PanedResult, PaneInfo, PaneTiming
-from tidemark.spark import aggregations
+from tidemark.spark import aggregations, execution
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.pane_columns import paned_schema
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.streaming.clock import END_OF_INPUT_MS
 from tidemark.spark.streaming.from_plan import time_mode_of
 from tidemark.spark.streaming.modes import EVENT_AND_PROCESSING_TIME, EVENT_TIME
-from tidemark.testing import WindowOperatorHarness
+from tidemark.testing import Watermark, WindowOperatorHarness
 from tidemark.time import LONG_MAX
 
 SCHEMA = "user string, v long, ts long, arrival long"
@@ -55,7 +55,8 @@ ROWS = [  # arrival: the order, and a replay's processing time (ms)
 BATCHES = [ROWS[:3], ROWS[3:4], ROWS[4:5], ROWS[5:], [("_end", 0, END_OF_INPUT_MS, 7_000)]]
 TEN_SECONDS = tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(10))
 LATENESS_MS = 10_000
-PANES_SCHEMA = "user string, values string, pane_count long"
+LISTING_SCHEMA = "user string, values string, seen_index long"
+PANES_SCHEMA = "user string, panes string, pane_count long"
 
 
 def dataflow_trigger(early: str = "count") -> Any:
@@ -75,7 +76,7 @@ class Listing(tm.ProcessWindowFunction):
 
 FUNCTIONS: dict[str, tuple[Any, str | None]] = {
     "sum": (aggregations.Sum("v"), None),
-    "process": (Listing(), PANES_SCHEMA),
+    "process": (Listing(), LISTING_SCHEMA),
 }
 
 
@@ -180,15 +181,10 @@ def write_batches(directory: Path, batches: list[list], first: int = 0) -> None:
         os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
 
 
-def run_stream(
-    spark: Any,
-    root: Path,
-    function: str,
-    mode: AccumulationMode,
-    parts: list[list[list]],
-) -> Counter:
-    """The pipeline on a JSON file stream, one file per micro-batch; each of ``parts``
-    (lists of batches) by a query of its own, each carrying on from the checkpoint."""
+def run_stream(spark: Any, root: Path, build: Any, parts: list[list[list]]) -> Counter:
+    """``build(streaming DataFrame)`` on a JSON file stream, one file per micro-batch;
+    each of ``parts`` (lists of batches) run by a query of its own, each carrying on
+    from the checkpoint. The results' rows."""
     rows: dict[int, list] = {}
     first = 0
     for part in parts:
@@ -199,12 +195,17 @@ def run_stream(
         def sink(batch: Any, batch_id: int) -> None:
             rows[batch_id] = [tuple(r) for r in batch.collect()]  # a replayed batch replaces
 
-        query = pipeline(df, function, mode).write_outputs(
+        query = build(df).write_outputs(
             {"main": sink}, checkpoint=str(root / "checkpoint"), trigger={"availableNow": True}
         )
         query.awaitTermination(600)
         assert query.exception() is None
     return Counter(row for batch in rows.values() for row in batch)
+
+
+def summing(mode: AccumulationMode) -> Any:
+    """``build`` for :func:`run_stream`: the per-user sum in ``mode``."""
+    return lambda df: pipeline(df, "sum", mode)
 
 
 MODES = [
@@ -219,6 +220,8 @@ def test_batch_gives_the_harness_panes(spark, function, mode):
     df = spark.createDataFrame(ROWS, SCHEMA)
     result = pipeline(df, function, mode)
     assert collected(result) == reference_batch(function, mode)
+    # a shorthand sum has a SQL closed form only without panes
+    assert execution.mode_of(result.plan, spark) is execution.ExecutionMode.BATCH
 
 
 @pytest.mark.spark
@@ -263,15 +266,15 @@ def test_streaming_gives_the_harness_panes_across_a_restart(spark, tmp_path, res
     checkpoint gives the panes an uninterrupted query gives."""
     mode = AccumulationMode.RETRACTING
     parts = [BATCHES] if restart_after is None else [BATCHES[:2], BATCHES[2:]]
-    got = run_stream(spark, tmp_path, "sum", mode, parts)
+    got = run_stream(spark, tmp_path, summing(mode), parts)
     assert got == reference_stream("sum", mode, BATCHES)
 
 
 @pytest.mark.spark
 def test_a_restart_with_another_accumulation_mode_is_refused(spark, tmp_path):
-    run_stream(spark, tmp_path, "sum", AccumulationMode.DISCARDING, [BATCHES[:1]])
+    run_stream(spark, tmp_path, summing(AccumulationMode.DISCARDING), [BATCHES[:1]])
     with pytest.raises(WindowSpecError) as error:
-        run_stream(spark, tmp_path, "sum", AccumulationMode.ACCUMULATING, [BATCHES[1:2]])
+        run_stream(spark, tmp_path, summing(AccumulationMode.ACCUMULATING), [BATCHES[1:2]])
     message = str(error.value)
     assert "accumulation mode was DISCARDING, now ACCUMULATING" in message
     assert "start a new checkpoint" in message
@@ -286,22 +289,59 @@ class PaneCount(tm.ProcessWindowFunction):
         yield (key, ";".join(panes), len(panes))
 
 
+TWENTY_SECONDS = tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(20))
+PANED_NAMES = [*NAMES, "pane_timing", "pane_index", "pane_is_last"]
+
+
+def chained(df: Any) -> Any:
+    """Per user: 10 s panes (DISCARDING), then a 20 s window listing them."""
+    first = pipeline(df, "sum", AccumulationMode.DISCARDING)
+    return first.key_by("user").window(TWENTY_SECONDS).process(PaneCount(), PANES_SCHEMA)
+
+
+def second_window() -> WindowOperatorHarness:
+    return WindowOperatorHarness(TWENTY_SECONDS, PaneCount(), key_selector=lambda r: r.user)
+
+
 @pytest.mark.spark
 def test_a_window_on_a_dataflow_windows_results_reads_its_pane_columns(spark):
-    """BATCH chain: per user, 10 s panes, then a 20 s window listing them."""
-    df = spark.createDataFrame(ROWS, SCHEMA)
-    first = pipeline(df, "sum", AccumulationMode.DISCARDING)
-    twenty_seconds = tm.TumblingEventTimeWindows.of(20_000)
-    second = first.key_by("user").window(twenty_seconds).process(PaneCount(), PANES_SCHEMA)
-    h = WindowOperatorHarness(twenty_seconds, PaneCount(), key_selector=lambda row: row.user)
-    names = [*NAMES, "pane_timing", "pane_index", "pane_is_last"]
+    """BATCH: the second window gets the first's results with their pane columns."""
+    h = second_window()
     # a sum keeps its window's first element's ``ts``: the result's window is its 10 s
     for row in reference_batch("sum", AccumulationMode.DISCARDING).elements():
-        h.process_element(Row(**dict(zip(names, row))), row[2] // 10_000 * 10_000 + 9_999)
+        h.process_element(Row(**dict(zip(PANED_NAMES, row))), row[2] // 10_000 * 10_000 + 9_999)
     h.process_watermark(LONG_MAX)
-    got = collected(second)
+    got = collected(chained(spark.createDataFrame(ROWS, SCHEMA)))
     assert got == Counter(tuple(value) for value, _ in h.output())
     assert any("EARLY0" in row[1] for row in got)
+
+
+@pytest.mark.spark
+def test_a_chain_on_a_stream_gives_the_harness_chains_results(spark, tmp_path):
+    """One query: the second window fed the first's panes and forwarded watermarks, as
+    a chain of harnesses is (``tests/test_streaming_chain.py``)."""
+    first = harness("sum", AccumulationMode.DISCARDING)
+    max_ts = None
+    for batch in BATCHES:
+        for row in batch:
+            if row[2] >= END_OF_INPUT_MS:
+                first.process_watermark(LONG_MAX)
+                continue
+            first.process_element(_element(row), row[2])
+            max_ts = row[2] if max_ts is None else max(max_ts, row[2])
+        first.process_watermark(max_ts - 1)
+    second = second_window()
+    panes = iter(first.pane_output())
+    for event in first.output_with_watermarks():
+        if isinstance(event, Watermark):
+            second.process_watermark(event.timestamp)
+            continue
+        value, timestamp, pane, _ = next(panes)
+        row = (*value, pane.timing.name, pane.index, pane.is_last)
+        second.process_element(Row(**dict(zip(PANED_NAMES, row))), timestamp)
+    expected = Counter(tuple(value) for value, _ in second.output())
+    assert run_stream(spark, tmp_path, chained, [BATCHES]) == expected
+    assert any("EARLY0" in row[1] for row in expected)
 
 
 def test_a_processing_time_pane_trigger_streams_on_the_processing_time_clock():
