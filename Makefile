@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-flink bench clean java dist
+.PHONY: test demo lint test-slow test-flink test-beam bench clean java dist
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ java: $(STAMP)
 	fi
 
 test: java
-	$(PYTEST) -q -m "not slow and not flink"
+	$(PYTEST) -q -m "not slow and not flink and not beam"
 
 test-slow: java
 	$(PYTEST) -q -m "slow"
@@ -41,6 +41,10 @@ test-slow: java
 test-flink: $(STAMP)
 	bash tools/flinkref/setup.sh
 	$(PYTEST) -q -m "flink" tests/flink
+
+test-beam: $(STAMP)
+	bash tools/beamref/setup.sh
+	$(PYTEST) -q -m "beam" tests/beam
 
 demo: java
 	$(BIN)/tidemark demo

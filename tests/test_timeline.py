@@ -200,7 +200,7 @@ _DELETE = object()
         pytest.param(
             ("firings", 0, "kind"),
             "final",
-            "trace['firings'][0]['kind'] must be one of 'early', 'on_time', 'late'; got 'final'",
+            "trace['firings'][0]['kind'] must be one of 'early', 'on_time', 'late', 'retraction'; got 'final'",
             id="unknown-kind",
         ),
         pytest.param(

@@ -8,6 +8,7 @@ writers that share a layout. matplotlib is imported only inside the PNG writer.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone, tzinfo
@@ -65,6 +66,7 @@ _KIND_STYLE = {
     "early": ("#8c8c8c", "^", "early firing: result"),
     "on_time": ("#2ca02c", "s", "on-time firing: result"),
     "late": ("#ff7f0e", "v", "late firing: result"),
+    "retraction": ("#d62728", "<", "retraction of an earlier result"),
 }
 _BAND_COLOURS = ("#4c72b0", "#55a8a0")
 _WATERMARK_COLOUR = "#222222"
@@ -259,21 +261,38 @@ def _marks(
             f"{name} fired {f['kind']} after arrival {f['arrival']}, watermark "
             f"{_watermark_text(wm, clock)}: {f['result']}"
         )
-        spots.append((min(max(x, xlim[0]), xlim[1]), f["arrival"] + 0.5, f, tip))
+        spots.append((min(max(x, xlim[0]), xlim[1]), f["arrival"], f, tip))
+    spots = _spread(spots)
     per_char = _per_char(xlim)
     # Every marker is an obstacle; each text goes left of its marker (inside its
     # window) unless it would cover another marker or an already placed text.
     taken = [(y, x - 1.5 * per_char, x + 1.5 * per_char) for x, y, _, _ in spots]
     marks = []
     for i, (x, y, f, tip) in enumerate(spots):
-        width = (2.5 + len(f["result"])) * per_char
+        # a retraction repeats an earlier result: its marker, not its text (the tip has it)
+        text = "" if f["kind"] == "retraction" else f["result"]
+        width = (2.5 + len(text)) * per_char if text else 0.0
         others = taken[:i] + taken[i + 1 :]
         left = not any(
             abs(ty - y) < row_gap and lo < x - per_char and hi > x - width for ty, lo, hi in others
         )
         taken.append((y, x - width, x) if left else (y, x, x + width))
-        marks.append(_Mark(x, y, f["kind"], f["result"], tip, left))
+        marks.append(_Mark(x, y, f["kind"], text, tip, left))
     return tuple(marks)
+
+
+def _spread(spots: list[tuple[float, int, Any, str]]) -> list[tuple[float, float, Any, str]]:
+    """Firings at one window end after one arrival (a pane and the retraction before
+    it, or several panes) stacked within the arrival's row, in firing order; a lone
+    firing sits mid-row."""
+    counts = Counter((x, arrival) for x, arrival, _, _ in spots)
+    seen: Counter[tuple[float, int]] = Counter()
+    spread = []
+    for x, arrival, f, tip in spots:
+        n, k = counts[x, arrival], seen[x, arrival]
+        seen[x, arrival] += 1
+        spread.append((x, arrival + (k + 1) / (n + 1), f, tip))
+    return spread
 
 
 def _lanes(trace: Mapping[str, Any], clock: _Clock, xlim: tuple[float, float]) -> tuple[_Lane, ...]:
@@ -466,24 +485,25 @@ def _draw_lane_mpl(ax: Any, scene: _Scene, lane: _Lane, box: _Box) -> None:
             edgecolors="black",
             linewidths=0.8,
         )
-        ax.annotate(
-            m.text,
-            (m.x, m.y),
-            xytext=(-8 if m.left else 8, 0),
-            textcoords="offset points",
-            ha="right" if m.left else "left",
-            va="center",
-            fontsize=8,
-            fontweight="bold",
-            zorder=6,
-            bbox={
-                "boxstyle": "round,pad=0.2",
-                "fc": "white",
-                "ec": colour,
-                "alpha": 0.9,
-                "lw": 0.8,
-            },
-        )
+        if m.text:
+            ax.annotate(
+                m.text,
+                (m.x, m.y),
+                xytext=(-8 if m.left else 8, 0),
+                textcoords="offset points",
+                ha="right" if m.left else "left",
+                va="center",
+                fontsize=8,
+                fontweight="bold",
+                zorder=6,
+                bbox={
+                    "boxstyle": "round,pad=0.2",
+                    "fc": "white",
+                    "ec": colour,
+                    "alpha": 0.9,
+                    "lw": 0.8,
+                },
+            )
 
 
 def _style_axes_mpl(ax: Any, scene: _Scene, lane: _Lane, last: bool) -> None:
@@ -578,6 +598,7 @@ def _svg_marker(marker: str, x: float, y: float, r: float, fill: str, stroke: st
         "^": [(0, -1.25), (1.15, 0.85), (-1.15, 0.85)],
         "v": [(0, 1.25), (1.15, -0.85), (-1.15, -0.85)],
         ">": [(1.25, 0), (-0.85, 1.15), (-0.85, -1.15)],
+        "<": [(-1.25, 0), (0.85, 1.15), (0.85, -1.15)],
         "X": [
             (-1, -0.6),
             (-0.6, -1),
@@ -681,11 +702,15 @@ def _svg_points(lane: _Lane, sx: Any, sy: Any) -> list[str]:
         width = len(m.text) * 6.6 + 8
         box_x, text_x = (x - 10 - width, x - 14) if m.left else (x + 10, x + 14)
         anchor = "end" if m.left else "start"
-        out.append(
-            f'<g><title>{escape(m.tip)}</title><rect x="{box_x:.1f}" '
-            f'y="{y - 8:.1f}" width="{width:.1f}" height="16" rx="3" fill="white" '
-            f'fill-opacity="0.9" stroke="{colour}"/>'
+        label = (
+            f'<rect x="{box_x:.1f}" y="{y - 8:.1f}" width="{width:.1f}" height="16" rx="3" '
+            f'fill="white" fill-opacity="0.9" stroke="{colour}"/>'
             f"{_svg_text(text_x, y + 4, m.text, 8, text_anchor=anchor, font_weight='bold')}"
+            if m.text
+            else ""
+        )
+        out.append(
+            f"<g><title>{escape(m.tip)}</title>{label}"
             f"{_svg_marker(marker, x, y, 5.5, colour, 'black')}</g>"
         )
     return out

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from tidemark.outputs import OutputTag
+from tidemark.panes import PaneInfo
 from tidemark.state import KeyedStateStore
 from tidemark.windows import Window
 
@@ -132,6 +133,12 @@ class ProcessWindowContext(ABC):
     @abstractmethod
     def output(self, output_tag: OutputTag, value: Any) -> None:
         """Emit ``value`` to the side output ``output_tag`` (timestamp: the window's max)."""
+
+    def pane(self) -> PaneInfo:
+        """The pane this firing emits: early, on time or late, its index, whether it is
+        the last (:class:`~tidemark.panes.PaneInfo`). Under one of Flink's triggers,
+        which keep no pane record, :attr:`PaneInfo.UNKNOWN`."""
+        return PaneInfo.UNKNOWN
 
 
 class ProcessWindowFunction(ABC):

@@ -51,7 +51,7 @@ __all__ = [
 ]
 
 ELEMENT_STATUSES = ("on_time", "late_firing", "side_output", "dropped")
-FIRING_KINDS = ("early", "on_time", "late")
+FIRING_KINDS = ("early", "on_time", "late", "retraction")
 
 
 class TraceError(ValueError):

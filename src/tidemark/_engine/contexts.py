@@ -12,6 +12,7 @@ from tidemark.assigners import WindowAssignerContext
 from tidemark.evictors import EvictorContext
 from tidemark.functions import ProcessWindowContext
 from tidemark.outputs import OutputTag
+from tidemark.panes import PaneInfo
 from tidemark.state import KeyedStateStore, State, StateDescriptor
 from tidemark.triggers import OnMergeContext
 from tidemark.windows import Window
@@ -107,13 +108,24 @@ class ProcessCallContext(ProcessWindowContext):
     """What a process window function sees during one evaluation (or ``clear``), under
     the watermark of that firing."""
 
-    __slots__ = ("_op", "_ks", "_window", "_watermark")
+    __slots__ = ("_op", "_ks", "_window", "_watermark", "_pane")
 
-    def __init__(self, op: WindowOperator, ks: KeyState, window: Window, watermark: int):
+    def __init__(
+        self,
+        op: WindowOperator,
+        ks: KeyState,
+        window: Window,
+        watermark: int,
+        pane: PaneInfo = PaneInfo.UNKNOWN,
+    ):
         self._op = op
         self._ks = ks
         self._window = window
         self._watermark = watermark
+        self._pane = pane
+
+    def pane(self) -> PaneInfo:
+        return self._pane
 
     def window(self) -> Window:
         return self._window

@@ -7,7 +7,9 @@ from typing import Any
 
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.panes import PaneOperator
 from tidemark._engine.spec import OperatorSpec
+from tidemark.triggers.dataflow import DataflowTrigger
 
 __all__ = ["create_window_operator", "window_operator"]
 
@@ -20,8 +22,11 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     sliding event-time windows whose trigger fires only at the window end) where
     ``spec.aligned_layout()`` allows it, else the general operator. The choice is made
     here, once per operator, never per element; ``spec.fast_paths=False`` always takes
-    the general operator.
+    the general operator. A Dataflow trigger takes the pane operator
+    (:class:`~tidemark._engine.panes.PaneOperator`).
     """
+    if isinstance(spec.window_trigger, DataflowTrigger):
+        return PaneOperator(spec, tracer=tracer)
     layout = spec.aligned_layout()
     if layout is None:
         return WindowOperator(spec, tracer=tracer)

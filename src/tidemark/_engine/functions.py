@@ -93,6 +93,11 @@ class WindowLogic:
         """What the window function sees for stored ``contents`` (non-evicting windows)."""
         raise NotImplementedError
 
+    def empty_inputs(self) -> list[Any]:
+        """What the window function sees for an empty pane (a Dataflow trigger's): no
+        element, no reduced value; an aggregate's result over no element."""
+        return []
+
     def evaluate(self, key: Any, window: Any, ctx: Any, inputs: list[Any]) -> list[Any]:
         """Call the window function on ``inputs``; return its results."""
         fn = self.window_function
@@ -199,6 +204,9 @@ class AggregateLogic(WindowLogic):
 
     def inputs(self, contents: Any) -> list[Any]:
         return [self.aggregate.get_result(contents)]
+
+    def empty_inputs(self) -> list[Any]:
+        return [self.aggregate.get_result(self.aggregate.create_accumulator())]
 
 
 def window_logic(function: Any, window_function: Any = None) -> WindowLogic:

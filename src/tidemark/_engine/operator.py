@@ -23,6 +23,7 @@ from tidemark._engine.timers import TimerService
 from tidemark.errors import UnsupportedMergeError, UserFunctionError
 from tidemark.evictors import TimestampedValue
 from tidemark.outputs import OutputTag
+from tidemark.panes import PaneInfo
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 from tidemark.triggers import TriggerResult
 from tidemark.windows import Window
@@ -74,6 +75,9 @@ class WindowOperator:
     time domain, ``event_time_timers`` and ``processing_time_timers``; both fire into
     :meth:`_on_timer`.
     """
+
+    # Whether windows can close (a Dataflow trigger finished): asks _is_open per window.
+    _closes_windows = False
 
     def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
         self.spec = spec
@@ -149,6 +153,8 @@ class WindowOperator:
         for window in windows:
             if self.is_window_late(window):
                 continue
+            if self._closes_windows and not self._is_open(ks, window):
+                continue
             status = self._added_status(status, window)
             self._add_and_trigger(key, ks, window, window, value, timestamp)
         return status
@@ -175,6 +181,8 @@ class WindowOperator:
             if self.is_window_late(actual):
                 merging.retire_window(actual)
                 continue
+            if self._closes_windows and not self._is_open(ks, actual):
+                continue
             state_window = merging.get_state_window(actual)
             if state_window is None:
                 raise RuntimeError(f"window {actual!r} has no state window (key={key!r})")
@@ -196,14 +204,7 @@ class WindowOperator:
         value: Any,
         timestamp: int | None,
     ) -> None:
-        contents = ks.contents
-        if self.evictor is not None:
-            contents.setdefault(state_window, []).append((value, timestamp))
-        else:
-            try:
-                contents[state_window] = self.logic.add(contents.get(state_window), value)
-            except Exception as exc:
-                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+        self._add_contents(key, ks, window, state_window, value, timestamp)
         ctx = TriggerCallContext(self, key, ks, window)
         try:
             result = self.trigger.on_element(value, timestamp, window, ctx)
@@ -211,6 +212,30 @@ class WindowOperator:
             raise self._user_error("trigger.on_element", key, window, exc) from exc
         self._apply(key, ks, window, state_window, result)
         self.register_cleanup_timer(key, ks, window)
+
+    def _add_contents(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        value: Any,
+        timestamp: int | None,
+    ) -> None:
+        """Add an element to ``state_window``'s contents (a list with an evictor)."""
+        contents = ks.contents
+        if self.evictor is not None:
+            contents.setdefault(state_window, []).append((value, timestamp))
+            return
+        try:
+            contents[state_window] = self.logic.add(contents.get(state_window), value)
+        except Exception as exc:
+            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+
+    def _is_open(self, ks: KeyState, window: Window) -> bool:
+        """Whether ``window`` takes elements (asked only where ``_closes_windows``: a
+        Dataflow trigger that finished closes its window)."""
+        return True
 
     def _apply(
         self, key: Any, ks: KeyState, window: Window, state_window: Window, result: Any
@@ -251,6 +276,17 @@ class WindowOperator:
         for window in merged:
             self._clear_trigger(key, ks, window)
             self.delete_cleanup_timer(ks, window)
+        self._merge_contents(key, ks, result, state_result, merged_states)
+
+    def _merge_contents(
+        self,
+        key: Any,
+        ks: KeyState,
+        result: Window,
+        state_result: Window,
+        merged_states: list[Window],
+    ) -> None:
+        """Fold the merged state windows' contents into ``state_result``'s."""
         contents = ks.contents
         # With an evictor, windows hold element lists whatever the function is.
         merge = _join_lists if self.evictor is not None else self.logic.merge
@@ -290,24 +326,39 @@ class WindowOperator:
         contents = ks.contents.get(state_window)
         if contents is None:
             return
-        ctx = (
-            ProcessCallContext(self, ks, window, watermark) if self.logic.window_function else None
-        )
-        try:
-            if self.evictor is None:
-                results = self.logic.evaluate(key, window, ctx, self.logic.inputs(contents))
-            else:
-                results = self._evict_and_evaluate(key, ks, window, state_window, contents, ctx)
-        except UserFunctionError:
-            raise
-        except Exception as exc:
-            raise self._user_error("the window function", key, window, exc, watermark) from exc
+        results = self._evaluate(key, ks, window, state_window, contents, watermark)
         timestamp = window.max_timestamp()
         self.output.extend([(result, timestamp) for result in results])
         if self.output_watermarks is not None:
             self.output_watermarks.extend([watermark] * len(results))
         if self.tracer is not None:
             self.tracer.fired(key, window, watermark, results)
+
+    def _evaluate(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        contents: Any,
+        watermark: int,
+        pane: PaneInfo = PaneInfo.UNKNOWN,
+    ) -> list[Any]:
+        """The window function's results on ``contents`` (None: an empty window, which
+        only a Dataflow trigger fires), seen as the firing ``pane``."""
+        logic = self.logic
+        ctx = (
+            ProcessCallContext(self, ks, window, watermark, pane) if logic.window_function else None
+        )
+        try:
+            if self.evictor is not None:
+                return self._evict_and_evaluate(key, ks, window, state_window, contents or [], ctx)
+            inputs = logic.empty_inputs() if contents is None else logic.inputs(contents)
+            return logic.evaluate(key, window, ctx, inputs)
+        except UserFunctionError:
+            raise
+        except Exception as exc:
+            raise self._user_error("the window function", key, window, exc, watermark) from exc
 
     def _evict_and_evaluate(
         self,

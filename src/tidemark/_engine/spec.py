@@ -11,15 +11,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark._engine.functions import WindowLogic
-from tidemark.assigners import MergingWindowAssigner, WindowAssigner
+from tidemark.assigners import GlobalWindows, MergingWindowAssigner, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
+from tidemark.panes import AccumulationMode
 from tidemark.triggers import Trigger
+from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import AlignedLayout
 
-__all__ = ["OperatorSpec", "validate_window_spec", "validate_window_function"]
+__all__ = [
+    "OperatorSpec",
+    "validate_window_spec",
+    "validate_window_function",
+    "validate_accumulation_mode",
+]
 
 
 def validate_window_spec(
@@ -44,6 +51,33 @@ def validate_window_spec(
         )
     if late_data_tag is not None and not isinstance(late_data_tag, OutputTag):
         raise WindowSpecError(f"`late_data_tag` must be an OutputTag; got {late_data_tag!r}")
+
+
+def validate_accumulation_mode(assigner: Any, trigger: Any, mode: Any) -> None:
+    """Reject an accumulation mode without a Dataflow trigger, and a Dataflow trigger on
+    windows of processing time (the Dataflow model's windows are in event time)."""
+    if mode is not None and not isinstance(mode, AccumulationMode):
+        raise WindowSpecError(
+            "`accumulation_mode` must be an AccumulationMode (DISCARDING, ACCUMULATING or "
+            f"RETRACTING); got {mode!r}"
+        )
+    dataflow = isinstance(trigger, DataflowTrigger)
+    if mode is not None and not dataflow:
+        raise WindowSpecError(
+            f"`accumulation_mode` goes with a Dataflow trigger (AfterWatermark, AfterCount, "
+            f"Repeatedly, ...); got accumulation_mode={mode.name} with trigger={trigger!r}: "
+            "Flink's triggers choose FIRE or FIRE_AND_PURGE themselves (PurgingTrigger)"
+        )
+    if dataflow and isinstance(assigner, WindowAssigner) and not _event_time_or_global(assigner):
+        raise WindowSpecError(
+            f"`trigger` {trigger!r} is a Dataflow trigger, which serves event-time and "
+            f"global windows; got the processing-time assigner {assigner!r}: use its "
+            "event-time counterpart, or a Flink trigger"
+        )
+
+
+def _event_time_or_global(assigner: WindowAssigner) -> bool:
+    return assigner.is_event_time() or isinstance(assigner, GlobalWindows)
 
 
 def validate_window_function(assigner: WindowAssigner, logic: WindowLogic) -> None:
@@ -93,6 +127,12 @@ class OperatorSpec:
     record_output_watermarks : bool
         Record the watermark at emission of every result in the operator's
         ``output_watermarks`` (replays place results in a chained stream with it).
+    accumulation_mode : AccumulationMode, optional
+        How a Dataflow trigger's panes relate (DISCARDING when not given); only with
+        a Dataflow trigger.
+    pane_results : bool
+        Emit each result of a Dataflow-triggered window as a ``PanedResult`` (the
+        Spark modes turn its pane into columns).
     fast_paths : bool
         False serves every pipeline with the general operator (the switch that proves
         the fast paths agree with it; Spark conf ``spark.tidemark.fastPaths=false``).
@@ -107,6 +147,8 @@ class OperatorSpec:
     batch_mode: bool = False
     record_output_watermarks: bool = False
     fast_paths: bool = True
+    accumulation_mode: AccumulationMode | None = None
+    pane_results: bool = False
     window_trigger: Trigger[Any] = field(init=False)  # ``trigger`` or the default
     is_event_time: bool = field(init=False)
     is_merging: bool = field(init=False)
@@ -120,6 +162,7 @@ class OperatorSpec:
             self.late_data_tag,
         )
         validate_window_function(self.assigner, self.logic)
+        validate_accumulation_mode(self.assigner, self.trigger, self.accumulation_mode)
         trigger = self.trigger if self.trigger is not None else self.assigner.get_default_trigger()
         object.__setattr__(self, "window_trigger", trigger)
         object.__setattr__(self, "is_event_time", self.assigner.is_event_time())

@@ -58,6 +58,7 @@ from tidemark._engine.operator import (
     SKIPPED,
     WindowOperator,
 )
+from tidemark.panes import PaneInfo, PaneTiming
 from tidemark.time import LONG_MAX
 from tidemark.windows import TimeWindow, Window
 
@@ -155,8 +156,18 @@ class Tracer:
 
     # ------------------------------------------------------------------ the operator's hook
 
-    def fired(self, key: Any, window: Window, watermark: int, results: Iterable[Any]) -> None:
-        """Called by the operator for every firing, with what it emitted."""
+    def fired(
+        self,
+        key: Any,
+        window: Window,
+        watermark: int,
+        results: Iterable[Any],
+        pane: PaneInfo | None = None,
+        retraction: bool = False,
+    ) -> None:
+        """Called by the operator for every firing, with what it emitted; a Dataflow
+        trigger's firing gives its ``pane`` (whose timing is the firing's kind), and
+        RETRACTING mode's retractions come as firings of their own."""
         start, end = _bounds(window)
         ident = (_trace_key(key), start, end)
         self._held.setdefault(ident, False)
@@ -168,12 +179,23 @@ class Tracer:
                 "end": end,
                 "arrival": self._arrival,
                 "watermark": watermark,
-                "kind": self._kind(ident, window, watermark),
-                "result": self._result_text(results),
+                "kind": self._kind(ident, window, watermark, pane, retraction),
+                "result": ("−" if retraction else "") + self._result_text(results),
             }
         )
 
-    def _kind(self, ident: _WindowId, window: Window, watermark: int) -> str:
+    def _kind(
+        self,
+        ident: _WindowId,
+        window: Window,
+        watermark: int,
+        pane: PaneInfo | None = None,
+        retraction: bool = False,
+    ) -> str:
+        if retraction:
+            return "retraction"
+        if pane is not None and pane.timing is not PaneTiming.UNKNOWN:
+            return pane.timing.value.lower()
         if watermark < window.max_timestamp():
             return "early"
         if self._in_element or ident in self._on_time_fired:

@@ -18,6 +18,7 @@ from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
+from tidemark.panes import AccumulationMode, PaneInfo
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import Trigger
 
@@ -62,6 +63,8 @@ class WindowOperatorHarness:
         (they must agree; this is how that is checked).
     batch_mode : bool
         The caller promises Flink BATCH input (see ``OperatorSpec``).
+    accumulation_mode : AccumulationMode, optional
+        With a Dataflow trigger: how its panes relate (DISCARDING when not given).
 
     Examples
     --------
@@ -90,6 +93,7 @@ class WindowOperatorHarness:
         tracer: Any = None,
         fast_paths: bool = True,
         batch_mode: bool = False,
+        accumulation_mode: AccumulationMode | None = None,
     ):
         if isinstance(function, tuple):
             logic = window_logic(*function)
@@ -105,6 +109,7 @@ class WindowOperatorHarness:
             late_data_tag=late_data_tag,
             batch_mode=batch_mode,
             fast_paths=fast_paths,
+            accumulation_mode=accumulation_mode,
         )
         self._operator = create_window_operator(spec, tracer=tracer)
         self._events: list[Any] = []
@@ -147,6 +152,17 @@ class WindowOperatorHarness:
     def output(self) -> list[tuple[Any, int]]:
         """``[(value, timestamp)]`` emitted so far, in order."""
         return list(self._operator.output)
+
+    def pane_output(self) -> list[tuple[Any, int, PaneInfo, bool]]:
+        """``[(value, timestamp, pane, is_retraction)]`` emitted so far, in order: the
+        pane each result came from (a Dataflow trigger's; :attr:`PaneInfo.UNKNOWN`
+        under Flink's triggers), and whether it retracts an earlier result
+        (RETRACTING mode)."""
+        op = self._operator
+        panes = getattr(op, "output_panes", None)
+        if panes is None:
+            panes = [(PaneInfo.UNKNOWN, False)] * len(op.output)
+        return [(v, ts, pane, r) for (v, ts), (pane, r) in zip(op.output, panes)]
 
     def output_with_watermarks(self) -> list[Any]:
         """Emitted records and forwarded :class:`Watermark` s, in order."""

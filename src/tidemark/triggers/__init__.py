@@ -5,7 +5,8 @@ timer it registered (``on_event_time``, ``on_processing_time``); it answers with
 :class:`TriggerResult`. Its per-window state lives behind
 ``ctx.get_partitioned_state(descriptor)``, so one trigger object serves every key and
 window. Behaviour follows Flink 1.20's built-in triggers, including Java's ``%`` in the
-continuous triggers' alignment.
+continuous triggers' alignment. The Dataflow model's triggers (Beam's names, with panes
+and accumulation modes) are in :mod:`tidemark.triggers.dataflow`.
 """
 
 from tidemark.triggers.base import (
@@ -26,6 +27,18 @@ from tidemark.triggers.builtin import (
     ProcessingTimeTrigger,
     PurgingTrigger,
 )
+from tidemark.triggers.dataflow import (
+    AfterAll,
+    AfterAny,
+    AfterCount,
+    AfterEach,
+    AfterProcessingTime,
+    AfterWatermark,
+    DataflowTrigger,
+    DefaultTrigger,
+    OrFinally,
+    Repeatedly,
+)
 
 __all__ = [
     "TimeDomain",
@@ -42,4 +55,14 @@ __all__ = [
     "DeltaTrigger",
     "NeverTrigger",
     "EndOfStreamTrigger",
+    "DataflowTrigger",
+    "AfterWatermark",
+    "AfterCount",
+    "AfterProcessingTime",
+    "Repeatedly",
+    "AfterAny",
+    "AfterAll",
+    "AfterEach",
+    "OrFinally",
+    "DefaultTrigger",
 ]

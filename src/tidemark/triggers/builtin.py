@@ -18,6 +18,7 @@ from tidemark.triggers.base import (
     TriggerContext,
     TriggerResult,
 )
+from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import Window
 
 __all__ = [
@@ -200,6 +201,8 @@ class PurgingTrigger(Trigger[Window]):
     def __init__(self, nested: Trigger[Any]):
         if not isinstance(nested, Trigger):
             raise WindowSpecError(f"`nested` must be a Trigger; got {nested!r}")
+        if isinstance(nested, DataflowTrigger):
+            raise nested.not_nestable()
         self.nested = nested
 
     @classmethod

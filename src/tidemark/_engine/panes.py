@@ -1,0 +1,499 @@
+"""The window operator under a Dataflow trigger: panes, accumulation modes, closing.
+
+:class:`PaneOperator` is the :class:`~tidemark._engine.operator.WindowOperator` with
+Beam's trigger driver in place of Flink's trigger calls; windows, lateness, merging and
+timers stay Flink's. Per element and window: skip a closed window; add the element;
+``on_element_added``; if ``should_fire`` (at the current watermark), fire a pane; then
+fire the trigger's timers the watermark already passed. Per timer: ``should_fire`` at
+the timer's time, and fire. A pane evaluates the window function on the contents (an
+empty pane on empty contents), says what it is (:class:`~tidemark.panes.PaneInfo`,
+computed as Beam's driver does), and then the contents go (DISCARDING, or the trigger
+finished) or stay; a finished trigger closes the window. At the window's expiry
+(``max_timestamp + allowed_lateness``; the end of input for a global window) elements
+no pane emitted fire a last pane, then all state goes. The rules and where they differ
+from Beam's SDKs: ``docs/panes.md``.
+
+Everything a window needs between calls is one :class:`WindowPanes` in its trigger
+state, so a key's state still pickles as a unit (Spark's state store keeps it).
+"""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import SKIPPED, WindowOperator
+from tidemark._engine.spec import OperatorSpec
+from tidemark.panes import AccumulationMode, PanedResult, PaneInfo, PaneTiming
+from tidemark.time import LONG_MAX, TimeDomain
+from tidemark.triggers.dataflow import (
+    COMBINERS,
+    DataflowTrigger,
+    PaneTriggerContext,
+    StateTag,
+    window_end,
+)
+from tidemark.windows import Window
+
+__all__ = ["PaneOperator", "WindowPanes", "PANES"]
+
+EVENT_TIME = TimeDomain.EVENT_TIME
+PANES = "panes"  # the name of a window's WindowPanes in its trigger state
+
+
+class WindowPanes:
+    """One window's pane record: its trigger's state and named timers, the pane
+    counters, whether it is closed, and what RETRACTING mode must retract next.
+
+    Attributes
+    ----------
+    state : dict
+        ``name -> (combiner, value)`` of the trigger's :class:`StateTag` s.
+    timers : dict
+        ``(name, domain, origin) -> Beam time``: the trigger's named timers; ``origin``
+        tells apart the timers merged windows brought (Beam keeps them per window id).
+    origin : tuple
+        This record's own origin (the window it was made for).
+    index, non_speculative : int
+        The next pane's index and non-speculative index.
+    closed : bool
+        The trigger finished: elements no longer go in.
+    unemitted : int
+        Elements added since the last pane (fire at expiry when > 0).
+    retract : list
+        RETRACTING: ``(window, value, pane)`` of the rows the next pane retracts first
+        (this window's last pane, and those of windows merged into it).
+    """
+
+    __slots__ = (
+        "state",
+        "timers",
+        "origin",
+        "index",
+        "non_speculative",
+        "closed",
+        "unemitted",
+        "retract",
+    )
+
+    def __init__(self, origin: tuple[Any, ...]):
+        self.state: dict[str, tuple[str, Any]] = {}
+        self.timers: dict[tuple[str, TimeDomain, tuple[Any, ...]], int] = {}
+        self.origin = origin
+        self.index = 0
+        self.non_speculative = 0
+        self.closed = False
+        self.unemitted = 0
+        self.retract: list[tuple[Window, Any, PaneInfo]] = []
+
+    def absorb(self, other: WindowPanes) -> None:
+        """Fold a merged window's record into this one (Beam's merge of window state):
+        state combines by its tags, timers stay, counts add, closed if either was;
+        ``other``'s pane counters go (the merge result counts its own panes) and the
+        rows it emitted last are retracted by this window's next pane."""
+        for name, (combiner, value) in other.state.items():
+            mine = self.state.get(name)
+            merged = value if mine is None else COMBINERS[combiner](mine[1], value)
+            self.state[name] = (combiner, merged)
+        self.timers.update(other.timers)
+        self.closed = self.closed or other.closed
+        self.unemitted += other.unemitted
+        self.retract.extend(other.retract)
+
+    def next_pane(self, window: Window, finished: bool, watermark: int, on_time: bool) -> PaneInfo:
+        """The pane firing now (Beam's driver's rules), counted.
+
+        ``watermark`` is Beam's (tidemark's + 1) at the firing; ``on_time`` whether the
+        watermark itself fired it (a timer, or the window's expiry at its end)."""
+        index = self.index
+        self.index += 1
+        if watermark < window_end(window):
+            timing, non_speculative = PaneTiming.EARLY, -1
+        else:
+            non_speculative = self.non_speculative
+            self.non_speculative += 1
+            on_time_now = on_time and non_speculative == 0
+            timing = PaneTiming.ON_TIME if on_time_now else PaneTiming.LATE
+        return PaneInfo(index == 0, finished, timing, index, non_speculative)
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        for name, value in zip(self.__slots__, state):
+            setattr(self, name, value)
+
+
+def _origin(window: Window) -> tuple[Any, ...]:
+    return (getattr(window, "start", None), window.max_timestamp())
+
+
+def _take_timers(panes: WindowPanes, due: Any) -> list[tuple[TimeDomain, int]]:
+    """Remove and return ``(domain, time)`` of the named timers ``due(domain, time)``
+    selects, in the order they were set. As Beam's driver, the timers due at once are
+    taken together: one cleared while an earlier one fires still fires."""
+    taken = [(t, time) for t, time in panes.timers.items() if due(t[1], time)]
+    for timer, _ in taken:
+        del panes.timers[timer]
+    return [(timer[1], time) for timer, time in taken]
+
+
+def _engine_time(domain: TimeDomain, time: int) -> int:
+    """The engine timer of a Beam timer time: event time one earlier (Beam's watermark
+    ``W`` is tidemark's ``W - 1``)."""
+    return time - 1 if domain is EVENT_TIME else time
+
+
+class _PaneContext(PaneTriggerContext):
+    """A Dataflow trigger's view of one key and window, under a name prefix."""
+
+    __slots__ = ("_op", "_key", "_ks", "_window", "_panes", "_prefix")
+
+    def __init__(
+        self,
+        op: PaneOperator,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        panes: WindowPanes,
+        prefix: str = "",
+    ):
+        self._op = op
+        self._key = key
+        self._ks = ks
+        self._window = window
+        self._panes = panes
+        self._prefix = prefix
+
+    def nested(self, prefix: str) -> PaneTriggerContext:
+        return _PaneContext(
+            self._op, self._key, self._ks, self._window, self._panes, self._prefix + prefix
+        )
+
+    def get_state(self, tag: StateTag) -> Any:
+        stored = self._panes.state.get(self._prefix + tag.name)
+        return tag.empty if stored is None else stored[1]
+
+    def add_state(self, tag: StateTag, value: Any) -> None:
+        name = self._prefix + tag.name
+        stored = self._panes.state.get(name)
+        if stored is not None:
+            value = COMBINERS[tag.combine](stored[1], value)
+        self._panes.state[name] = (tag.combine, value)
+
+    def clear_state(self, tag: StateTag) -> None:
+        self._panes.state.pop(self._prefix + tag.name, None)
+
+    def set_timer(self, name: str, domain: TimeDomain, time: int) -> None:
+        panes = self._panes
+        panes.timers[(self._prefix + name, domain, panes.origin)] = time
+        self._op.timers_of(domain).register(
+            self._key, self._ks, _engine_time(domain, time), self._window
+        )
+
+    def clear_timer(self, name: str, domain: TimeDomain) -> None:
+        full_name, timers = self._prefix + name, self._panes.timers
+        gone = [t for t in timers if t[0] == full_name and t[1] is domain]
+        for timer in gone:
+            time = timers.pop(timer)
+            self._op.release_engine_timer(self._ks, self._panes, self._window, domain, time)
+
+    def get_current_processing_time(self) -> int:
+        return self._op.current_processing_time
+
+
+class PaneOperator(WindowOperator):
+    """The window operator, with a Dataflow trigger's panes and accumulation mode.
+
+    The same as :class:`WindowOperator` in windows, lateness, merging and timers; the
+    trigger is asked Beam's questions instead of Flink's, and each firing is a pane.
+    With ``spec.pane_results`` each result in ``output`` is a
+    :class:`~tidemark.panes.PanedResult`; otherwise ``output_panes`` holds
+    ``(pane, is_retraction)`` beside each result.
+    """
+
+    _closes_windows = True
+
+    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
+        super().__init__(spec, tracer=tracer)
+        trigger = spec.window_trigger
+        assert isinstance(trigger, DataflowTrigger)
+        self.root: DataflowTrigger = trigger
+        self.mode = spec.accumulation_mode or AccumulationMode.DISCARDING
+        self.pane_results = spec.pane_results
+        self.output_panes: list[tuple[PaneInfo, bool]] = []
+        self._touched: list[tuple[Window, Window]] = []
+        self._closed_hit = False
+
+    def timers_of(self, domain: TimeDomain) -> Any:
+        return self.event_time_timers if domain is EVENT_TIME else self.processing_time_timers
+
+    # ------------------------------------------------------------------ elements
+
+    def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
+        """As :meth:`WindowOperator.process_element`; an element that reached only
+        closed windows goes where late elements go. Then the timers the watermark
+        already passed fire (Beam's driver fires due timers after every bundle)."""
+        self._touched.clear()
+        self._closed_hit = False
+        status = super().process_element(key, value, timestamp)
+        if status == SKIPPED and self._closed_hit:
+            status = self._late_element(value, timestamp)
+        ks = self.keys.get(key)
+        if ks is not None:
+            for window, state_window in self._touched:
+                self._fire_passed_timers(key, ks, window, state_window)
+            self._forget_if_empty(key, ks)
+        return status
+
+    def _is_open(self, ks: KeyState, window: Window) -> bool:
+        panes = self._panes_of(ks, window)
+        if panes is not None and panes.closed:
+            self._closed_hit = True
+            return False
+        return True
+
+    def _add_and_trigger(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        value: Any,
+        timestamp: int | None,
+    ) -> None:
+        self._add_contents(key, ks, window, state_window, value, timestamp)
+        panes = self._panes_for(ks, window)
+        panes.unemitted += 1
+        ctx = _PaneContext(self, key, ks, window, panes)
+        try:
+            self.root.on_element_added(value, window, ctx)
+            watermark = self.current_watermark + 1
+            fire = self.root.should_fire(EVENT_TIME, watermark, window, ctx)
+            finished = fire and self.root.on_fire(watermark, window, ctx)
+        except Exception as exc:
+            raise self._user_error("the Dataflow trigger", key, window, exc) from exc
+        if fire:
+            self._fire_pane(key, ks, window, state_window, panes, finished, watermark, False)
+        self.register_cleanup_timer(key, ks, window)
+        self._touched.append((window, state_window))
+
+    def _fire_passed_timers(
+        self, key: Any, ks: KeyState, window: Window, state_window: Window
+    ) -> None:
+        """Fire ``window``'s event-time timers the watermark passed already."""
+        watermark = self.current_watermark + 1
+        while True:
+            panes = self._panes_of(ks, window)
+            if panes is None:
+                return
+            due = _take_timers(
+                panes, lambda domain, time: domain is EVENT_TIME and time <= watermark
+            )
+            if not due:
+                return
+            for domain, time in due:
+                self.release_engine_timer(ks, panes, window, domain, time)
+            for domain, time in due:
+                self._named_timer(key, ks, window, state_window, panes, domain, time)
+
+    # ------------------------------------------------------------------ timers
+
+    def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
+        """An engine timer: the trigger's named timers due at ``time``, then, at the
+        window's expiry, its last pane and the end of its state."""
+        ks = self.keys[key]
+        state_window: Window | None = window
+        if self.is_merging:
+            state_window = ks.merging.get(window)
+            if state_window is None:
+                self._forget_if_empty(key, ks)
+                return
+        assert state_window is not None
+        panes = self._panes_of(ks, window)
+        if panes is not None:
+            due = _take_timers(panes, lambda d, t: d is domain and _engine_time(d, t) == time)
+            for _, beam_time in due:
+                self._named_timer(key, ks, window, state_window, panes, domain, beam_time)
+        if domain is EVENT_TIME and time == self.cleanup_time(window):
+            self._expire(key, ks, window, state_window, time)
+        self._forget_if_empty(key, ks)
+
+    def _named_timer(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        panes: WindowPanes,
+        domain: TimeDomain,
+        time: int,
+    ) -> None:
+        """One of the trigger's timers fires (Beam's ``process_timer``; taken from the
+        record already, with the others due at once): asked at the timer's own time
+        (event time) or the current watermark (processing time)."""
+        if panes.closed:
+            return
+        watermark = time if domain is EVENT_TIME else self.current_watermark + 1
+        ctx = _PaneContext(self, key, ks, window, panes)
+        try:
+            fire = self.root.should_fire(domain, watermark, window, ctx)
+            finished = fire and self.root.on_fire(watermark, window, ctx)
+        except Exception as exc:
+            raise self._user_error("the Dataflow trigger's timer", key, window, exc) from exc
+        if fire:
+            on_time = domain is EVENT_TIME
+            self._fire_pane(key, ks, window, state_window, panes, finished, watermark, on_time)
+
+    def release_engine_timer(
+        self, ks: KeyState, panes: WindowPanes, window: Window, domain: TimeDomain, time: int
+    ) -> None:
+        """Delete the engine timer of a named timer unless another still needs it."""
+        if any(t[1] is domain and other == time for t, other in panes.timers.items()):
+            return
+        engine_time = _engine_time(domain, time)
+        if domain is EVENT_TIME and engine_time == self.cleanup_time(window):
+            return  # the window's expiry timer, the engine's own
+        self.timers_of(domain).delete(ks, engine_time, window)
+
+    def _expire(
+        self, key: Any, ks: KeyState, window: Window, state_window: Window, time: int
+    ) -> None:
+        """The window expires: elements no pane emitted fire a last pane, then its state
+        goes."""
+        panes = self._panes_of(ks, window)
+        if panes is not None and not panes.closed and panes.unemitted > 0:
+            on_time = time == window.max_timestamp()
+            self._fire_pane(key, ks, window, state_window, panes, True, time + 1, on_time)
+        self._clear_all_state(key, ks, window, state_window, self.current_watermark)
+
+    # ------------------------------------------------------------------ panes
+
+    def _fire_pane(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        panes: WindowPanes,
+        finished: bool,
+        watermark: int,
+        on_time: bool,
+    ) -> None:
+        """Emit one pane of ``window``: retractions first (RETRACTING), then the
+        function's results; then the contents go or stay, by the mode."""
+        pane = panes.next_pane(window, finished, watermark, on_time)
+        contents = ks.contents.get(state_window)
+        current = self.current_watermark
+        results = self._evaluate(key, ks, window, state_window, contents, current, pane)
+        for (old_window, old_pane), rows in groupby(panes.retract, lambda r: (r[0], r[2])):
+            self._emit(key, old_window, current, [row[1] for row in rows], old_pane, True)
+        self._emit(key, window, current, results, pane, False)
+        panes.unemitted = 0
+        if self.mode is AccumulationMode.RETRACTING:
+            panes.retract = [(window, value, pane) for value in results]
+        if finished:
+            panes.closed = True
+            panes.retract = []
+        if finished or self.mode is AccumulationMode.DISCARDING:
+            ks.contents.pop(state_window, None)
+
+    def _emit(
+        self,
+        key: Any,
+        window: Window,
+        watermark: int,
+        results: list[Any],
+        pane: PaneInfo,
+        retraction: bool,
+    ) -> None:
+        """Emit ``results`` of ``window`` as ``pane`` (or its retraction)."""
+        timestamp = window.max_timestamp()
+        for value in results:
+            if self.pane_results:
+                value = PanedResult(value, pane, retraction)
+            else:
+                self.output_panes.append((pane, retraction))
+            self.output.append((value, timestamp))
+        if self.output_watermarks is not None:
+            self.output_watermarks.extend([watermark] * len(results))
+        if self.tracer is not None:
+            self.tracer.fired(key, window, watermark, results, pane, retraction)
+
+    # ------------------------------------------------------------------ merging
+
+    def _merge(
+        self,
+        key: Any,
+        ks: KeyState,
+        result: Window,
+        merged: list[Window],
+        state_result: Window,
+        merged_states: list[Window],
+    ) -> None:
+        """Sessions merge: the merged windows' pane records fold into the result's
+        (their timers now fire for it), the trigger hears of it, contents merge."""
+        self._check_merge_result(key, result)
+        existed = self._panes_of(ks, result) is not None
+        sources = sorted(merged, key=_origin)
+        panes = self._panes_of(ks, result)
+        if panes is None:
+            first = next((self._panes_of(ks, w) for w in sources if self._panes_of(ks, w)), None)
+            panes = WindowPanes(first.origin if first is not None else _origin(result))
+            ks.trigger_state[result] = {PANES: panes}
+        for window in sources:
+            self._move_panes(key, ks, window, result, panes)
+            self.delete_cleanup_timer(ks, window)
+        ctx = _PaneContext(self, key, ks, result, panes)
+        to_be_merged = sources + [result] if existed else sources
+        try:
+            self.root.on_windows_merged(to_be_merged, result, ctx)
+        except Exception as exc:
+            raise self._user_error("the Dataflow trigger's merge", key, result, exc) from exc
+        self._merge_contents(key, ks, result, state_result, merged_states)
+
+    def _move_panes(
+        self, key: Any, ks: KeyState, window: Window, result: Window, panes: WindowPanes
+    ) -> None:
+        source = ks.trigger_state.pop(window, {}).get(PANES)
+        if source is None:
+            return
+        for (_, domain, _), time in source.timers.items():
+            self.timers_of(domain).delete(ks, _engine_time(domain, time), window)
+            self.timers_of(domain).register(key, ks, _engine_time(domain, time), result)
+        panes.absorb(source)
+
+    # ------------------------------------------------------------------ state
+
+    def _panes_of(self, ks: KeyState, window: Window) -> WindowPanes | None:
+        store = ks.trigger_state.get(window)
+        return None if store is None else store.get(PANES)
+
+    def _panes_for(self, ks: KeyState, window: Window) -> WindowPanes:
+        panes = self._panes_of(ks, window)
+        if panes is None:
+            panes = WindowPanes(_origin(window))
+            ks.trigger_state[window] = {PANES: panes}
+        return panes
+
+    def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
+        store = ks.trigger_state.pop(window, None)
+        panes = None if store is None else store.get(PANES)
+        if panes is None:
+            return
+        for (_, domain, _), time in panes.timers.items():
+            self.timers_of(domain).delete(ks, _engine_time(domain, time), window)
+
+    def cleanup_time(self, window: Window) -> int:
+        """When ``window`` expires: its end plus the allowed lateness; a global window
+        at the end of input."""
+        if self.is_event_time:
+            return super().cleanup_time(window)
+        return LONG_MAX
+
+    def register_cleanup_timer(self, key: Any, ks: KeyState, window: Window) -> None:
+        self.event_time_timers.register(key, ks, self.cleanup_time(window), window)
+
+    def delete_cleanup_timer(self, ks: KeyState, window: Window) -> None:
+        self.event_time_timers.delete(ks, self.cleanup_time(window), window)
