@@ -188,6 +188,7 @@ def panes(spark: Any, workdir: Path) -> list[str]:
         SCHEMA,
         pipeline,
         reference_batch,
+        reference_replay,
         reference_stream,
         write_batches,
     )
@@ -220,7 +221,7 @@ def panes(spark: Any, workdir: Path) -> list[str]:
     got["streaming"] = Counter(tuple(r)[:-1] for r in _read(spark, out / "main"))  # no batch=
     want = {
         "batch": reference_batch("sum", retracting),
-        "replay": reference_stream("sum", retracting, [[row] for row in ROWS]),
+        "replay": reference_replay("sum", retracting),
         "streaming": reference_stream("sum", retracting, BATCHES),
     }
     return [] if got == want else [f"panes: expected {want}, got {got}"]

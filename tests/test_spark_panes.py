@@ -78,6 +78,7 @@ FUNCTIONS: dict[str, tuple[Any, str | None]] = {
     "sum": (aggregations.Sum("v"), None),
     "process": (Listing(), LISTING_SCHEMA),
 }
+WIDTHS = {"sum": len(NAMES), "process": 3}  # the functions' own columns
 
 
 # ---------------------------------------------------------------- the references
@@ -94,11 +95,13 @@ def harness(function: str, mode: AccumulationMode, early: str = "count") -> Wind
     )
 
 
-def pane_rows(h: WindowOperatorHarness, mode: AccumulationMode) -> Counter:
-    """The harness's results as Spark rows: own columns, then the pane columns."""
+def pane_rows(h: WindowOperatorHarness, mode: AccumulationMode, width: int) -> Counter:
+    """The harness's results as Spark rows: own columns (``width``; None, the result of
+    a reduce's empty pane, is a row of nulls), then the pane columns."""
     rows: Counter = Counter()
     for value, _, pane, retraction in h.pane_output():
-        row = (*value, pane.timing.name, pane.index, pane.is_last)
+        own = (None,) * width if value is None else tuple(value)
+        row = (*own, pane.timing.name, pane.index, pane.is_last)
         rows[row + ((retraction,) if mode is AccumulationMode.RETRACTING else ())] += 1
     return rows
 
@@ -115,31 +118,42 @@ def reference_batch(function: str, mode: AccumulationMode) -> Counter:
         for row in sorted((r for r in ROWS if r[0] == user), key=lambda r: (r[2], r[1])):
             h.process_element(_element(row), row[2])
         h.process_watermark(LONG_MAX)
-        total += pane_rows(h, mode)
+        total += pane_rows(h, mode, WIDTHS[function])
     return total
 
 
-def reference_stream(
-    function: str, mode: AccumulationMode, batches: list[list], early: str = "count"
-) -> Counter:
-    """The elements in arrival order, the watermark after each batch (a replay: each
-    element is a batch; with processing-time panes, processing time at each element's
-    arrival), +inf at the end."""
-    h = harness(function, mode, early)
+def reference_stream(function: str, mode: AccumulationMode, batches: list[list]) -> Counter:
+    """The elements in arrival order, the watermark Spark moves to after each batch,
+    +inf at the end (``tests/differential.py``'s streaming reference)."""
+    h = harness(function, mode)
     max_ts = None
     for batch in batches:
         for row in batch:
             if row[2] >= END_OF_INPUT_MS:
                 h.process_watermark(LONG_MAX)
                 continue
-            if early == "processing":
-                h.set_processing_time(row[3])
             h.process_element(_element(row), row[2])
             max_ts = row[2] if max_ts is None else max(max_ts, row[2])
         if max_ts is not None:
             h.process_watermark(max_ts - 1)
+    return pane_rows(h, mode, WIDTHS[function])
+
+
+def reference_replay(function: str, mode: AccumulationMode, early: str = "count") -> Counter:
+    """A replay's clocks (``tests/spark_transcripts.py``): before each element, its
+    arrival time (processing time), then the watermark in force when it arrived (the
+    largest timestamp before it - 1); +inf after the last."""
+    h = harness(function, mode, early)
+    max_ts = None
+    for row in ROWS:
+        if early == "processing":
+            h.set_processing_time(row[3])
+        if max_ts is not None and max_ts - 1 > h.current_watermark:
+            h.process_watermark(max_ts - 1)
+        h.process_element(_element(row), row[2])
+        max_ts = row[2] if max_ts is None else max(max_ts, row[2])
     h.process_watermark(LONG_MAX)
-    return pane_rows(h, mode)
+    return pane_rows(h, mode, WIDTHS[function])
 
 
 # ---------------------------------------------------------------- Spark
@@ -235,7 +249,7 @@ def test_batch_gives_the_harness_panes(spark, function, mode):
 def test_a_replay_gives_the_harness_panes(spark, function, mode, early):
     df = spark.createDataFrame(ROWS, SCHEMA)
     result = pipeline(df, function, mode, replay=True, early=early)
-    expected = reference_stream(function, mode, [[row] for row in ROWS], early)
+    expected = reference_replay(function, mode, early)
     assert collected(result) == expected
     timings = {row[-3 if mode is not AccumulationMode.RETRACTING else -4] for row in expected}
     assert timings == {"EARLY", "ON_TIME", "LATE"}  # the case reaches every timing
@@ -252,9 +266,7 @@ def test_retracting_rows_take_back_the_pane_before(spark):
     rows = [r.asDict() for r in frame.filter("user = 'a' and ts < 10000").collect()]
     assert sum(-r["v"] if r["is_retraction"] else r["v"] for r in rows) == 1 + 2 + 8
     assert any(r["is_retraction"] for r in rows)
-    assert collected(result) == reference_stream(
-        "sum", AccumulationMode.RETRACTING, [[row] for row in ROWS]
-    )
+    assert collected(result) == reference_replay("sum", AccumulationMode.RETRACTING)
 
 
 @pytest.mark.spark
@@ -294,8 +306,10 @@ PANED_NAMES = [*NAMES, "pane_timing", "pane_index", "pane_is_last"]
 
 
 def chained(df: Any) -> Any:
-    """Per user: 10 s panes (DISCARDING), then a 20 s window listing them."""
-    first = pipeline(df, "sum", AccumulationMode.DISCARDING)
+    """Per user: 10 s panes, then a 20 s window listing them. ACCUMULATING: a DISCARDING
+    pane of a reduce that took no element is a row of nulls, the key column too, which
+    a keyed window refuses."""
+    first = pipeline(df, "sum", AccumulationMode.ACCUMULATING)
     return first.key_by("user").window(TWENTY_SECONDS).process(PaneCount(), PANES_SCHEMA)
 
 
@@ -308,7 +322,7 @@ def test_a_window_on_a_dataflow_windows_results_reads_its_pane_columns(spark):
     """BATCH: the second window gets the first's results with their pane columns."""
     h = second_window()
     # a sum keeps its window's first element's ``ts``: the result's window is its 10 s
-    for row in reference_batch("sum", AccumulationMode.DISCARDING).elements():
+    for row in reference_batch("sum", AccumulationMode.ACCUMULATING).elements():
         h.process_element(Row(**dict(zip(PANED_NAMES, row))), row[2] // 10_000 * 10_000 + 9_999)
     h.process_watermark(LONG_MAX)
     got = collected(chained(spark.createDataFrame(ROWS, SCHEMA)))
@@ -320,7 +334,7 @@ def test_a_window_on_a_dataflow_windows_results_reads_its_pane_columns(spark):
 def test_a_chain_on_a_stream_gives_the_harness_chains_results(spark, tmp_path):
     """One query: the second window fed the first's panes and forwarded watermarks, as
     a chain of harnesses is (``tests/test_streaming_chain.py``)."""
-    first = harness("sum", AccumulationMode.DISCARDING)
+    first = harness("sum", AccumulationMode.ACCUMULATING)
     max_ts = None
     for batch in BATCHES:
         for row in batch:

@@ -442,8 +442,7 @@ class WindowedStream:
         # validates the combination now, and with the assigner
         validate_window_function(self._op.assigner, window_logic(function, window_function))
         op = self._op
-        default = op.assigner.get_default_trigger()
-        mode = window_accumulation_mode(op.trigger, default, op.accumulation_mode)
+        mode = window_accumulation_mode(op.assigner, op.trigger, op.accumulation_mode)
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "

@@ -25,6 +25,8 @@ from typing import Any
 
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
+from tidemark._engine.spec import validate_accumulation_mode
+from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.panes import PANE_COLUMNS, RETRACTION_COLUMN, AccumulationMode, PanedResult
 from tidemark.triggers.dataflow import DataflowTrigger
@@ -57,14 +59,15 @@ def _names_a_mode(mode: Any) -> bool:
     return isinstance(mode, str) and mode.upper() in AccumulationMode.__members__
 
 
-def window_accumulation_mode(trigger: Any, default_trigger: Any, mode: Any) -> Any:
+def window_accumulation_mode(assigner: WindowAssigner, trigger: Any, mode: Any) -> Any:
     """The accumulation mode a window runs with: ``mode``, or DISCARDING (the default)
     under a Dataflow trigger; None, no panes, under any other trigger.
 
     Parameters
     ----------
+    assigner : WindowAssigner
     trigger : Trigger or None
-        The window's trigger as given (None: ``default_trigger``, the assigner's).
+        The window's trigger as given (None: the assigner's default).
     mode : AccumulationMode or None
         What ``accumulation_mode(...)`` was given (None: nothing).
 
@@ -72,13 +75,16 @@ def window_accumulation_mode(trigger: Any, default_trigger: Any, mode: Any) -> A
     ------
     WindowSpecError
         ``mode`` is not an AccumulationMode, or is given for a trigger that is not a
-        Dataflow trigger (Flink's triggers say FIRE or FIRE_AND_PURGE themselves).
+        Dataflow trigger (Flink's triggers say FIRE or FIRE_AND_PURGE themselves); a
+        Dataflow trigger on processing-time windows.
     """
     check_accumulation_mode(mode)
     if isinstance(trigger, DataflowTrigger):
-        return AccumulationMode.DISCARDING if mode is None else mode
+        mode = AccumulationMode.DISCARDING if mode is None else mode
+        validate_accumulation_mode(assigner, trigger, mode)
+        return mode
     if mode is not None:
-        effective = trigger if trigger is not None else default_trigger
+        effective = trigger if trigger is not None else assigner.get_default_trigger()
         given = "trigger" if trigger is not None else "the assigner's default trigger"
         raise WindowSpecError(
             f"`accumulation_mode` applies to Dataflow triggers (tm.AfterWatermark, "
