@@ -441,3 +441,45 @@ def test_definition_errors(spark):
     assert result.schema.fieldNames() == [*NAMES, "pane_timing", "pane_index", "pane_is_last"]
     # a Flink trigger's results keep their schema
     assert windowed.sum("v").schema.fieldNames() == NAMES
+
+
+#   key b's early timer (1.5 s after its first element) falls due at arrival 4, after
+#   the watermark that closes its window reached it at arrival 3; b's next element comes
+#   at arrival 5, and the replay moves its processing time there before its watermark.
+#
+#   arrival  pt     user  ts       the stream's clocks before the element
+#   1        1_000  b     3_000
+#   2        2_000  a     12_000
+#   3        2_200  a     12_500   wm 11_999: b [0,10) ON_TIME pane 0
+#   4        3_000  a     13_000   pt 3_000: b's timer (2_500) finds its window done
+#   5        4_000  b     26_000
+INTERLEAVED = [
+    ("b", 5, 3_000, 1_000),
+    ("a", 1, 12_000, 2_000),
+    ("a", 1, 12_500, 2_200),
+    ("a", 1, 13_000, 3_000),
+    ("b", 1, 26_000, 4_000),
+]
+
+
+@pytest.mark.spark
+@pytest.mark.xfail(
+    strict=True,
+    reason="a replay advances a key's processing time to its next element's arrival "
+    "before its watermark, so a processing-time timer due after a watermark the key "
+    "skipped fires first (spark/batch/worker.py ReplayDriver._feed)",
+)
+def test_a_replay_interleaves_processing_time_and_watermarks_across_other_keys(spark):
+    h = harness("sum", AccumulationMode.ACCUMULATING, "processing")
+    max_ts = None
+    for row in INTERLEAVED:
+        h.set_processing_time(row[3])
+        if max_ts is not None and max_ts - 1 > h.current_watermark:
+            h.process_watermark(max_ts - 1)
+        h.process_element(_element(row), row[2])
+        max_ts = row[2] if max_ts is None else max(max_ts, row[2])
+    h.process_watermark(LONG_MAX)
+    expected = pane_rows(h, AccumulationMode.ACCUMULATING, WIDTHS["sum"])
+    df = spark.createDataFrame(INTERLEAVED, SCHEMA)
+    result = pipeline(df, "sum", AccumulationMode.ACCUMULATING, replay=True, early="processing")
+    assert collected(result) == expected

@@ -59,7 +59,9 @@ def _names_a_mode(mode: Any) -> bool:
     return isinstance(mode, str) and mode.upper() in AccumulationMode.__members__
 
 
-def window_accumulation_mode(assigner: WindowAssigner, trigger: Any, mode: Any) -> Any:
+def window_accumulation_mode(
+    assigner: WindowAssigner, trigger: Any, mode: Any
+) -> AccumulationMode | None:
     """The accumulation mode a window runs with: ``mode``, or DISCARDING (the default)
     under a Dataflow trigger; None, no panes, under any other trigger.
 

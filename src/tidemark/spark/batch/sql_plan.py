@@ -55,7 +55,6 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
         return False
     if op.accumulation_mode is not None:
         return False  # a Dataflow trigger's results carry panes: the engine's operator
-
     if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
         return False
     if op.trigger is not None and not op.trigger.fires_only_at_window_end():
