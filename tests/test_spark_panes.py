@@ -444,8 +444,8 @@ def test_definition_errors(spark):
 
 
 #   key b's early timer (1.5 s after its first element) falls due at arrival 4, after
-#   the watermark that closes its window reached it at arrival 3; b's next element comes
-#   at arrival 5, and the replay moves its processing time there before its watermark.
+#   the watermark that closes its window came in force at arrival 3; b's next element
+#   comes at arrival 5: the replay moves b's two clocks as the stream moved them.
 #
 #   arrival  pt     user  ts       the stream's clocks before the element
 #   1        1_000  b     3_000
@@ -463,12 +463,6 @@ INTERLEAVED = [
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(
-    strict=True,
-    reason="a replay advances a key's processing time to its next element's arrival "
-    "before its watermark, so a processing-time timer due after a watermark the key "
-    "skipped fires first (spark/batch/worker.py ReplayDriver._feed)",
-)
 def test_a_replay_interleaves_processing_time_and_watermarks_across_other_keys(spark):
     h = harness("sum", AccumulationMode.ACCUMULATING, "processing")
     max_ts = None
