@@ -12,6 +12,8 @@ from pyspark.sql import Row
 
 from tidemark.errors import WindowResultError, WindowSpecError
 from tidemark.functions import ReduceFunction
+from tidemark.panes import PanedResult
+from tidemark.spark.pane_columns import paned_tuple
 
 __all__ = [
     "parse_schema",
@@ -91,7 +93,9 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
     Rows and dicts are matched by field name (a Row with exactly the output's fields is
     returned as it is); tuples and lists by position; a scalar fills a one-column schema.
     None, Flink's null record (a reduce whose evictor removed every element: TimeEvictor
-    with interval 0 does), is a row of nulls.
+    with interval 0 does), is a row of nulls. A :class:`~tidemark.panes.PanedResult` (a
+    window under a Dataflow trigger) is its value's row, then its pane's columns
+    (:func:`~tidemark.spark.pane_columns.paned_tuple`).
     """
     if value is None:
         return (None,) * len(names)
@@ -110,6 +114,8 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
                 f"needs every field of {list(names)}"
             )
         return tuple(value[name] for name in names)
+    if type(value) is PanedResult:
+        return paned_tuple(value, names, result_tuple)
     if isinstance(value, (tuple, list)):
         return _positional(value, names)
     if len(names) == 1:

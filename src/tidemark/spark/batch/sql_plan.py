@@ -1,10 +1,10 @@
 """Flink's shorthand aggregations in BATCH mode as Spark SQL aggregations.
 
 ``sum``/``min``/``max``/``min_by``/``max_by`` on tumbling or sliding event-time windows
-with the default trigger and no evictor have a closed form in BATCH mode: each window
-fires once, at the end, with the fold of its elements in timestamp order. Spark computes
-that with its own (partial, native) aggregation, and the result equals the engine's
-exactly:
+with the default trigger (not a Dataflow trigger: its results carry panes) and no
+evictor have a closed form in BATCH mode: each window fires once, at the end, with the
+fold of its elements in timestamp order. Spark computes that with its own (partial,
+native) aggregation, and the result equals the engine's exactly:
 
 - ``sum/min/max``: the window's first element (by timestamp, then the tie order of
   :func:`tidemark.spark.batch.frames.tie_order`) with the
@@ -62,6 +62,8 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
     function = op.function
     if frame.replay or op.window_function is not None or op.evictor is not None:
         return False
+    if op.accumulation_mode is not None:
+        return False  # a Dataflow trigger's results carry panes: the engine's operator
     if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
         return False
     if op.trigger is not None and not op.trigger.fires_only_at_window_end():
