@@ -234,9 +234,9 @@ SLIDING_DATA = [
 
 
 def sliding_builds() -> list[tuple[str, Callable[[], WindowOperator]]]:
-    """A keyed count in 2 s tumbling windows, then 10 s / 2 s sliding: sliced (the
-    engine's choice) and unsliced (the aligned operator storing per window, as before
-    slicing; built directly)."""
+    """A keyed count in 2 s tumbling windows, then 10 s / 2 s sliding: sliced (an
+    aggregate is sliced when ``slice_incremental`` asks) and unsliced (the aligned
+    operator storing per window, the default for incremental functions)."""
     tumbling = TumblingEventTimeWindows.of(2_000)
     sliding = SlidingEventTimeWindows.of(10_000, 2_000)
     layout = sliding.aligned_layout()
@@ -247,7 +247,7 @@ def sliding_builds() -> list[tuple[str, Callable[[], WindowOperator]]]:
 
     return [
         ("tumbling 2 s", operator(tumbling, Count())),
-        ("sliding 10 s / 2 s, sliced", operator(sliding, Count())),
+        ("sliding 10 s / 2 s, sliced", operator(sliding, Count(), slice_incremental=True)),
         ("sliding 10 s / 2 s, unsliced", unsliced),
     ]
 

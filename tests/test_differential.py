@@ -106,13 +106,15 @@ SLICED = 8  # scenarios per mode whose sliding windows the sliced operator serve
 
 def is_sliced(scenario: dict) -> bool:
     """Sliding windows (size > slide) with the default or event-time trigger and no
-    evictor: the sliced operator's pipelines."""
+    evictor, over all elements (a process function): the sliced operator's pipelines
+    (incremental functions are sliced only with ``spark.tidemark.sliceIncremental``)."""
     assigner, trigger = scenario["assigner"], scenario["trigger"]
     return (
         assigner["type"] == "sliding"
         and assigner["size"] != assigner["slide"]
         and (trigger is None or trigger["type"] == "event")
         and scenario["evictor"] is None
+        and scenario["function"] == "process"
     )
 
 

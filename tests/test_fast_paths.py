@@ -133,6 +133,7 @@ class Case:
             late_data_tag=LATE_TAG if p.late_tag else None,
             fast_paths=fast_paths,
             batch_mode=batch_mode,
+            slice_incremental=True,
         )
 
 

@@ -84,7 +84,12 @@ def run(assigner: Any, function: Any, events: list[Any], **options: Any) -> Any:
     seen = []
     for fast in (True, False):
         h = WindowOperatorHarness(
-            assigner, function, key_selector=lambda v: v[0], fast_paths=fast, **options
+            assigner,
+            function,
+            key_selector=lambda v: v[0],
+            fast_paths=fast,
+            **options,
+            slice_incremental=True,
         )
         assert isinstance(h.operator, SlicedWindowOperator) == fast
         observed = []
@@ -233,7 +238,11 @@ def run_rows(function: Any, rows: list[Any], stamps: list[int]) -> list[Any]:
     seen = []
     for fast in (True, False):
         h = WindowOperatorHarness(
-            SlidingEventTimeWindows.of(8, 2), function, key_selector=lambda r: r.k, fast_paths=fast
+            SlidingEventTimeWindows.of(8, 2),
+            function,
+            key_selector=lambda r: r.k,
+            fast_paths=fast,
+            slice_incremental=True,
         )
         for row, ts in zip(rows, stamps):
             h.process_element(row, ts)
@@ -262,7 +271,10 @@ def test_each_element_is_stored_once_and_the_count_is_flink_s():
     """size 10, slide 2: an element is in five windows, stored once; the harness counts
     the five windows holding it, as Flink's does."""
     h = WindowOperatorHarness(
-        SlidingEventTimeWindows.of(10, 2), key_sum, key_selector=lambda v: v[0]
+        SlidingEventTimeWindows.of(10, 2),
+        key_sum,
+        key_selector=lambda v: v[0],
+        slice_incremental=True,
     )
     for ts in (0, 1, 2):
         h.process_element(("a", 1), ts)
@@ -282,6 +294,7 @@ def test_batch_mode_sliced_equals_the_general_operator():
             key_selector=lambda v: v[0],
             fast_paths=fast,
             batch_mode=True,
+            slice_incremental=True,
         )
         h.operator.process_elements("a", [("a", i) for i in range(6)], [0, 1, 3, 4, 4, 9])
         h.process_watermark(LONG_MAX)
@@ -294,6 +307,7 @@ def test_batch_mode_sliced_equals_the_general_operator():
 
 
 def operator_for(assigner: Any, function: Any = key_sum, **options: Any) -> WindowOperator:
+    options.setdefault("slice_incremental", True)
     return WindowOperatorHarness(
         assigner, function, key_selector=lambda v: v[0], **options
     ).operator
@@ -316,6 +330,9 @@ def test_sliding_windows_are_sliced_only_where_contents_merge_and_fast_paths_are
     assert type(operator_for(sliding, Seen())) is SlicedWindowOperator
     assert type(operator_for(sliding, (Average(), Seen()))) is SlicedWindowOperator
     assert type(operator_for(sliding, NoMerge())) is AlignedWindowOperator
+    # incremental functions only when asked (merge is called where Flink does not)
+    assert type(operator_for(sliding, slice_incremental=False)) is AlignedWindowOperator
+    assert type(operator_for(sliding, Seen(), slice_incremental=False)) is SlicedWindowOperator
     assert type(operator_for(sliding, tracer=Tracer())) is AlignedWindowOperator
     assert type(operator_for(TumblingEventTimeWindows.of(10))) is AlignedWindowOperator
     assert type(operator_for(sliding, fast_paths=False)) is WindowOperator
@@ -325,7 +342,7 @@ def test_sliding_windows_are_sliced_only_where_contents_merge_and_fast_paths_are
 # ---------------------------------------------------------------- state of the earlier code
 
 # WindowOperatorHarness(SlidingEventTimeWindows.of(10, 5), add, key_selector=lambda v:
-# "k" if v < 100 else "j", allowed_lateness=5) fed (1, 1), (2, 7), (3, 12), (200, 3),
+# "k" if v < 100 else "j", allowed_lateness=5, slice_incremental=True) fed (1, 1), (2, 7), (3, 12), (200, 3),
 # (4, 4), watermark 9, (5, 6), then snapshot() by the unsliced code (commit eefb848):
 # windows [0, 10), [5, 15), [10, 20) of "k" and [0, 10) of "j" with their contents.
 SLIDING_SNAPSHOT_EEFB848 = bytes.fromhex(
@@ -353,6 +370,7 @@ def test_a_snapshot_of_the_unsliced_code_restores_and_carries_on_exactly():
             key_selector=lambda v: "k" if v < 100 else "j",
             allowed_lateness=5,
             fast_paths=fast,
+            slice_incremental=True,
         )
         h.restore(SLIDING_SNAPSHOT_EEFB848)
         counts = []
@@ -385,13 +403,21 @@ def test_a_snapshot_of_the_unsliced_code_restores_and_carries_on_exactly():
 
 
 def test_a_sliced_snapshot_pickles_and_restores():
-    h = WindowOperatorHarness(SlidingEventTimeWindows.of(6, 2), Seen(), key_selector=lambda v: v[0])
+    h = WindowOperatorHarness(
+        SlidingEventTimeWindows.of(6, 2),
+        Seen(),
+        key_selector=lambda v: v[0],
+        slice_incremental=True,
+    )
     h.process_element(("a", 1), 3)
     h.process_element(("a", 2), 1)
     blob = h.snapshot()
     h.process_element(("a", 4), 3)
     restored = WindowOperatorHarness(
-        SlidingEventTimeWindows.of(6, 2), Seen(), key_selector=lambda v: v[0]
+        SlidingEventTimeWindows.of(6, 2),
+        Seen(),
+        key_selector=lambda v: v[0],
+        slice_incremental=True,
     )
     restored.restore(pickle.loads(pickle.dumps(blob)))
     restored.process_element(("a", 4), 3)  # after the restored runs, not inside one
@@ -414,7 +440,10 @@ def test_a_failing_merge_names_the_merge_function_the_key_and_the_window():
     merge function's, with the window that fired (the general operator never merges
     sliding windows)."""
     h = WindowOperatorHarness(
-        SlidingEventTimeWindows.of(4, 2), BadMerge(), key_selector=lambda v: v[0]
+        SlidingEventTimeWindows.of(4, 2),
+        BadMerge(),
+        key_selector=lambda v: v[0],
+        slice_incremental=True,
     )
     h.process_element(("a", 1), 1)
     h.process_element(("a", 2), 3)
@@ -433,7 +462,11 @@ def test_a_failing_reduce_names_the_latest_window_of_the_element_as_the_general_
     messages = []
     for fast in (True, False):
         h = WindowOperatorHarness(
-            SlidingEventTimeWindows.of(6, 2), bad, key_selector=lambda v: v[0], fast_paths=fast
+            SlidingEventTimeWindows.of(6, 2),
+            bad,
+            key_selector=lambda v: v[0],
+            fast_paths=fast,
+            slice_incremental=True,
         )
         h.process_element(("a", 1), 1)
         with pytest.raises(UserFunctionError) as caught:
@@ -471,6 +504,7 @@ def test_a_sliced_snapshot_restores_with_fast_paths_off(function: Any):
             key_selector=lambda v: v[0],
             allowed_lateness=3,
             fast_paths=fast,
+            slice_incremental=True,
         )
 
     def feed(h: WindowOperatorHarness, events: list[Any]) -> None:

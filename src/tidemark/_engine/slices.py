@@ -64,15 +64,20 @@ _IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None)})
 def slices_serve(spec: OperatorSpec, layout: AlignedLayout, tracer: Any = None) -> bool:
     """Whether :class:`SlicedWindowOperator` serves a pipeline the aligned operator
     serves with ``layout``: sliding windows (not tumbling), no tracer (a trace draws each
-    window's contents), and a window logic whose contents merge (elements, a reduce, an
-    aggregate function with ``merge``)."""
+    window's contents), and a window logic whose contents merge: elements (exact), or,
+    where ``spec.slice_incremental`` allows it, a reduce or an aggregate function with
+    ``merge`` (called where Flink does not: floating-point sums may differ in their
+    last bits)."""
     if layout.size_ms == layout.slide_ms or tracer is not None:
         return False
-    return _merges(spec.logic)
+    logic = spec.logic
+    if isinstance(logic, ElementsLogic):
+        return True
+    return spec.slice_incremental and _merges(logic)
 
 
 def _merges(logic: WindowLogic) -> bool:
-    if isinstance(logic, (ElementsLogic, ReduceLogic)):
+    if isinstance(logic, ReduceLogic):
         return True
     if not isinstance(logic, AggregateLogic):
         return False

@@ -133,6 +133,12 @@ class OperatorSpec:
     pane_results : bool
         Emit each result of a Dataflow-triggered window as a ``PanedResult`` (the
         Spark modes turn its pane into columns).
+    slice_incremental : bool
+        Let sliding windows of a reduce or aggregate function be stored once per slice
+        (the sliced operator; fast paths on). Off by default: it calls the aggregate's
+        ``merge`` (or the reduce on partial results) where Flink does not, which can
+        change floating-point sums in their last bits. Windows over all elements (a
+        process function) are sliced whenever fast paths are on: that is exact.
     fast_paths : bool
         False serves every pipeline with the general operator (the switch that proves
         the fast paths agree with it; Spark conf ``spark.tidemark.fastPaths=false``).
@@ -149,6 +155,7 @@ class OperatorSpec:
     fast_paths: bool = True
     accumulation_mode: AccumulationMode | None = None
     pane_results: bool = False
+    slice_incremental: bool = False
     window_trigger: Trigger[Any] = field(init=False)  # ``trigger`` or the default
     is_event_time: bool = field(init=False)
     is_merging: bool = field(init=False)

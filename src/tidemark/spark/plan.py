@@ -36,6 +36,7 @@ __all__ = [
     "PlanNode",
     "source_of",
     "fast_paths_enabled",
+    "slice_incremental_enabled",
     "FAST_PATHS_CONF",
 ]
 
@@ -132,6 +133,7 @@ class WindowOp:
             self.window_function,
             fast_paths_enabled(self.source.df.sparkSession),
             self.accumulation_mode,
+            slice_incremental_enabled(self.source.df.sparkSession),
         )
 
 
@@ -158,6 +160,7 @@ class OperatorFactory:
     window_function: Any
     fast_paths: bool = True
     accumulation_mode: AccumulationMode | None = None  # set: results are PanedResults
+    slice_incremental: bool = False
     # The spec of each (batch_mode, record_output_watermarks), built once per process:
     # a streaming query makes an operator per key group and micro-batch.
     _specs: dict[tuple[bool, bool], OperatorSpec] = field(
@@ -182,6 +185,7 @@ class OperatorFactory:
                 fast_paths=self.fast_paths,
                 accumulation_mode=self.accumulation_mode,
                 pane_results=self.accumulation_mode is not None,
+                slice_incremental=self.slice_incremental,
             )
         return create_window_operator(spec)
 
@@ -194,6 +198,16 @@ def fast_paths_enabled(spark: Any) -> bool:
     pipeline then runs on the general engine operator, and no BATCH pipeline on the SQL
     fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off)."""
     return str(spark.conf.get(FAST_PATHS_CONF, "true")).lower() != "false"
+
+
+SLICE_INCREMENTAL_CONF = "spark.tidemark.sliceIncremental"
+
+
+def slice_incremental_enabled(spark: Any) -> bool:
+    """True when the Spark conf ``spark.tidemark.sliceIncremental`` is ``true``: sliding
+    windows of a reduce or aggregate function are then stored once per slice (see
+    ``OperatorSpec.slice_incremental``)."""
+    return str(spark.conf.get(SLICE_INCREMENTAL_CONF, "false")).lower() == "true"
 
 
 def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:

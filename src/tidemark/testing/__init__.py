@@ -67,6 +67,9 @@ class WindowOperatorHarness:
         The caller promises Flink BATCH input (see ``OperatorSpec``).
     accumulation_mode : AccumulationMode, optional
         With a Dataflow trigger: how its panes relate (DISCARDING when not given).
+    slice_incremental : bool
+        Slice sliding windows of a reduce or aggregate function too (see
+        ``OperatorSpec.slice_incremental``).
 
     Examples
     --------
@@ -96,6 +99,7 @@ class WindowOperatorHarness:
         fast_paths: bool = True,
         batch_mode: bool = False,
         accumulation_mode: AccumulationMode | None = None,
+        slice_incremental: bool = False,
     ):
         if isinstance(function, tuple):
             logic = window_logic(*function)
@@ -112,6 +116,7 @@ class WindowOperatorHarness:
             batch_mode=batch_mode,
             fast_paths=fast_paths,
             accumulation_mode=accumulation_mode,
+            slice_incremental=slice_incremental,
         )
         self._operator = create_window_operator(spec, tracer=tracer)
         self._events: list[Any] = []
