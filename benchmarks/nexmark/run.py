@@ -69,7 +69,7 @@ FLINK_NOTE = (
     "measured x seconds)). Ours: bids only, on local[{cores}] of this {cpus}-core machine "
     "shared with other jobs, per core = bids/s / {cores}."
 )
-FULL = {"events": 500_000, "batch_rows": 50_000}
+FULL = {"events": 200_000, "batch_rows": 20_000}
 QUICK = {"events": 40_000, "batch_rows": 10_000}
 STREAM_TRIGGER_Q12 = {"processingTime": "500 milliseconds"}
 
