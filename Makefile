@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-flink test-beam bench clean java dist docs
+.PHONY: test demo lint test-slow test-flink test-beam bench nexmark clean java dist docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -69,6 +69,11 @@ docs: $(DOCS_STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_throughput.py
+
+# Nexmark's windowed queries, tidemark beside Spark's own SQL (benchmarks/nexmark/README.md);
+# the full table takes a while on 2 cores: `python benchmarks/nexmark/run.py --quick` for a look
+nexmark: java
+	$(BIN)/python benchmarks/nexmark/run.py
 
 # `make dist`: the wheel to install in a cluster's Python, and the same files as a .zip to
 # ship with a job (`spark-submit --py-files`, `addPyFile`, `addArtifacts(..., pyfile=True)`):

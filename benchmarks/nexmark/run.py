@@ -1,0 +1,319 @@
+"""Nexmark's windowed queries (q5, q7, q11, q12) in tidemark and in Spark's own SQL, side
+by side in one process: events/s, their ratio, per-core events/s, micro-batch latency,
+and Flink 1.13's published per-core figure.
+
+Each query runs in the modes that apply (``--modes``):
+
+* ``batch``: a bounded DataFrame of the bids (parquet, cached), tidemark with no
+  ``order_by`` (Flink's BATCH) against Spark's batch query; both written to the
+  ``noop`` sink;
+* ``replay``: tidemark with ``order_by="seq"`` (the arrival order; q12's processing
+  time is the arrival time ``p_time``) against the same Spark batch query (Spark has no
+  replay: its batch query is what a replay computes when nothing is late);
+* ``stream``: a file stream of parquet files of ``--batch-rows`` bids each, read one
+  per micro-batch (``maxFilesPerTrigger=1``): tidemark's streaming query against Spark's
+  Structured Streaming query (append mode, ``withWatermark``), both writing to a
+  ``foreachBatch`` sink that counts rows; ``availableNow`` (q12, on processing time:
+  a 500 ms ``processingTime`` trigger, stopped once all files are read). Neither query
+  gets an end-of-input marker: both leave their last windows open. Events/s count the
+  query's whole wall time (start-up included); the latency is the median
+  ``triggerExecution`` of the micro-batches that had rows.
+
+Each (query, mode) runs ``--repeat`` times, Spark then tidemark each time, after one
+warm-up of every query on a small input. A row prints the medians, the ratio's median
+and range, events/s per core (÷ the session's cores, as Nexmark divides by the cores a
+system used) and Flink's figure. Events are bids: Nexmark's own counts include the
+persons and auctions (8% of its events), which these queries skip.
+
+Usage::
+
+    python benchmarks/nexmark/run.py                 # the full table (make nexmark)
+    python benchmarks/nexmark/run.py --quick         # small sizes, a smoke run
+    python benchmarks/nexmark/run.py --events 200000 --modes batch,stream --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+warnings.filterwarnings("ignore")
+_BENCHMARKS = str(Path(__file__).resolve().parent.parent)
+sys.path.insert(0, _BENCHMARKS)  # the workers import nexmark.queries by name
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_BENCHMARKS, os.environ.get("PYTHONPATH", "")) if p
+)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+import pyarrow.parquet as pq  # noqa: E402
+
+from nexmark.generator import GeneratorConfig, generate_bids  # noqa: E402
+from nexmark.queries import QUERIES, spark_query, tidemark_query  # noqa: E402
+
+MODES = ("batch", "replay", "stream")
+FLINK_PER_CORE = {"q5": 22_100, "q7": 12_300, "q11": 39_700, "q12": 75_700}
+FLINK_NOTE = (
+    "Flink: Flink 1.13 per-core figures from the nexmark repository (100M events, 92% bids, "
+    "datagen source at 10M events/s; 8 single-slot task managers, RocksDB, incremental "
+    "checkpoints, on >= 3 worker nodes of 8 cores / 32 GB; per core = events / (CPU cores "
+    "measured x seconds)). Ours: bids only, on local[{cores}] of this {cpus}-core machine "
+    "shared with other jobs, per core = bids/s / {cores}."
+)
+FULL = {"events": 200_000, "batch_rows": 20_000}
+QUICK = {"events": 40_000, "batch_rows": 10_000}
+STREAM_TRIGGER_Q12 = {"processingTime": "500 milliseconds"}
+
+
+@dataclass
+class Timing:
+    seconds: float
+    median_batch_ms: float | None = None
+
+
+class CountingSink:
+    """A ``foreachBatch`` sink that only counts rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self.rows += df.count()
+
+
+# ---------------------------------------------------------------------- input
+
+
+def write_inputs(root: Path, events: int, batch_rows: int, config: GeneratorConfig) -> None:
+    """``root/bids`` (one parquet file) and ``root/stream`` (files of ``batch_rows``)."""
+    bids = generate_bids(events, config)
+    (root / "bids").mkdir(parents=True)
+    bids.to_parquet(root / "bids" / "bids.parquet", index=False)
+    write_stream_files(root / "stream", bids, batch_rows)
+
+
+def write_stream_files(directory: Path, bids: Any, batch_rows: int) -> None:
+    directory.mkdir(parents=True)
+    for n, start in enumerate(range(0, len(bids), batch_rows)):
+        path = directory / f"part-{n:05d}.parquet"
+        bids.iloc[start : start + batch_rows].to_parquet(path, index=False)
+        stamp = time.time() - 3600 + n  # the file source reads files in mtime order
+        os.utime(path, (stamp, stamp))
+
+
+# ---------------------------------------------------------------------- one run
+
+
+def _elapsed(action: Callable[[], Any]) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def run_bounded(side: str, query: str, df: Any, disorder_ms: int, replay: bool) -> Timing:
+    if side == "spark":
+        frame = lambda: spark_query(query, df, disorder_ms, replay)  # noqa: E731
+    else:
+        frame = lambda: tidemark_query(query, df, disorder_ms, replay).to_dataframe()  # noqa: E731
+    return Timing(_elapsed(lambda: frame().write.format("noop").mode("overwrite").save()))
+
+
+def run_stream(side: str, query: str, spark: Any, root: Path, disorder_ms: int) -> Timing:
+    source = (
+        spark.readStream.schema(spark.read.parquet(str(root / "bids")).schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(str(root / "stream"))
+    )
+    checkpoint = tempfile.mkdtemp(prefix=f"ck-{side}-{query}-", dir=root)
+    trigger = STREAM_TRIGGER_Q12 if query == "q12" else {"availableNow": True}
+    started = time.perf_counter()
+    if side == "spark":
+        writer = spark_query(query, source, disorder_ms).writeStream.outputMode("append")
+        handle = writer.foreachBatch(CountingSink()).option("checkpointLocation", checkpoint)
+        handle = handle.trigger(**trigger).start()
+    else:
+        result = tidemark_query(query, source, disorder_ms)
+        handle = result.write_outputs({"main": CountingSink()}, checkpoint, trigger)
+    with_rows = _until_done(handle, query, rows=_stream_rows(root))
+    seconds = time.perf_counter() - started
+    latencies = [p["durationMs"]["triggerExecution"] for p in with_rows]
+    return Timing(seconds, statistics.median(latencies) if latencies else None)
+
+
+def _stream_rows(root: Path) -> int:
+    return sum(pq.ParquetFile(f).metadata.num_rows for f in (root / "stream").glob("*.parquet"))
+
+
+def _until_done(handle: Any, query: str, rows: int) -> list[dict]:
+    """The progress of the micro-batches that had rows, once the query has read ``rows``.
+
+    An ``availableNow`` query ends by itself; a processing-time one (q12) runs on: it is
+    stopped once its micro-batches have read every row (tidemark's never idles, so
+    ``processAllAvailable`` would not return)."""
+    if query != "q12":
+        handle.awaitTermination()
+        return [p for p in handle.recentProgress if p["numInputRows"] > 0]
+    seen: dict[int, dict] = {}
+    while sum(p["numInputRows"] for p in seen.values()) < rows:
+        if handle.exception() is not None:
+            raise handle.exception()
+        time.sleep(0.1)
+        seen.update((p["batchId"], p) for p in handle.recentProgress if p["numInputRows"])
+    handle.stop()
+    return list(seen.values())
+
+
+# ---------------------------------------------------------------------- the table
+
+
+@dataclass
+class Row:
+    query: str
+    mode: str
+    spark: list[Timing]
+    ours: list[Timing]
+
+
+def measure(
+    spark: Any, root: Path, df: Any, query: str, mode: str, disorder_ms: int, repeat: int
+) -> Row:
+    row = Row(query, mode, [], [])
+    for _ in range(repeat):
+        for side, timings in (("spark", row.spark), ("tidemark", row.ours)):
+            if mode == "stream":
+                timing = run_stream(side, query, spark, root, disorder_ms)
+            else:
+                timing = run_bounded(side, query, df, disorder_ms, mode == "replay")
+            timings.append(timing)
+    return row
+
+
+HEADER = (
+    f"{'query':<5} {'mode':<6} | {'tidemark ev/s':>13} {'Spark ev/s':>11} | "
+    f"{'ratio (range)':>19} | {'per core t/S':>15} | {'batch ms t/S':>13} | "
+    f"{'Flink/core':>10}"
+)
+
+
+def format_row(row: Row, events: int, cores: int) -> str:
+    ours = [events / t.seconds for t in row.ours]
+    theirs = [events / t.seconds for t in row.spark]
+    ratios = [o / s for o, s in zip(ours, theirs)]
+    spread = f"({min(ratios):.2f}-{max(ratios):.2f})" if len(ratios) > 1 else ""
+    latency = ""
+    if row.mode == "stream":
+        ms = [
+            statistics.median(_batch_ms(ts)) if _batch_ms(ts) else 0 for ts in (row.ours, row.spark)
+        ]
+        latency = f"{ms[0]:,.0f}/{ms[1]:,.0f}"
+    our_rate, their_rate = statistics.median(ours), statistics.median(theirs)
+    return (
+        f"{row.query:<5} {row.mode:<6} | {our_rate:>13,.0f} {their_rate:>11,.0f} | "
+        f"{statistics.median(ratios):>6.2f}x {spread:>11} | "
+        f"{our_rate / cores:>7,.0f}/{their_rate / cores:<7,.0f} | {latency:>13} | "
+        f"{FLINK_PER_CORE[row.query]:>10,}"
+    )
+
+
+def _batch_ms(timings: list[Timing]) -> list[float]:
+    return [t.median_batch_ms for t in timings if t.median_batch_ms is not None]
+
+
+def warm_up(spark: Any, root: Path, config: GeneratorConfig, modes: list[str]) -> None:
+    """Every query once on a small input, each side (the JIT, the workers' imports)."""
+    small = root / "warm"
+    write_inputs(small, 5_000, 2_500, config)
+    df = spark.read.parquet(str(small / "bids")).cache()
+    for query in QUERIES:
+        for side in ("spark", "tidemark"):
+            run_bounded(side, query, df, config.max_disorder_ms, False)
+    if "stream" in modes:
+        spark.conf.set("spark.sql.shuffle.partitions", "2")
+        for side in ("spark", "tidemark"):
+            run_stream(side, "q7", spark, small, config.max_disorder_ms)
+    df.unpersist()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--events", type=int, help="bids in the stream")
+    parser.add_argument("--batch-rows", type=int, help="bids per micro-batch (stream)")
+    parser.add_argument("--modes", default=",".join(MODES), help="batch,replay,stream")
+    parser.add_argument("--queries", default=",".join(QUERIES), help="q5,q7,q11,q12")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each (query, mode)")
+    parser.add_argument("--seed", type=int, default=42)
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    events = args.events or sizes["events"]
+    batch_rows = args.batch_rows or sizes["batch_rows"]
+    modes = [m for m in args.modes.split(",") if m]
+    queries = [q for q in args.queries.split(",") if q]
+    _check_choices("--modes", modes, MODES)
+    _check_choices("--queries", queries, QUERIES)
+    run(events, batch_rows, modes, queries, args.repeat, GeneratorConfig(seed=args.seed))
+
+
+def _check_choices(option: str, given: list[str], allowed: tuple[str, ...]) -> None:
+    unknown = [g for g in given if g not in allowed]
+    if unknown or not given:
+        sys.exit(f"{option} takes a comma-separated subset of {','.join(allowed)}; got {given}")
+
+
+def run(
+    events: int,
+    batch_rows: int,
+    modes: list[str],
+    queries: list[str],
+    repeat: int,
+    config: GeneratorConfig,
+) -> None:
+    from tidemark.spark.session import get_spark
+
+    spark = get_spark(master="local[2]")
+    spark.sparkContext.setLogLevel("ERROR")
+    cores = spark.sparkContext.defaultParallelism
+    batch_partitions = spark.conf.get("spark.sql.shuffle.partitions")
+    root = Path(tempfile.mkdtemp(prefix="tidemark-nexmark-"))
+    started = time.perf_counter()
+    try:
+        write_inputs(root, events, batch_rows, config)
+        print(
+            f"Nexmark bids: {events:,} (seed {config.seed}, {config.event_rate:,} events/s of "
+            f"event time, disorder <= {config.max_disorder_ms} ms); local[{cores}]; "
+            f"batch/replay on {batch_partitions} shuffle partitions, stream on 2 with "
+            f"{batch_rows:,} bids per micro-batch; {repeat} run(s) each. Warming up...",
+            flush=True,
+        )
+        warm_up(spark, root, config, modes)
+        df = spark.read.parquet(str(root / "bids")).cache()
+        df.count()
+        print(HEADER, flush=True)
+        lines = []
+        for mode in modes:
+            partitions = "2" if mode == "stream" else batch_partitions
+            spark.conf.set("spark.sql.shuffle.partitions", partitions)
+            for query in queries:
+                row = measure(spark, root, df, query, mode, config.max_disorder_ms, repeat)
+                lines.append(format_row(row, events, cores))
+                print(lines[-1], flush=True)
+        # again in one piece: the workers' log lines on stderr interleave with the above
+        print("\n" + "\n".join([HEADER, *lines]))
+        print(FLINK_NOTE.format(cores=cores, cpus=os.cpu_count()))
+        print(f"total {time.perf_counter() - started:.0f} s", flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
