@@ -206,3 +206,59 @@ def test_a_chain_reports_each_windows_figures(spark, tmp_path):
     assert sums == {"num_records_in": 5, "num_records_out": 1}  # 5 counts, 1 total
     assert sum(f["keys_in_state_change"] for f in last) == 0
     assert [f["watermark_ms"] for f in last] == [f["watermark_ms"] for f in first]
+
+
+# ---------------------------------------------------------------- bounded runs
+
+
+def _bounded(spark, **source):
+    rows = [(a, i, NOON + s * 1000, n) for n, (a, i, s) in enumerate(sum(BATCHES, []))]
+    df = spark.createDataFrame(rows, "action string, id string, ts long, arrival long")
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps()
+    return (
+        tm.from_dataframe(df, timestamp="ts", watermark_strategy=strategy, **source)
+        .key_by("action")
+        .window(tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(5)))
+    )
+
+
+def _summary(records_in, out, late, dropped):
+    return {
+        "num_records_in": records_in,
+        "num_records_out": out,
+        "num_late_records_side_output": late,
+        "num_late_records_dropped": dropped,
+    }
+
+
+def test_batch_run_summary_comes_from_its_kept_run(spark):
+    late = tm.OutputTag("late")
+    result = _bounded(spark).side_output_late_data(late).process(CountPerWindow(), SCHEMA)
+    assert result.metrics() == _summary(9, 6, 0, 0)  # nothing is late in BATCH
+    assert result.combined_dataframe().storageLevel.useMemory  # the outputs read it
+    assert result.to_dataframe().count() == 6
+    result.unpersist()
+
+
+def test_replay_summary_counts_late_elements(spark):
+    # replayed in arrival order, buy :03 comes under watermark :06.999
+    windowed = _bounded(spark, order_by="arrival")
+    tagged = windowed.side_output_late_data(tm.OutputTag("late"))
+    assert tagged.process(CountPerWindow(), SCHEMA).metrics() == _summary(9, 5, 1, 0)
+    assert windowed.process(CountPerWindow(), SCHEMA).metrics() == _summary(9, 5, 0, 1)
+
+
+def test_sql_fast_path_summary_counts_results_only(spark):
+    result = _bounded(spark).sum("ts")
+    assert result.metrics() == _summary(None, 6, 0, 0)
+
+
+def test_metrics_on_a_stream_names_where_they_are(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    result = _pipeline(spark, tmp_path / "in", None)
+    with pytest.raises(
+        tm.WindowSpecError,
+        match=r"needs a bounded DataFrame; on a stream.*"
+        r"lastProgress\['observedMetrics'\]\['tidemark'\]",
+    ):
+        result.metrics()

@@ -478,6 +478,25 @@ class WindowResultStream(DataStream):
         """
         return results.late_records_dropped(self._plan, self._spark)
 
+    def metrics(self) -> dict[str, Any]:
+        """What a Flink user watches, for the whole of a bounded run: a dict of
+        ``num_records_in`` (elements read; None on the SQL fast path, which does not
+        count them), ``num_records_out`` (results), ``num_late_records_side_output``
+        and ``num_late_records_dropped``.
+
+        Read from the one run every output comes from: the run is kept (see
+        :meth:`unpersist`) and one aggregation reads its rows, so the pipeline runs
+        again only if it ran before without being kept. On a stream the same figures
+        come per micro-batch in the query's progress,
+        ``query.lastProgress["observedMetrics"]["tidemark"]`` (``docs/metrics.md``).
+
+        Raises
+        ------
+        WindowSpecError
+            On a streaming DataFrame.
+        """
+        return results.run_metrics(self._plan, self._spark)
+
     def write_outputs(
         self,
         sinks: dict[Any, Any],
