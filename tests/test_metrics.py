@@ -12,16 +12,21 @@ The seed example, one file per micro-batch, 5-second tumbling windows, no disord
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import os
 import time
 
 import pytest
+from spark_state_fakes import Handle, TimerValues
+from test_streaming_keygroups import CALLS, _config, _frame
 
 import tidemark as tm
+from tidemark.spark.columns import STATS_OUTPUT
 from tidemark.spark.metrics import StateTotals, metrics_of
 from tidemark.spark.streaming import END_OF_INPUT_MS
+from tidemark.spark.streaming.bindings import WindowStatefulProcessor
 from tidemark.time import LONG_MAX
 
 pytestmark = pytest.mark.spark
@@ -170,6 +175,48 @@ def test_a_listener_receives_the_figures(spark, tmp_path):
         spark.streams.removeListener(listener)
     got = [_without_watermark_timestamp(received[b]) for b in sorted(received)]
     assert got == _expected(late_tagged=True)
+
+
+def _stats(frames):
+    """The figures of the ``"__tm_stats"`` rows of a call's output frames."""
+    rows = [r for f in frames for r in f.itertuples(index=False) if r[0] == STATS_OUTPUT]
+    return [json.loads(r[-2]) for r in rows]
+
+
+def test_each_call_emits_one_row_of_its_figures():
+    """The calls of ``test_streaming_keygroups``: one group, keys a and b, a timer at
+    every element; a key not visited (b in call 2) is not counted."""
+    processor, handle = (
+        WindowStatefulProcessor(dataclasses.replace(_config(), metrics=True)),
+        Handle(),
+    )
+    processor.init(handle)  # type: ignore[arg-type]
+    got = []
+    for watermark, rows in CALLS:
+        values = TimerValues.at(watermark)
+        if rows:
+            frames = processor.handleInputRows((0,), iter([_frame(rows)]), values)  # type: ignore[arg-type]
+        else:
+            frames = processor.handleExpiredTimer((0,), values, None)  # type: ignore[arg-type]
+        (figures,) = _stats(list(frames))
+        got.append(
+            (
+                figures["num_records_in"],
+                figures["num_records_out"],
+                figures["keys_in_state_change"],
+                figures["windows_in_state_change"],
+                figures["watermark_ms"],
+            )
+        )
+    assert got == [(2, 0, 2, 2, None), (1, 1, 0, 0, 55), (2, 0, 0, 0, 55), (0, 4, 0, 0, 200)]
+
+
+def test_a_call_without_metrics_emits_no_row():
+    processor, handle = WindowStatefulProcessor(_config()), Handle()
+    processor.init(handle)  # type: ignore[arg-type]
+    watermark, rows = CALLS[0]
+    frames = processor.handleInputRows((0,), iter([_frame(rows)]), TimerValues.at(watermark))  # type: ignore[arg-type]
+    assert _stats(list(frames)) == []
 
 
 def test_a_query_of_the_results_alone_reports_them_too(spark, tmp_path):
