@@ -1,12 +1,12 @@
-# tidemark: `make demo` runs the main job, `make test` runs the tests.
-# Both create .venv and install the package on first use.
+# tidemark: `make demo` runs the main job, `make test` runs the tests, `make docs` builds
+# the documentation site. Each creates .venv and installs the package on first use.
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-flink bench clean java dist
+.PHONY: test demo lint test-slow test-flink test-beam bench clean java dist docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ java: $(STAMP)
 	fi
 
 test: java
-	$(PYTEST) -q -m "not slow and not flink"
+	$(PYTEST) -q -m "not slow and not flink and not beam"
 
 test-slow: java
 	$(PYTEST) -q -m "slow"
@@ -42,13 +42,30 @@ test-flink: $(STAMP)
 	bash tools/flinkref/setup.sh
 	$(PYTEST) -q -m "flink" tests/flink
 
+test-beam: $(STAMP)
+	bash tools/beamref/setup.sh
+	$(PYTEST) -q -m "beam" tests/beam
+
 demo: java
 	$(BIN)/tidemark demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks tools
-	$(BIN)/ruff format --check src tests benchmarks tools
+	$(BIN)/ruff check src tests benchmarks tools docs
+	$(BIN)/ruff format --check src tests benchmarks tools docs
 	$(BIN)/mypy
+
+# `make docs`: the site (Sphinx, PyData theme) into docs/_build/html, from scratch, with
+# warnings as errors. No Java: the pages' pictures come from engine runs, the API
+# reference from the docstrings; the pages' code runs in `make test` (tests/test_docs*.py).
+DOCS_STAMP := $(VENV)/.installed-docs
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	@touch $@
+
+docs: $(DOCS_STAMP)
+	rm -rf docs/_build/html docs/_generated docs/api/generated
+	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
+	@echo "docs: docs/_build/html/index.html"
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_throughput.py
@@ -64,4 +81,4 @@ dist: $(STAMP)
 	@echo "dist: dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip"
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info
+	rm -rf $(VENV) build dist *.egg-info docs/_build docs/_generated docs/api/generated

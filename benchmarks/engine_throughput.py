@@ -8,6 +8,10 @@ watermark so that every window fires. Each pipeline is timed on its own; the hea
 a keyed 1-minute tumbling event-time window with a reduce (sum). A plain dict-based
 tumbling sum over the same data is the baseline: the fastest a pure-Python loop does it.
 
+Then the same data in 2 s tumbling and 10 s / 2 s sliding windows (a keyed count; sliding
+sliced, as the engine serves it, and unsliced), on the benchmark's stream and on denser
+keys: CPU time and the state held, as ratios to tumbling (``benchmarks/README.md``).
+
 Rates are elements per second of CPU time of this process (``time.process_time``), so a
 busy machine slows the wall clock more than the figure; the wall-clock rate is printed
 too. The input is frozen out of the garbage collector's view (``gc.freeze``) as a
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import heapq
+import pickle
 import random
 import sys
 import time
@@ -39,9 +44,11 @@ from tidemark import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
+from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.time import LONG_MAX
 
 TARGET_ELEMENTS_PER_S = 250_000
@@ -54,19 +61,21 @@ MINUTE_MS = 60_000
 Event = tuple[str, int, int]  # (key, value, timestamp)
 
 
-def generate(n: int, seed: int = 42) -> tuple[list[Event], list[int]]:
+def generate(
+    n: int, seed: int = 42, keys: int = KEYS, disorder_ms: int = DISORDER_MS
+) -> tuple[list[Event], list[int]]:
     """``n`` events and the watermark due after each block of WATERMARK_EVERY events."""
     rng = random.Random(seed)
-    keys = [f"k{i:04d}" for i in range(KEYS)]
+    names = [f"k{i:04d}" for i in range(keys)]
     events: list[Event] = []
     watermarks: list[int] = []
     newest = 0
     for i in range(n):
-        timestamp = i * STEP_MS - rng.randrange(DISORDER_MS)
+        timestamp = i * STEP_MS - rng.randrange(disorder_ms)
         newest = max(newest, timestamp)
-        events.append((keys[rng.randrange(KEYS)], rng.randrange(100), timestamp))
+        events.append((names[rng.randrange(keys)], rng.randrange(100), timestamp))
         if (i + 1) % WATERMARK_EVERY == 0:
-            watermarks.append(newest - DISORDER_MS - 1)
+            watermarks.append(newest - disorder_ms - 1)
     return events, watermarks
 
 
@@ -91,6 +100,20 @@ class Average(AggregateFunction):
 
     def merge(self, acc_a: list[int], acc_b: list[int]) -> list[int]:
         return [acc_a[0] + acc_b[0], acc_a[1] + acc_b[1]]
+
+
+class Count(AggregateFunction):
+    def create_accumulator(self) -> int:
+        return 0
+
+    def add(self, value: int, accumulator: int) -> int:
+        return accumulator + 1
+
+    def get_result(self, accumulator: int) -> int:
+        return accumulator
+
+    def merge(self, acc_a: int, acc_b: int) -> int:
+        return acc_a + acc_b
 
 
 class CountAndMax(ProcessWindowFunction):
@@ -199,6 +222,77 @@ def measure(case: Case, data: tuple[list[Event], list[int]]) -> tuple[float, flo
     return time.process_time() - cpu, time.perf_counter() - wall, results
 
 
+# ------------------------------------------------------------------ sliding vs tumbling
+
+# (label, keys, disorder): the benchmark's own stream (a key has ~0.5 element per 2 s),
+# the same rate over 10 keys (~50 per key per 2 s), and that with 100 ms of disorder
+SLIDING_DATA = [
+    ("1,000 keys, 2 s disorder", KEYS, DISORDER_MS),
+    ("10 keys, 2 s disorder", 10, DISORDER_MS),
+    ("10 keys, 100 ms disorder", 10, 100),
+]
+
+
+def sliding_builds() -> list[tuple[str, Callable[[], WindowOperator]]]:
+    """A keyed count in 2 s tumbling windows, then 10 s / 2 s sliding: sliced (the
+    engine's choice) and unsliced (the aligned operator storing per window, as before
+    slicing; built directly)."""
+    tumbling = TumblingEventTimeWindows.of(2_000)
+    sliding = SlidingEventTimeWindows.of(10_000, 2_000)
+    layout = sliding.aligned_layout()
+    assert layout is not None
+
+    def unsliced() -> WindowOperator:
+        return AlignedWindowOperator(OperatorSpec(sliding, window_logic(Count())), layout)
+
+    return [
+        ("tumbling 2 s", operator(tumbling, Count())),
+        ("sliding 10 s / 2 s, sliced", operator(sliding, Count())),
+        ("sliding 10 s / 2 s, unsliced", unsliced),
+    ]
+
+
+def state_held(build: Callable[[], WindowOperator], events: list[Event], wms: list[int]) -> Any:
+    """``(peak contents entries, peak pickled bytes)`` of the keys' state, sampled after
+    every 20th watermark of an untimed run."""
+    op, entries, size = build(), 0, 0
+    for index, start in enumerate(range(0, len(events), WATERMARK_EVERY)):
+        for key, value, timestamp in events[start : start + WATERMARK_EVERY]:
+            op.process_element(key, value, timestamp)
+        if index < len(wms):
+            op.process_watermark(wms[index])
+        if index % 20 == 10:
+            entries = max(entries, sum(len(ks.contents) for ks in op.keys.values()))
+            size = max(size, len(pickle.dumps(op.keys)))
+    return entries, size
+
+
+def sliding_versus_tumbling(scale: float) -> None:
+    """The same data in 2 s tumbling and 10 s / 2 s sliding windows, keyed count: CPU
+    time and state held, each as a ratio to tumbling (issue 20's target: sliding <= 1.5x
+    in both)."""
+    n = int(500_000 * scale)
+    print(f"\nsame data, keyed count, {n:,} events: 2 s tumbling vs 10 s / 2 s sliding")
+    header = f"{'data':<26}{'pipeline':<30}{'cpu s':>7}{'x':>6}{'entries':>9}{'x':>6}{'bytes':>10}{'x':>6}"
+    print(header)
+    print("-" * len(header))
+    for label, keys, disorder in SLIDING_DATA:
+        events, wms = generate(n, keys=keys, disorder_ms=disorder)
+        base: tuple[float, int, int] | None = None
+        for name, build in sliding_builds():
+            op = build()
+            cpu = time.process_time()
+            run_engine(op, events, wms)
+            cpu = time.process_time() - cpu
+            entries, size = state_held(build, events, wms)
+            base = base or (cpu, entries, size)
+            print(
+                f"{label:<26}{name:<30}{cpu:>7.2f}{cpu / base[0]:>6.2f}{entries:>9,}"
+                f"{entries / base[1]:>6.2f}{size:>10,}{size / base[2]:>6.2f}",
+                flush=True,
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every N (default 1)")
@@ -230,6 +324,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if len(set(counts[:2])) != 1:
         print(f"\nWARNING: engine and baseline disagree: {counts[0]} vs {counts[1]} results")
+    sliding_versus_tumbling(args.scale)
     headline = rates[all_cases[0].name]
     baseline = rates[all_cases[1].name]
     print(f"\nengine / baseline (tumbling reduce vs dict loop): {headline / baseline:.2f}")

@@ -2,7 +2,8 @@
 session do not share a process well): BATCH and replay on random differential scenarios,
 a stream written by batch id through ``write_outputs`` on a session left with Spark's
 default state store, windows chained on a stream, and a bounded replay whose outputs
-are read from one kept run and written by ``write_outputs``. Prints one JSON line: the
+are read from one kept run and written by ``write_outputs``, and a Dataflow-triggered
+window's panes in BATCH, a replay and a stream. Prints one JSON line: the
 failures found (an empty list when all modes equal the engine harness).
 
 Run by tests/test_connect.py; by hand: ``python tests/connect_check.py <workdir>``.
@@ -178,6 +179,54 @@ def bounded_once(spark: Any) -> list[str]:
     return [] if got == want else [f"bounded once: expected {want}, got {got}"]
 
 
+def panes(spark: Any, workdir: Path) -> list[str]:
+    """A Dataflow-triggered window's panes in BATCH, a replay and a stream, as
+    ``tests/test_spark_panes.py`` runs them on a classic session."""
+    from test_spark_panes import (
+        BATCHES,
+        ROWS,
+        SCHEMA,
+        pipeline,
+        reference_batch,
+        reference_replay,
+        reference_stream,
+        write_batches,
+    )
+
+    from tidemark.panes import AccumulationMode
+
+    retracting = AccumulationMode.RETRACTING
+    df = spark.createDataFrame(ROWS, SCHEMA)
+    got = {
+        "batch": Counter(
+            tuple(r) for r in pipeline(df, "sum", retracting).to_dataframe().collect()
+        ),
+        "replay": Counter(
+            tuple(r) for r in pipeline(df, "sum", retracting, replay=True).to_dataframe().collect()
+        ),
+    }
+    write_batches(workdir / "panes-in", BATCHES)
+    source = (
+        spark.readStream.schema(SCHEMA)
+        .option("maxFilesPerTrigger", 1)
+        .json(str(workdir / "panes-in"))
+    )
+    out = workdir / "panes-out"
+    query = pipeline(source, "sum", retracting).write_outputs(
+        {"main": _parquet_sink(str(out), "main")},
+        str(workdir / "panes-checkpoint"),
+        trigger={"availableNow": True},
+    )
+    query.awaitTermination(600)
+    got["streaming"] = Counter(tuple(r)[:-1] for r in _read(spark, out / "main"))  # no batch=
+    want = {
+        "batch": reference_batch("sum", retracting),
+        "replay": reference_replay("sum", retracting),
+        "streaming": reference_stream("sum", retracting, BATCHES),
+    }
+    return [] if got == want else [f"panes: expected {want}, got {got}"]
+
+
 def main(argv: list[str]) -> None:
     workdir = Path(argv[0])
     spark = connect_session()
@@ -185,6 +234,7 @@ def main(argv: list[str]) -> None:
     failures = bounded(spark, seed=21, count=6) + streaming(spark, workdir, seed=21)
     failures += chained(spark, workdir)
     failures += bounded_once(spark)
+    failures += panes(spark, workdir)
     print("CONNECT-RESULT " + json.dumps(failures))
     spark.stop()
 

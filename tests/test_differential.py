@@ -24,6 +24,9 @@ import pytest
 import spark_transcripts as st
 from transcript import load_transcripts
 
+from tidemark._engine.slices import SlicedWindowOperator
+from tidemark.spark.plan import FAST_PATHS_CONF
+
 pytestmark = pytest.mark.spark
 
 SEED = int(os.environ.get("TIDEMARK_DIFFERENTIAL_SEED", "12"))
@@ -77,12 +80,76 @@ def test_generator_covers_the_vocabulary():
     assert any(s["assigner"].get("offset", 0) < 0 for s in chosen)
 
 
-def test_differential_replay_sample(spark):
+@pytest.fixture(params=[True, False], ids=["fast-paths", "no-fast-paths"])
+def fast_paths(request, spark):
+    """Spark runs with the fast paths (sliced sliding windows among them) on, then off
+    (``spark.tidemark.fastPaths=false``: the general operator); the reference harness
+    keeps them on, so the second run also checks the fast paths against the general
+    operator on Spark."""
+    spark.conf.set(FAST_PATHS_CONF, "true" if request.param else "false")
+    yield request.param
+    spark.conf.unset(FAST_PATHS_CONF)
+
+
+def test_differential_replay_sample(spark, fast_paths):
     check(spark, scenarios(SEED, QUICK), replay=True)
 
 
-def test_differential_batch_sample(spark):
+def test_differential_batch_sample(spark, fast_paths):
     check(spark, scenarios(SEED + 1, QUICK), replay=False)
+
+
+# ------------------------------------------------- sliced sliding windows
+
+SLICED = 8  # scenarios per mode whose sliding windows the sliced operator serves
+
+
+def is_sliced(scenario: dict) -> bool:
+    """Sliding windows (size > slide) with the default or event-time trigger and no
+    evictor: the sliced operator's pipelines."""
+    assigner, trigger = scenario["assigner"], scenario["trigger"]
+    return (
+        assigner["type"] == "sliding"
+        and assigner["size"] != assigner["slide"]
+        and (trigger is None or trigger["type"] == "event")
+        and scenario["evictor"] is None
+    )
+
+
+def sliced_scenarios(seed: int, count: int) -> list[dict]:
+    rng, found, index = random.Random(seed), [], 0
+    while len(found) < count:
+        scenario = d.random_scenario(rng, index)
+        index += 1
+        if is_sliced(scenario):
+            found.append(scenario)
+    assert all(isinstance(d.harness(s).operator, SlicedWindowOperator) for s in found)
+    return found
+
+
+def test_differential_sliced_replay(spark, fast_paths):
+    check(spark, sliced_scenarios(SEED * 7, SLICED), replay=True)
+
+
+def test_differential_sliced_batch(spark, fast_paths):
+    check(spark, sliced_scenarios(SEED * 7 + 1, SLICED), replay=False)
+
+
+def test_differential_sliced_streaming(spark, tmp_path, fast_paths):
+    """Sliced pipelines of one stream (their slices pickled with each key's state
+    between micro-batches)."""
+    (stream,), batches = d.random_streaming_scenarios(random.Random(SEED * 7 + 2), 1)
+    picked = sliced_scenarios(SEED * 7 + 3, STREAM_QUICK)
+    for scenario in picked:  # one stream, as random_streaming_scenarios makes them
+        scenario["out_of_orderness"], scenario["rows"] = stream["out_of_orderness"], stream["rows"]
+    outcomes = d.run_streaming(spark, picked, batches, tmp_path)
+    failures = [
+        diff
+        for scenario, got in zip(picked, outcomes)
+        if (diff := d.describe_difference(scenario, d.reference_streaming(scenario, batches), got))
+        is not None
+    ]
+    assert not failures, "\n".join(failures)
 
 
 @pytest.mark.slow
@@ -110,7 +177,7 @@ def check_streaming(spark, tmp_path, seed: int, count: int) -> None:
     assert not failures, f"{len(failures)} of {len(chosen)} differ ({cut}):\n" + "\n".join(failures)
 
 
-def test_differential_streaming_sample(spark, tmp_path):
+def test_differential_streaming_sample(spark, tmp_path, fast_paths):
     check_streaming(spark, tmp_path, SEED, STREAM_QUICK)
 
 

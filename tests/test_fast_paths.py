@@ -38,6 +38,7 @@ from transcript_functions import RearmingEventTimeTrigger
 
 from tidemark import (
     LONG_MAX,
+    AggregateFunction,
     ContinuousProcessingTimeTrigger,
     EventTimeTrigger,
     ProcessWindowFunction,
@@ -47,6 +48,7 @@ from tidemark import (
 )
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.slices import SlicedWindowOperator
 from tidemark.testing import WindowOperatorHarness
 
 
@@ -57,9 +59,40 @@ class WatermarkSeen(ProcessWindowFunction):
         yield (key, window_label(context.window()), context.current_watermark(), tuple(elements))
 
 
+def concat_ids(a: tuple[Any, ...], b: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Associative but not commutative: the ids in the order the reduce saw them (an
+    element is ``(key, id, value)``, a partial result ``(key, (ids...), value sum)``)."""
+    ids_a = a[1] if isinstance(a[1], tuple) else (a[1],)
+    ids_b = b[1] if isinstance(b[1], tuple) else (b[1],)
+    return (a[0], ids_a + ids_b, a[2] + b[2])
+
+
+class IdList(AggregateFunction):
+    """The ids in arrival order; add and merge reuse their accumulator, as Flink allows
+    (merge its first argument)."""
+
+    def create_accumulator(self):  # type: ignore[no-untyped-def]
+        return []
+
+    def add(self, value, accumulator):  # type: ignore[no-untyped-def]
+        accumulator.append(value[1])
+        return accumulator
+
+    def get_result(self, accumulator):  # type: ignore[no-untyped-def]
+        return tuple(accumulator)
+
+    def merge(self, acc_a, acc_b):  # type: ignore[no-untyped-def]
+        acc_a.extend(acc_b)
+        return acc_a
+
+
 def _function(kind: str) -> Any:
     if kind == "reduce":
         return sum_reduce
+    if kind == "concat_reduce":
+        return concat_ids
+    if kind == "concat_aggregate":
+        return IdList()
     if kind == "aggregate":
         return CountAndSum()
     if kind == "reduce_seen":
@@ -69,7 +102,16 @@ def _function(kind: str) -> Any:
     return WatermarkSeen()  # "elements_seen": a window function over all elements
 
 
-FUNCTIONS = ("reduce", "aggregate", "reduce_seen", "aggregate_seen", "elements_seen")
+FUNCTIONS = (
+    "reduce",
+    "aggregate",
+    "reduce_seen",
+    "aggregate_seen",
+    "elements_seen",
+    # order-sensitive: a sliced window must combine its slices in arrival order
+    "concat_reduce",
+    "concat_aggregate",
+)
 
 
 @dataclass(frozen=True)
@@ -104,12 +146,17 @@ def cases(draw: Any, aligned_only: bool = False) -> Case:
 
 
 def state_left(harness: WindowOperatorHarness) -> dict[Any, Any]:
-    """Every key's whole state: contents, trigger and function state, timers."""
+    """Every key's whole state: contents, trigger and function state, timers. The sliced
+    operator's contents are given as each window's (its slices merged), as the general
+    operator keeps them."""
     operator = harness.operator
-    return {
-        key: operator.snapshot_key(key).__getstate__()  # type: ignore[union-attr]
-        for key in sorted(operator.keys)
-    }
+    left = {}
+    for key in sorted(operator.keys):
+        state = list(operator.snapshot_key(key).__getstate__())  # type: ignore[union-attr]
+        if isinstance(operator, SlicedWindowOperator):
+            state[0] = operator.window_contents(key)
+        left[key] = tuple(state)
+    return left
 
 
 def both_ways(case: Case, run: Any) -> tuple[Any, Any]:

@@ -308,3 +308,18 @@ def test_the_timeline_shows_panes_by_timing_and_retractions(tmp_path):
     assert kinds == ["early", "retraction", "early", "retraction", "on_time"]
     tm.timeline(tracer.trace(), tmp_path / "panes.html")
     assert "retraction" in (tmp_path / "panes.html").read_text()
+
+
+def test_a_shorthand_aggregation_emits_no_row_for_an_empty_pane():
+    from pyspark.sql import Row
+
+    from tidemark.spark.aggregations import Sum
+
+    trigger = tm.AfterWatermark(early=tm.AfterCount(1))
+    h = WindowOperatorHarness(
+        TUMBLING_10, Sum("v"), key_selector=lambda r: r.k, trigger=trigger, accumulation_mode=D
+    )
+    h.process_element(Row(k="a", v=3), 1)
+    h.process_watermark(9)
+    assert [tuple(v) for v, _ in h.output()] == [("a", 3)]
+    assert [p.timing.name for _, _, p, _ in h.pane_output()] == ["EARLY"]

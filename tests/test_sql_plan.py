@@ -56,3 +56,28 @@ def test_fast_path_equals_engine(spark, events, assigner, shorthand):
     fast = _run(spark, events, assigner, shorthand, keyed, fast=True)
     engine = _run(spark, events, assigner, shorthand, keyed, fast=False)
     assert fast == engine and len(fast) > 10
+
+
+@pytest.mark.parametrize("ts_type", ["long", "timestamp"])
+@pytest.mark.parametrize(
+    "assigner",
+    [tm.TumblingEventTimeWindows.of(500, 120), tm.SlidingEventTimeWindows.of(900, 300, -100)],
+    ids=["tumbling", "sliding"],
+)
+@pytest.mark.parametrize("shorthand", [("sum", "amount"), ("min", "amount"), ("max", "amount")])
+def test_narrow_rows_aggregate_without_the_row_struct(spark, events, assigner, shorthand, ts_type):
+    # key, field and the event-time column only: the first element's other column is the
+    # smallest timestamp, so Spark's hash aggregate serves it (no sort-based aggregate)
+    narrow = events.selectExpr("k", "amount", f"cast(ts as {ts_type}) as ts")
+    if ts_type == "timestamp":
+        narrow = events.selectExpr("k", "amount", "timestamp_millis(ts) as ts")
+    fast = _run(spark, narrow, assigner, shorthand, True, fast=True)
+    engine = _run(spark, narrow, assigner, shorthand, True, fast=False)
+    assert fast == engine and len(fast) > 10
+    spark.conf.set(CONF, "true")
+    try:
+        stream = tm.from_dataframe(narrow, timestamp="ts").key_by("k").window(assigner)
+        plan = getattr(stream, shorthand[0])(shorthand[1]).to_dataframe()._jdf.queryExecution()
+        assert "SortAggregate" not in plan.executedPlan().toString()
+    finally:
+        spark.conf.unset(CONF)

@@ -29,8 +29,19 @@ def draw(path: str) -> None:
         allowed_lateness=10,
         tracer=tracer,
     )
-    steps = [(1, 5), (3, 2), (4, 1), (6, 4), (12, 3), ("wm", 9), (2, 7), (14, 2), (8, 1), ("wm", 15)]
-    for n, step in enumerate(steps):
+    steps = [
+        (1, 5),
+        (3, 2),
+        (4, 1),
+        (6, 4),
+        (12, 3),
+        ("wm", 9),
+        (2, 7),
+        (14, 2),
+        (8, 1),
+        ("wm", 15),
+    ]
+    for step in steps:
         if step[0] == "wm":
             tracer.process_watermark(h.operator, step[1])
         else:

@@ -3,6 +3,9 @@
 Every public name is importable from here, with Flink's names and PyFlink's snake_case
 methods. The Spark entry points (``from_dataframe``, ``ship_to_executors``) load PySpark
 only when used.
+
+The documentation: ``docs/index.md`` (``make docs`` builds the site); the names
+Flink users know, mapped: ``docs/flink-names.md``.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ Flink's built-in assigners with Flink's names and PyFlink's snake_case methods. 
 assigners place an element by its timestamp; processing-time assigners by the clock at
 arrival. Merging assigners (sessions) create one window per element and merge windows
 that overlap or touch.
+
+The guide, with pictures: ``docs/concepts/windows.md`` and ``docs/concepts/sessions.md``.
 """
 
 from __future__ import annotations

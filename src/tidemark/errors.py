@@ -4,6 +4,8 @@ Every error subclasses a Python built-in so callers can catch what they already 
 (``ValueError`` for bad specifications, ``RuntimeError`` for failures at run time).
 Every error can be built from its message alone, which is how an error raised in a Spark
 worker is raised again as itself on the driver (:mod:`tidemark.spark.surfacing`).
+
+What is refused, and the errors to catch: ``docs/errors.md``.
 """
 
 from __future__ import annotations

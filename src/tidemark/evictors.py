@@ -4,6 +4,8 @@ When an evictor is set, a window keeps all its elements (not an incremental accu
 on every firing the operator calls ``evict_before``, evaluates the function on what is
 left, calls ``evict_after``, and writes the survivors back. An evictor edits the list it
 is given in place. PyFlink has no evictors; tidemark follows Flink's Java ones.
+
+The guide: ``docs/concepts/evictors.md``.
 """
 
 from __future__ import annotations

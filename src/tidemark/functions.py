@@ -4,6 +4,8 @@ Incremental functions (:class:`ReduceFunction`, :class:`AggregateFunction`) keep
 accumulator per window as elements arrive; :class:`ProcessWindowFunction` and
 :class:`WindowFunction` see all of a window's elements (or the single pre-aggregated
 value when combined with an incremental function). Names and signatures follow PyFlink.
+
+The guide, with a custom :class:`AggregateFunction`: ``docs/concepts/functions.md``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ an element left of the line at its own height arrived behind the watermark.
 The module is callable: ``tidemark.timeline(trace, "run.png")`` is :func:`timeline`.
 The engine's :class:`tidemark._engine.trace.Tracer` and
 :func:`tidemark.testing.replay_trace` make traces; layout and drawing live in
-``tidemark._timeline_draw``.
+``tidemark._timeline_draw``. How to make and draw a trace: ``docs/testing.md``
+("Pictures of a run").
 
 Supported
 ---------

@@ -4,6 +4,8 @@ Named as in Flink. The bounded-out-of-orderness generator's watermark is
 ``max_timestamp_seen - out_of_orderness - 1``; monotonous timestamps are the case
 ``out_of_orderness == 0``. A replay emits the generator's watermark after every element,
 as a punctuated Flink source would.
+
+The guide (watermarks, lateness, late data): ``docs/concepts/time.md``.
 """
 
 from __future__ import annotations

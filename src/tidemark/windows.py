@@ -3,6 +3,8 @@
 A :class:`TimeWindow` is ``[start, end)``: ``start`` belongs to it, ``end`` does not, and
 its last timestamp is ``max_timestamp() == end - 1``. Results fired for a window carry
 that timestamp, which is what lets windowed operations be chained.
+
+The guide: ``docs/concepts/windows.md``.
 """
 
 from __future__ import annotations

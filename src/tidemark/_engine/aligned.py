@@ -268,17 +268,8 @@ class AlignedWindowOperator(WindowOperator):
         No callback runs, so no timer is held here (see the general operator); any held
         before is released as there (:meth:`TimerService.advance
         <tidemark._engine.timers.TimerService.advance>`)."""
-        service = self.event_time_timers
-        service.begin_advance(watermark)
-        service.current_time = watermark
-        heap = service.queue.heap
-        if watermark == LONG_MAX:
-            due: Any = sorted(heap)
-            heap.clear()
-        else:
-            due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
         keys, cache, plain = self.keys, self._window_cache, self._plain
-        for time, _, key, window in due:
+        for time, key, window in self._due_timers(watermark):
             ks = keys.get(key)
             if ks is None or ks.event_timers.pop((time, window), None) is None:
                 continue
@@ -298,6 +289,21 @@ class AlignedWindowOperator(WindowOperator):
                     self._clear_all_state(key, ks, window, window, watermark)
             if not ks.contents and not ks.event_timers and ks.is_empty():
                 del keys[key]
+
+    def _due_timers(self, watermark: int) -> Any:
+        """Advance the event-time clock to ``watermark`` and yield every timer it makes
+        due, ``(time, key, window)``, in (time, registration) order, live or not (the
+        caller checks the key's timers). All at once (one sort) for the final watermark."""
+        service = self.event_time_timers
+        service.begin_advance(watermark)
+        service.current_time = watermark
+        heap = service.queue.heap
+        if watermark == LONG_MAX:
+            due: Any = sorted(heap)
+            heap.clear()
+        else:
+            due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
+        return ((time, key, window) for time, _, key, window in due)
 
     def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
         # The trigger's clear, as fires_only_at_window_end promises it: its end timer goes.

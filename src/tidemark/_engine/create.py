@@ -8,6 +8,7 @@ from typing import Any
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.panes import PaneOperator
+from tidemark._engine.slices import SlicedWindowOperator, slices_serve
 from tidemark._engine.spec import OperatorSpec
 from tidemark.triggers.dataflow import DataflowTrigger
 
@@ -22,7 +23,10 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     sliding event-time windows whose trigger fires only at the window end) where
     ``spec.aligned_layout()`` allows it, else the general operator. The choice is made
     here, once per operator, never per element; ``spec.fast_paths=False`` always takes
-    the general operator. A Dataflow trigger takes the pane operator
+    the general operator. Sliding windows whose contents merge take the sliced operator
+    (:class:`~tidemark._engine.slices.SlicedWindowOperator`, the aligned operator storing
+    each element once, in its slice) where :func:`~tidemark._engine.slices.slices_serve`
+    allows it. A Dataflow trigger takes the pane operator
     (:class:`~tidemark._engine.panes.PaneOperator`).
     """
     if isinstance(spec.window_trigger, DataflowTrigger):
@@ -30,6 +34,8 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     layout = spec.aligned_layout()
     if layout is None:
         return WindowOperator(spec, tracer=tracer)
+    if slices_serve(spec, layout, tracer):
+        return SlicedWindowOperator(spec, layout)
     return AlignedWindowOperator(spec, layout, tracer=tracer)
 
 

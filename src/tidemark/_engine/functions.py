@@ -206,6 +206,8 @@ class AggregateLogic(WindowLogic):
         return [self.aggregate.get_result(contents)]
 
     def empty_inputs(self) -> list[Any]:
+        if getattr(self.aggregate, "reduces", False):
+            return []  # a reduce written as an aggregate (the shorthands): no value for nothing
         return [self.aggregate.get_result(self.aggregate.create_accumulator())]
 
 

@@ -20,7 +20,8 @@ class KeyState:
     ----------
     contents : dict
         State window -> contents (a list of values or ``(value, timestamp)`` pairs, or an
-        incremental accumulator).
+        incremental accumulator). The sliced operator keeps sliding windows' slices here
+        too: slice start (int ms) -> runs (``tidemark._engine.slices``).
     trigger_state : dict
         Window -> {state name: value} for the trigger's partitioned state.
     merging : dict

@@ -78,6 +78,8 @@ class WindowOperator:
 
     # Whether windows can close (a Dataflow trigger finished): asks _is_open per window.
     _closes_windows = False
+    # Whether a key's contents may hold slices besides windows (the sliced operator's).
+    _keeps_slices = False
 
     def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
         self.spec = spec
@@ -532,7 +534,13 @@ class WindowOperator:
 
         A timer that was held (see :meth:`process_watermark`) is queued as any other: it
         fires at the next advance. (Spark advances a restored key's watermark only when
-        it moves, and its processing time once per micro-batch.)"""
+        it moves, and its processing time once per micro-batch.) A key's slices, kept
+        by the sliced operator (fast paths on), become its windows' contents here
+        (:func:`tidemark._engine.slices.unslice`)."""
+        if not self._keeps_slices and any(not isinstance(s, Window) for s in ks.contents):
+            from tidemark._engine.slices import unslice  # the slices module builds on this one
+
+            unslice(self, ks)
         self.keys[key] = ks
         self.event_time_timers.restore(key, ks)
         self.processing_time_timers.restore(key, ks)

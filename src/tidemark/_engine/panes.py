@@ -452,6 +452,8 @@ class PaneOperator(WindowOperator):
         except Exception as exc:
             raise self._user_error("the Dataflow trigger's merge", key, result, exc) from exc
         self._merge_contents(key, ks, result, state_result, merged_states)
+        # the result expires at its own time, also when closed (no element registers it)
+        self.register_cleanup_timer(key, ks, result)
 
     def _move_panes(
         self, key: Any, ks: KeyState, window: Window, result: Window, panes: WindowPanes

@@ -141,6 +141,10 @@ class _KeepFirst(AggregateFunction):
         self._index: int | None = None
         self._read: Any = None  # the field's reader, from the first element
 
+    # Flink's sum/min/max are reduce functions: an empty pane (a Dataflow trigger's) has
+    # no result, as a reduce's has none.
+    reduces = True
+
     def create_accumulator(self) -> list[Any]:
         return [None, None]
 

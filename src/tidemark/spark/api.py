@@ -31,8 +31,14 @@ from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
+from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results
 from tidemark.spark.codec import RowResultReduce, parse_schema
+from tidemark.spark.pane_columns import (
+    check_accumulation_mode,
+    paned_schema,
+    window_accumulation_mode,
+)
 from tidemark.spark.plan import (
     KeySpec,
     PlanNode,
@@ -194,12 +200,14 @@ class WindowedStream:
     """A keyed (or all-) windowed stream, configured by chaining, finished by a function.
 
     The configuration methods (:meth:`trigger`, :meth:`evictor`,
-    :meth:`allowed_lateness`, :meth:`side_output_late_data`) return a new
-    WindowedStream and may be chained in any order; each call validates the whole
-    window specification at once. One of the finishing methods (:meth:`reduce`,
+    :meth:`allowed_lateness`, :meth:`side_output_late_data`, :meth:`accumulation_mode`)
+    return a new WindowedStream and may be chained in any order; each call validates the
+    whole window specification at once. One of the finishing methods (:meth:`reduce`,
     :meth:`aggregate`, :meth:`process`, :meth:`apply` or a shorthand such as
     :meth:`sum`) then gives a :class:`WindowResultStream`. Nothing runs until one of its
-    outputs is asked for.
+    outputs is asked for. Under a Dataflow trigger (``tm.AfterWatermark`` ...) every
+    result row ends with its pane: ``pane_timing``, ``pane_index``, ``pane_is_last``
+    (and ``is_retraction`` in RETRACTING mode; :mod:`tidemark.spark.pane_columns`).
 
     Supported: every combination the engine supports, on bounded DataFrames (BATCH
     semantics, or a replay with ``order_by``) and streaming DataFrames, including windows
@@ -268,6 +276,21 @@ class WindowedStream:
             ``tag`` is not an OutputTag.
         """
         return self._with(late_tag=tag)
+
+    def accumulation_mode(self, mode: AccumulationMode) -> WindowedStream:
+        """How the panes of a Dataflow trigger (``tm.AfterWatermark`` ...) relate: each
+        holds the elements since the last (DISCARDING, the default), all so far
+        (ACCUMULATING), or all so far after retracting the last (RETRACTING: the
+        results gain the column ``is_retraction``). See ``docs/panes.md``.
+
+        Raises
+        ------
+        WindowSpecError
+            ``mode`` is not a ``tm.AccumulationMode``; when the window is finished, the
+            trigger is not a Dataflow trigger.
+        """
+        check_accumulation_mode(mode)
+        return self._with(accumulation_mode=mode)
 
     def reduce(
         self, reduce_function: Any, window_function: Any = None, output_schema: Any = None
@@ -418,14 +441,20 @@ class WindowedStream:
     ) -> WindowResultStream:
         # validates the combination now, and with the assigner
         validate_window_function(self._op.assigner, window_logic(function, window_function))
+        op = self._op
+        mode = window_accumulation_mode(op.assigner, op.trigger, op.accumulation_mode)
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "
                 "returns; pass a StructType or a DDL string like 'user string, n long'"
             )
-        schema = parse_schema(output_schema, self._spark)
+        schema = paned_schema(parse_schema(output_schema, self._spark), mode)
         op = replace(
-            self._op, function=function, window_function=window_function, output_schema=schema
+            op,
+            function=function,
+            window_function=window_function,
+            output_schema=schema,
+            accumulation_mode=mode,
         )
         return WindowResultStream(op, self._spark)
 

@@ -12,6 +12,8 @@ from pyspark.sql import Row
 
 from tidemark.errors import WindowResultError, WindowSpecError
 from tidemark.functions import ReduceFunction
+from tidemark.panes import PanedResult
+from tidemark.spark.pane_columns import paned_tuple
 
 __all__ = [
     "parse_schema",
@@ -91,7 +93,9 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
     Rows and dicts are matched by field name (a Row with exactly the output's fields is
     returned as it is); tuples and lists by position; a scalar fills a one-column schema.
     None, Flink's null record (a reduce whose evictor removed every element: TimeEvictor
-    with interval 0 does), is a row of nulls.
+    with interval 0 does), is a row of nulls. A :class:`~tidemark.panes.PanedResult` (a
+    window under a Dataflow trigger) is its value's row, then its pane's columns
+    (:func:`~tidemark.spark.pane_columns.paned_tuple`).
     """
     if value is None:
         return (None,) * len(names)
@@ -110,6 +114,8 @@ def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
                 f"needs every field of {list(names)}"
             )
         return tuple(value[name] for name in names)
+    if type(value) is PanedResult:
+        return paned_tuple(value, names, result_tuple)
     if isinstance(value, (tuple, list)):
         return _positional(value, names)
     if len(names) == 1:
@@ -185,8 +191,8 @@ _last_row_type: list[Any] = [None, None]  # [field names, their row_type_of]
 class RowResultReduce(ReduceFunction):
     """A user's reduce function whose plain-Row results are handed back to it as tidemark
     Rows: a ``Row(...)`` built per element would otherwise be read next through
-    ``Row.__getattr__`` (0.9 us per attribute). The function sees equal Rows, as Flink
-    hands a reduce function copies of its earlier results."""
+    ``Row.__getattr__`` (a search of the field list per attribute). The function sees
+    equal Rows, as Flink hands a reduce function copies of its earlier results."""
 
     def __init__(self, function: Any):
         self.function = function
@@ -202,7 +208,7 @@ class RowResultReduce(ReduceFunction):
 def _field_descriptor(position: int, name: str) -> Any:
     """A read-only attribute for tuple slot ``position``: the C accessor namedtuples use
     where the interpreter has it (``property(itemgetter(...))`` would go through
-    ``Row.__getitem__``, which is Python: 0.24 us a read)."""
+    ``Row.__getitem__``, which is Python, at every read)."""
     try:
         from collections import _tuplegetter  # type: ignore[attr-defined]
     except ImportError:  # pragma: no cover - CPython has had it since 3.8

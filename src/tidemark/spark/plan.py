@@ -22,6 +22,7 @@ from tidemark.assigners import WindowAssigner
 from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
+from tidemark.panes import AccumulationMode
 from tidemark.triggers import Trigger
 from tidemark.watermarks import WatermarkStrategy
 
@@ -90,7 +91,12 @@ class KeySpec:
 @dataclass(frozen=True, eq=False)
 class WindowOp:
     """A window operation on an upstream node. ``function`` and ``output_schema`` are
-    None until the windowed stream is finished with a window function."""
+    None until the windowed stream is finished with a window function.
+
+    ``accumulation_mode`` is what ``accumulation_mode(...)`` was given until the window
+    is finished; then the mode it runs with: DISCARDING by default under a Dataflow
+    trigger, whose results carry their panes (``output_schema`` then ends with the pane
+    columns, :mod:`tidemark.spark.pane_columns`), None under any other trigger."""
 
     upstream: PlanNode
     key: KeySpec | None
@@ -102,6 +108,7 @@ class WindowOp:
     function: Any = None
     window_function: Any = None
     output_schema: Any = None
+    accumulation_mode: AccumulationMode | None = None
 
     @property
     def schema(self) -> Any:
@@ -124,6 +131,7 @@ class WindowOp:
             self.function,
             self.window_function,
             fast_paths_enabled(self.source.df.sparkSession),
+            self.accumulation_mode,
         )
 
 
@@ -149,6 +157,7 @@ class OperatorFactory:
     function: Any
     window_function: Any
     fast_paths: bool = True
+    accumulation_mode: AccumulationMode | None = None  # set: results are PanedResults
     # The spec of each (batch_mode, record_output_watermarks), built once per process:
     # a streaming query makes an operator per key group and micro-batch.
     _specs: dict[tuple[bool, bool], OperatorSpec] = field(
@@ -171,6 +180,8 @@ class OperatorFactory:
                 batch_mode=batch_mode,
                 record_output_watermarks=record_output_watermarks,
                 fast_paths=self.fast_paths,
+                accumulation_mode=self.accumulation_mode,
+                pane_results=self.accumulation_mode is not None,
             )
         return create_window_operator(spec)
 

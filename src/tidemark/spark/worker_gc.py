@@ -22,10 +22,8 @@ def fewer_gc_passes() -> None:
 
     Set once and kept, not restored after each call: restoring it put every loaded
     object back among those the collector walks, and PySpark's own code between the
-    calls ran with the default threshold. Measured with ``gc.callbacks`` in the workers
-    (1,000 keys, 400,000 rows in 10 micro-batches): 25-33 full passes per worker took
-    1.9-2.4 s of its CPU; with the setting kept, 32 took 0.14 s, and the workers' CPU
-    went from 3.0-3.1 s to 1.4-1.5 s in all (benchmarks/README.md). A worker runs the
+    calls ran with the default threshold (measured with ``gc.callbacks`` in the workers;
+    the figures are in benchmarks/README.md). A worker runs the
     tasks of one application; Python functions it runs later keep the setting.
     """
     if TaskContext.get() is not None:

@@ -3,6 +3,8 @@
 :class:`WindowOperatorHarness` drives the window operator by hand: elements with
 timestamps, watermarks, and the processing-time clock, then shows what was emitted, what
 went to side outputs, what was dropped, and how much state and how many timers are left.
+
+The guide, with the output format: ``docs/testing.md``.
 """
 
 from __future__ import annotations

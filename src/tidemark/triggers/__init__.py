@@ -7,6 +7,9 @@ timer it registered (``on_event_time``, ``on_processing_time``); it answers with
 window. Behaviour follows Flink 1.20's built-in triggers, including Java's ``%`` in the
 continuous triggers' alignment. The Dataflow model's triggers (Beam's names, with panes
 and accumulation modes) are in :mod:`tidemark.triggers.dataflow`.
+
+The guide: ``docs/concepts/triggers.md``; a custom trigger, tested in the harness:
+``docs/testing.md``.
 """
 
 from tidemark.triggers.base import (

@@ -6,6 +6,8 @@ timer it registered (``on_event_time``, ``on_processing_time``); it answers with
 ``ctx.get_partitioned_state(descriptor)``, so one trigger object serves every key and
 window. Subclass :class:`Trigger` for a trigger of your own; Flink's built-in triggers
 (:mod:`tidemark.triggers.builtin`) are examples of every kind.
+
+A custom trigger, written and tested in the harness: ``docs/testing.md``.
 """
 
 from __future__ import annotations

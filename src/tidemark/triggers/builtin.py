@@ -1,5 +1,8 @@
 """Flink 1.20's built-in triggers, with Flink's behaviour (including Java's ``%`` in the
-continuous triggers' alignment), and what each declares it needs."""
+continuous triggers' alignment), and what each declares it needs.
+
+The guide: ``docs/concepts/triggers.md``.
+"""
 
 from __future__ import annotations
 

@@ -79,10 +79,9 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         )
         final_pt, arrivals = None, None
         if source.processing_time is not None:
-            rows = stamped.select(PT).distinct().collect()
-            times = sorted(r[0] for r in rows if r[0] is not None)
-            final_pt = times[-1] if times else None
-            arrivals = share_with_tasks(spark, ArrivalTimes(np.array(times, dtype=np.int64)))
+            arrival_times = _arrival_times(stamped)
+            final_pt = int(arrival_times.values[-1]) if len(arrival_times.values) else None
+            arrivals = share_with_tasks(spark, arrival_times)
     return ElementFrame(
         stamped,
         df.schema,
@@ -93,6 +92,20 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         final_pt,
         arrivals,
         kept=[ranged],
+    )
+
+
+def _arrival_times(stamped: Any) -> ArrivalTimes:
+    """A replay's distinct arrival times, and the arrival time at which each of its
+    watermarks came in force (the first element's under it)."""
+    rows = stamped.select(PT).distinct().collect()
+    times = sorted(r[0] for r in rows if r[0] is not None)
+    timed = stamped.where(F.col(PT).isNotNull()).groupBy(WM).agg(F.min(PT)).collect()
+    in_force = sorted((r[0], r[1]) for r in timed if r[0] is not None)
+    return ArrivalTimes(
+        np.array(times, dtype=np.int64),
+        np.array([w for w, _ in in_force], dtype=np.int64),
+        np.array([t for _, t in in_force], dtype=np.int64),
     )
 
 

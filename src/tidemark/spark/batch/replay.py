@@ -17,7 +17,7 @@ Two passes over the stream range-partitioned by arrival order, no global window:
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,7 @@ __all__ = [
     "WatermarkSequence",
     "ArrivalTimes",
     "advance_to_arrival_time",
+    "advance_clocks",
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
     "share_with_tasks",
@@ -67,14 +68,25 @@ class WatermarkSequence:
 @dataclass
 class ArrivalTimes:
     """The distinct arrival (processing) times of a recorded stream, ascending: the
-    times its processing-time clock advanced to."""
+    times its processing-time clock advanced to; and each watermark the stream had
+    (ascending) with the arrival time of the first element that arrived under it."""
 
     values: np.ndarray
+    watermarks: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))
+    watermark_arrivals: np.ndarray = field(default_factory=lambda: np.array([], dtype=np.int64))
 
     def first_at_or_after(self, time: int) -> int:
         """The first arrival time ``>= time`` (``LONG_MAX`` after the last)."""
         index = int(np.searchsorted(self.values, time, side="left"))
         return int(self.values[index]) if index < len(self.values) else 2**63 - 1
+
+    def in_force_at(self, watermark: int) -> int:
+        """The arrival time at which ``watermark`` came in force (``LONG_MAX``: after the
+        last arrival, no element arrived under it)."""
+        index = int(np.searchsorted(self.watermarks, watermark, side="left"))
+        if index < len(self.watermarks) and self.watermarks[index] == watermark:
+            return int(self.watermark_arrivals[index])
+        return 2**63 - 1
 
 
 def advance_to_arrival_time(op: Any, time: int, arrivals: ArrivalTimes) -> None:
@@ -106,6 +118,45 @@ def advance_to_recorded_watermark(op: Any, watermark: int, sequence: WatermarkSe
         return sequence.first_at_or_after(max(time, op.current_watermark + 1))
 
     advance_watermark_stepwise(op, watermark, resolve)
+
+
+def advance_clocks(
+    op: Any, time: int | None, watermark: int, sequence: WatermarkSequence, arrivals: Any
+) -> None:
+    """Advance ``op``'s processing time to ``time`` (None: it stays) and its watermark to
+    ``watermark`` as the recorded stream moved both: at each arrival, the arrival time
+    first, then the watermark in force.
+
+    A key skips the other keys' arrivals, so between two of its elements both clocks
+    may have moved many times: each watermark a due event-time timer needs is met at
+    the arrival time it came in force (the processing-time timers due by then fire
+    first), then the rest of each clock's way is gone as
+    :func:`advance_to_arrival_time` and :func:`advance_to_recorded_watermark` go it.
+    """
+    if time is None or arrivals is None:
+        advance_to_recorded_watermark(op, watermark, sequence)
+        return
+    while watermark > op.current_watermark:
+        due = _next_event_due(op.event_time_timers)
+        if due is None or due > watermark:
+            break
+        step = sequence.first_at_or_after(max(due, op.current_watermark + 1))
+        if step > watermark:
+            break
+        advance_to_arrival_time(op, min(arrivals.in_force_at(step), time), arrivals)
+        advance_to_recorded_watermark(op, step, sequence)
+    advance_to_arrival_time(op, time, arrivals)
+    advance_to_recorded_watermark(op, watermark, sequence)
+
+
+def _next_event_due(timers: Any) -> int | None:
+    """The earliest watermark an event-time timer may be due at: the queue's first, or
+    while one is held, the next advance."""
+    due = timers.queue.peek_time()
+    if timers.queue.has_held():
+        step_up = timers.current_time + 1
+        due = step_up if due is None else min(due, step_up)
+    return due
 
 
 @dataclass

@@ -121,7 +121,7 @@ def _sort_arrays(column: Any) -> list[Any]:
     """What Arrow sorts by for ``column`` to give Spark's order of it.
 
     Strings and binary: the rank of each value among its distinct values (the same order,
-    sorted as integers: a partition's keys repeat, 1.6x faster). Floating point: whether
+    sorted as integers: a partition's keys repeat, so this is faster). Floating point: whether
     the value is NaN, then the value (Spark puts NaN after every number and has -0.0
     equal to 0.0; Arrow compares -0.0 and 0.0 equal too)."""
     kind = column.type

@@ -1,10 +1,10 @@
 """Flink's shorthand aggregations in BATCH mode as Spark SQL aggregations.
 
 ``sum``/``min``/``max``/``min_by``/``max_by`` on tumbling or sliding event-time windows
-with the default trigger and no evictor have a closed form in BATCH mode: each window
-fires once, at the end, with the fold of its elements in timestamp order. Spark computes
-that with its own (partial, native) aggregation, and the result equals the engine's
-exactly:
+with the default trigger (not a Dataflow trigger: its results carry panes) and no
+evictor have a closed form in BATCH mode: each window fires once, at the end, with the
+fold of its elements in timestamp order. Spark computes that with its own (partial,
+native) aggregation, and the result equals the engine's exactly:
 
 - ``sum/min/max``: the window's first element (by timestamp, then the tie order of
   :func:`tidemark.spark.batch.frames.tie_order`) with the
@@ -22,7 +22,16 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import functions as F
-from pyspark.sql.types import BinaryType, DecimalType, FractionalType, IntegralType, LongType
+from pyspark.sql.types import (
+    BinaryType,
+    DateType,
+    DecimalType,
+    FractionalType,
+    IntegralType,
+    LongType,
+    TimestampNTZType,
+    TimestampType,
+)
 
 from tidemark.spark import aggregations as agg
 from tidemark.spark.batch.worker import (
@@ -53,6 +62,8 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
     function = op.function
     if frame.replay or op.window_function is not None or op.evictor is not None:
         return False
+    if op.accumulation_mode is not None:
+        return False  # a Dataflow trigger's results carry panes: the engine's operator
     if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
         return False
     if op.trigger is not None and not op.trigger.fires_only_at_window_end():
@@ -70,13 +81,15 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
 
 
 def _window_starts(op: WindowOp) -> Any:
+    """The start of an element's window (tumbling), or the array of its windows'
+    starts (sliding)."""
     assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
     size = assigner.size_ms
     slide = getattr(assigner, "slide_ms", size)
     ts = F.col(TS)
     last = ts - F.pmod(ts - F.lit(assigner.offset_ms), F.lit(slide))
     if slide == size:
-        return F.array(last)
+        return last  # one window: no array to explode
     count = (size + slide - 1) // slide
     starts = F.sequence(last - F.lit((count - 1) * slide), last, F.lit(slide))
     return F.filter(starts, lambda start: start > ts - F.lit(size))
@@ -106,8 +119,33 @@ def _aggregate(op: WindowOp, frame: Any) -> tuple[Any, Any]:
         kind = frame.value_schema[function.field].dataType
         negated = -(field.cast(DecimalType(20, 0)) if isinstance(kind, IntegralType) else field)
         return first(field.isNull(), negated, F.col(TS)), None
-    aggregate = {agg.Sum: F.sum, agg.Min: F.min, agg.Max: F.max}[type(function)](field)
-    return first(F.col(TS)), aggregate
+    return first(F.col(TS)), _field_aggregate(op)
+
+
+def _field_aggregate(op: WindowOp) -> Any:
+    """``sum``/``min``/``max`` of the shorthand's field; None for ``min_by``/``max_by``."""
+    function = op.function
+    aggregate = {agg.Sum: F.sum, agg.Min: F.min, agg.Max: F.max}.get(type(function))
+    return None if aggregate is None else aggregate(F.col(f"`{function.field}`"))
+
+
+def _first_by_time(op: WindowOp, frame: Any, keys: list[str]) -> list[Any] | None:
+    """The first element's other columns as plain aggregates, where the columns make
+    that possible: besides the keys and the field, at most the event-time column itself,
+    of a type whose order is the time order (the first element's is the smallest).
+    Spark then aggregates in its hash aggregate, without the row struct that needs a
+    sort-based one. None otherwise."""
+    others = [
+        f for f in frame.value_schema.fields if f.name not in keys and f.name != op.function.field
+    ]
+    if not others:
+        return []
+    (column,) = others if len(others) == 1 else (None,)
+    if column is None or column.name != frame.timestamp_column:
+        return None
+    if not isinstance(column.dataType, (IntegralType, TimestampType, TimestampNTZType, DateType)):
+        return None
+    return [F.min(F.col(f"`{column.name}`"))]
 
 
 # How the engine path's InputDataError reads in a worker's traceback, so that
@@ -148,20 +186,31 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
     values = frame.value_schema.fieldNames()
     keys = list(op.key.columns) if op.key is not None else []
     checked = _checked_input(frame.df, keys, values, frame.timestamp_column)
-    exploded = checked.withColumn(WINDOW_START, F.explode(_window_starts(op)))
-    chosen, aggregate = _aggregate(op, frame)
-    aggregations = [chosen.alias(FIRST_ROW)]
+    starts = _window_starts(op)
+    assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
+    sliding = getattr(assigner, "slide_ms", assigner.size_ms) != assigner.size_ms
+    exploded = checked.withColumn(WINDOW_START, F.explode(starts) if sliding else starts)
+    aggregate = _field_aggregate(op)
+    first_columns = _first_by_time(op, frame, keys) if aggregate is not None else None
+    if first_columns is None:
+        aggregations = [_aggregate(op, frame)[0].alias(FIRST_ROW)]
+    else:
+        aggregations = [expr.alias(f"{FIRST_ROW}{i}") for i, expr in enumerate(first_columns)]
     if aggregate is not None:
         aggregations.append(aggregate.alias(AGGREGATE))
     groups = [*[F.col(f"`{k}`") for k in keys], F.col(WINDOW_START)]
     grouped = exploded.groupBy(*groups).agg(*aggregations)
     field = op.function.field
-    columns = []
+    columns, others = [], iter(range(len(first_columns or ())))
     for f in frame.value_schema.fields:
         if aggregate is not None and f.name == field:
             columns.append(F.col(AGGREGATE).cast(f.dataType).alias(f.name))
-        else:
+        elif first_columns is None:
             columns.append(F.col(FIRST_ROW)[f.name].alias(f.name))
+        elif f.name in keys:
+            columns.append(F.col(f"`{f.name}`"))
+        else:
+            columns.append(F.col(f"{FIRST_ROW}{next(others)}").alias(f.name))
     size = getattr(op.assigner, "size_ms")  # noqa: B009 (tumbling or sliding)
     return grouped.select(
         F.lit(MAIN).alias(OUTPUT),

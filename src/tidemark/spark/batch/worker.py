@@ -14,7 +14,9 @@ processed to its end and then flushed:
   the wall clock, and processing-time timers also fire at the end of the key.
 - replay: before each element the watermark advances, step by step, to the watermark
   the stream had when the element arrived (so every timer fires at the watermark that
-  first reached it), and processing time to its arrival time; after a key's last
+  first reached it), and processing time to its arrival time, the two clocks moving
+  together as the stream's did (at each arrival its arrival time, then the watermark
+  in force: :func:`~tidemark.spark.batch.replay.advance_clocks`); after a key's last
   element, processing time goes on to the stream's last arrival (the stream's clock did,
   whichever key arrived), then the stream's final watermark, then +inf, as a bounded
   Flink source ends. Processing-time timers beyond the last arrival do not fire, as in
@@ -34,7 +36,7 @@ import pyarrow.compute as pc
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import InputDataError, WindowResultError
-from tidemark.spark.batch.replay import advance_to_arrival_time, advance_to_recorded_watermark
+from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
 from tidemark.spark.codec import (
     arrow_batch,
@@ -475,10 +477,9 @@ class ReplayDriver(PartitionDriver):
         for i, row in enumerate(rows):
             current = self._next_key(op, out, current, keys[i])
             self._check_timestamp(row, stamps[i])
-            if pts is not None and pts[i] is not None:
-                advance_to_arrival_time(op, int(pts[i]), self.config.arrival_times.value)
+            pt = None if pts is None or pts[i] is None else int(pts[i])
             order = int(orders[i])
-            advance_to_recorded_watermark(op, int(wms[i]), sequence)
+            advance_clocks(op, pt, int(wms[i]), sequence, self._arrivals())
             self._drain(op, out, keys[i], 2 * order - 1, False, sequence)
             op.process_element(keys[i], row, stamps[i])
             self._drain(op, out, keys[i], 2 * order, True, sequence)
@@ -486,17 +487,19 @@ class ReplayDriver(PartitionDriver):
 
     def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
         sequence = self.config.watermarks.value
-        if self.config.final_processing_time is not None:
-            # the stream's clock went on to its last arrival, for this key's timers too
-            advance_to_arrival_time(
-                op, self.config.final_processing_time, self.config.arrival_times.value
-            )
         last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
-        advance_to_recorded_watermark(op, last, sequence)
+        # the stream's clocks went on to its last arrival and watermark, for this key too
+        final = self.config.final_processing_time
+        advance_clocks(op, final, last, sequence, self._arrivals())
         op.process_watermark(LONG_MAX)
         self._drain(op, out, key, LONG_MAX, False, sequence)
         op.evict_key(key)
         op.reset_clocks()
+
+    def _arrivals(self) -> Any:
+        """The stream's ArrivalTimes (None without processing time)."""
+        shared = self.config.arrival_times
+        return None if shared is None else shared.value
 
     def _drain(
         self,

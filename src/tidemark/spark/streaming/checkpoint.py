@@ -8,9 +8,10 @@ query's first start and compared at every restart, before the query starts:
   state lives under its slot, and another number would find little of it;
 - ``tidemark-pipeline``: what each window's state depends on (:func:`describe_window`:
   the assigner, the trigger, the evictor, the allowed lateness, the kind of function,
-  the key and value columns with their types, the time mode). A restart with a changed
-  window would read state built for another one (a 10-minute window's contents as a
-  20-minute one's), so it is refused, naming what changed.
+  under a Dataflow trigger the accumulation mode, the key and value columns with their
+  types, the time mode). A restart with a changed window would read state built for
+  another one (a 10-minute window's contents as a 20-minute one's, discarding panes'
+  state as accumulating ones'), so it is refused, naming what changed.
 
 A checkpoint written before the pipeline file existed gets it at its next start. Each
 file is text, as Spark writes it: on a classic session read and written with the
@@ -92,7 +93,9 @@ def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
 def describe_window(operator: Any, **columns: Any) -> dict[str, str]:
     """What a window's state depends on, as text that compares equal across processes:
     its operator's assigner, trigger, evictor, allowed lateness and kind of function,
-    and ``columns`` (e.g. the key and value columns with their types, the time mode).
+    its accumulation mode under a Dataflow trigger (a pipeline without one describes
+    none, as before the mode existed), and ``columns`` (e.g. the key and value columns
+    with their types, the time mode).
 
     >>> from tidemark import TumblingEventTimeWindows
     >>> from tidemark._engine.create import window_operator
@@ -113,6 +116,8 @@ def describe_window(operator: Any, **columns: Any) -> dict[str, str]:
         "allowed lateness": f"{spec.allowed_lateness_ms}ms",
         "function": function,
     }
+    if spec.accumulation_mode is not None:  # a Dataflow trigger's; none described before
+        described["accumulation mode"] = describe(spec.accumulation_mode)
     described.update({name: str(value) for name, value in columns.items()})
     return described
 

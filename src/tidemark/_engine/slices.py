@@ -1,0 +1,443 @@
+"""The sliced operator: the aligned operator, but for sliding windows each element is
+stored once, in its slice, instead of once per window (as Flink SQL slices windows).
+
+A sliding layout of ``size`` every ``slide`` cuts event time into slices of
+``gcd(size, slide)`` aligned to the offset; every window is the union of the
+``size / gcd`` slices it covers, and each element lies in exactly one slice. A key's
+slices live in its :class:`~tidemark._engine.keystate.KeyState` next to the windows,
+``contents[slice_start] = runs`` (an int key, where windows are
+:class:`~tidemark.windows.TimeWindow` keys), so they pickle with it.
+
+A slice holds *runs*, ``[seq_1, contents_1, seq_2, contents_2, ...]``: the elements of a
+run arrived one after another for the key (no element of another slice in between), and
+``contents_i`` is what the window logic keeps for them (a reduced value, an accumulator,
+or the elements). A window's contents are its slices' runs merged in arrival order
+(``seq``), so a process function sees the elements in the order they arrived, and a
+reduce / aggregate result combines partial results in that order: the same as Flink
+DataStream's, given the law every merge already obeys (``merge(fold(A), fold(B)) ==
+fold(A + B)``; floating-point sums may differ in the last bits). In-order data makes one
+run per slice.
+
+Everything else is the aligned operator's: each window keeps its end and cleanup timers
+(registered when its first element arrives, in the same order), fires when they are
+due, and at cleanup clears its trigger and function state; a slice goes when the last
+window holding it is cleaned up. Observables are the general operator's (the fast-path
+property tests compare them); ``num_keyed_state_entries`` counts windows as Flink's
+harness does, one per window holding contents, not slices.
+
+A window's slices are merged when it fires, so a sliding window calls the user's
+``AggregateFunction.merge`` (or the reduce on two partial results) where the unsliced
+operators never did; an aggregate function without ``merge`` is not sliced.
+
+A key restored from state written by the unsliced operators (window contents under
+window keys) is served per window until those windows are gone; state written here
+restores on the unsliced operators (fast paths turned off), which turn its slices into
+window contents (:func:`unslice`).
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+from math import gcd
+from operator import itemgetter
+from typing import Any, cast
+
+from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogic, WindowLogic
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
+from tidemark._engine.spec import OperatorSpec
+from tidemark.errors import UserFunctionError
+from tidemark.functions import AggregateFunction
+from tidemark.time import LONG_MAX
+from tidemark.windows import AlignedLayout, TimeWindow, Window
+
+__all__ = ["SlicedWindowOperator", "slices_serve"]
+
+_SEQ = itemgetter(0)
+# Slice places looked up one by one at most (else picked from a key's entries).
+_PROBES = 16
+# Accumulators no merge can change in place.
+_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None)})
+
+
+def slices_serve(spec: OperatorSpec, layout: AlignedLayout, tracer: Any = None) -> bool:
+    """Whether :class:`SlicedWindowOperator` serves a pipeline the aligned operator
+    serves with ``layout``: sliding windows (not tumbling), no tracer (a trace draws each
+    window's contents), and a window logic whose contents merge (elements, a reduce, an
+    aggregate function with ``merge``)."""
+    if layout.size_ms == layout.slide_ms or tracer is not None:
+        return False
+    return _merges(spec.logic)
+
+
+def _merges(logic: WindowLogic) -> bool:
+    if isinstance(logic, (ElementsLogic, ReduceLogic)):
+        return True
+    if not isinstance(logic, AggregateLogic):
+        return False
+    merge = getattr(type(logic.aggregate), "merge", None)
+    return merge is not None and merge is not AggregateFunction.merge
+
+
+def merge_runs(logic: WindowLogic, parts: list[Any]) -> Any:
+    """Runs' contents (in arrival order) as one window's contents. A stored run is
+    handed to a merge that may reuse its first argument only where it cannot change
+    (an immutable accumulator)."""
+    if logic.keeps_elements:
+        return [value for run in parts for value in run]
+    aggregate = logic.aggregate
+    if aggregate is not None:
+        merge, merged = aggregate.merge, parts[0]
+        if type(merged) not in _IMMUTABLE:
+            merged = merge(aggregate.create_accumulator(), merged)
+        for run in islice(parts, 1, None):
+            merged = merge(merged, run)
+        return merged
+    reduce, merged = logic.reduce, parts[0]
+    for run in islice(parts, 1, None):
+        merged = reduce(merged, run)
+    return merged
+
+
+def unslice(operator: WindowOperator, ks: KeyState) -> None:
+    """Turn the slices in ``ks`` into the contents of the windows they serve, as the
+    unsliced operators keep them: state the sliced operator wrote, restored where fast
+    paths are off. The windows served are those with a timer pending (a window keeps
+    its cleanup timer until it is cleaned up), or that are never cleaned up."""
+    layout = operator.assigner.aligned_layout()
+    if layout is None:
+        return
+    contents: dict[Any, Any] = ks.contents
+    slices = {s: runs for s, runs in contents.items() if not isinstance(s, Window)}
+    for start in slices:
+        del contents[start]
+    size, slide, _ = layout
+    width, pending = gcd(size, slide), {window for _, window in ks.event_timers}
+    windows = set()
+    for start in slices:
+        window_start = layout.last_start(start)
+        while window_start + size >= start + width:
+            window = TimeWindow(window_start, window_start + size)
+            if window in pending or operator.cleanup_time(window) == LONG_MAX:
+                windows.add(window)
+            window_start -= slide
+    ordered = sorted(slices)
+    for window in windows:
+        held = [slices[s] for s in ordered if window[0] <= s < window[1]]
+        if held:
+            contents[window] = merge_runs(operator.logic, _in_arrival_order(held))
+
+
+def _in_arrival_order(slices: list[Any]) -> list[Any]:
+    """The contents of every run of ``slices`` (``[seq, contents, ...]`` each), in
+    arrival order."""
+    pairs: list[tuple[int, Any]] = []
+    for runs in slices:
+        pairs.extend(zip(islice(runs, 0, None, 2), islice(runs, 1, None, 2)))
+    pairs.sort(key=_SEQ)
+    return [run for _, run in pairs]
+
+
+class SlicedWindowOperator(AlignedWindowOperator):
+    """:class:`AlignedWindowOperator`, but each element of a sliding window is stored
+    once, in its slice (see the module's docstring).
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline :func:`slices_serve` accepts.
+    layout : AlignedLayout
+        Where the windows are.
+    """
+
+    _keeps_slices = True
+
+    def __init__(self, spec: OperatorSpec, layout: AlignedLayout):
+        super().__init__(spec, layout)
+        self._slice_ms = gcd(layout.size_ms, layout.slide_ms)
+        # The last arrival number given to a run (any key's: only a key's own runs are
+        # compared); a restored key's runs move it past theirs.
+        self._arrival = 0
+        # key -> the slice its last element went to: that slice's last run continues.
+        # Forgotten whenever a key's state is replaced or leaves memory.
+        self._last_slice: dict[Any, int] = {}
+        # Keys restored with window contents of the unsliced operators.
+        self._per_window: set[Any] = set()
+
+    # ------------------------------------------------------------------ elements
+
+    def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
+        """Each element into its slice, then the windows a new slice opens (their timers)
+        and the windows due (a late firing) as the aligned operator handles them."""
+        if self._per_window and key in self._per_window and self._holds_windows(key, ks):
+            return super()._aligned_run(key, ks, values, timestamps)
+        size, slide, offset = self._layout
+        width, contents, last_slice = self._slice_ms, ks.contents, self._last_slice
+        add, agg_add, create = self._adders
+        watermark = self.event_time_timers.current_time
+        # the latest window start whose cleanup time is at or before the watermark: an
+        # element whose latest window starts there is in no window that is not late
+        late_to = (
+            LONG_MAX if watermark == LONG_MAX else watermark - size + 1 - self.allowed_lateness_ms
+        )
+        status, last = SKIPPED, 0
+        try:
+            for value, timestamp in zip(values, timestamps):
+                last = timestamp - (timestamp - offset) % slide
+                if last <= late_to:
+                    late = self.is_element_late(timestamp)
+                    status = self._late_element(value, timestamp) if late else SKIPPED
+                    continue
+                start = last if width == slide else timestamp - (timestamp - offset) % width
+                runs = contents.get(start)
+                previous = last_slice.get(key)
+                if runs is not None and previous == start:  # the run goes on
+                    runs[-1] = add(runs[-1], value) if agg_add is None else agg_add(value, runs[-1])
+                    if timestamp > watermark:  # in no window that is due
+                        status = ADDED
+                        continue
+                else:
+                    self._arrival += 1
+                    added = add(None, value) if agg_add is None else agg_add(value, create())
+                    if runs is None:
+                        contents[start] = [self._arrival, added]
+                    else:
+                        runs += (self._arrival, added)
+                    last_slice[key] = start
+                status = self._added(key, ks, timestamp, last, runs is None, previous, watermark)
+        except UserFunctionError:
+            raise
+        except Exception as exc:
+            window = self._window(last)[0]
+            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+        return status
+
+    def _added(
+        self,
+        key: Any,
+        ks: KeyState,
+        timestamp: int,
+        last: int,
+        new_slice: bool,
+        previous: int | None,
+        watermark: int,
+    ) -> int:
+        """After an element at ``timestamp`` went into its slice: FIRE the windows due,
+        register the timers of the windows a new slice opens. Returns the status."""
+        size, slide, offset = self._layout
+        first = last - (last - timestamp + size - 1) // slide * slide
+        if first + size - 1 <= watermark:  # a window is due
+            return self._windows_of_element(key, ks, last, first, watermark)
+        if new_slice:  # the windows it shares with the previous slice are not new
+            if previous is not None and first <= previous < timestamp and previous in ks.contents:
+                first = previous - (previous - offset) % slide + slide
+            self._windows_of_element(key, ks, last, first, watermark)
+        return ADDED
+
+    def _windows_of_element(
+        self, key: Any, ks: KeyState, last: int, first: int, watermark: int
+    ) -> int:
+        """The trigger's on_element and the cleanup timer for the windows starting from
+        ``last`` down to ``first`` (an element just went into their slice): skip late
+        windows, FIRE those due, register the timers of new ones. Returns the status."""
+        timers, push = ks.event_timers, self.event_time_timers.queue.push
+        slide, status, cache = self._layout.slide_ms, SKIPPED, self._window_cache
+        start = last
+        while start >= first:
+            entry = cache.get(start)
+            window, cleanup = entry if entry is not None else self._window(start)
+            start -= slide
+            if cleanup <= watermark:  # is_window_late
+                continue
+            max_ts = window[1] - 1
+            if max_ts <= watermark:
+                status = ADDED_LATE
+                self._fire(key, ks, window, window, watermark)
+            else:
+                status = ADDED if status == SKIPPED else status
+                if (max_ts, window) not in timers:
+                    timers[(max_ts, window)] = push(max_ts, key, window)
+            if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
+                timers[(cleanup, window)] = push(cleanup, key, window)
+        return status
+
+    def _holds_windows(self, key: Any, ks: KeyState) -> bool:
+        """Whether a restored key still keeps window contents (else it is sliced now)."""
+        if any(isinstance(state, TimeWindow) for state in ks.contents):
+            return True
+        self._per_window.discard(key)
+        return False
+
+    # ------------------------------------------------------------------ windows
+
+    def _slices_in(self, ks: KeyState, begin: int, end: int) -> list[Any]:
+        """The slices (their runs) of ``ks`` within ``[begin, end)``, in time order:
+        looked up one by one, or, where there are many more slice places than entries
+        (a slide far below the size), picked from the entries."""
+        contents: dict[Any, Any] = ks.contents
+        width = self._slice_ms
+        if (end - begin) // width <= _PROBES or (end - begin) // width <= len(contents):
+            get = contents.get
+            return [runs for runs in map(get, range(begin, end, width)) if runs is not None]
+        starts = sorted(s for s in contents if not isinstance(s, TimeWindow) and begin <= s < end)
+        return [contents[start] for start in starts]
+
+    def _window_contents(self, key: Any, ks: KeyState, window: Any) -> Any:
+        """What ``window`` holds: its own contents (a restored key's), else its slices'
+        runs merged in arrival order; None when it holds nothing."""
+        contents: dict[Any, Any] = ks.contents
+        if self._per_window and key in self._per_window:
+            own = contents.get(window)
+            if own is not None:
+                return own
+        begin, end = window
+        if (end - begin) // self._slice_ms > max(_PROBES, len(contents)):
+            parts = _in_arrival_order(self._slices_in(ks, begin, end))
+        else:
+            # one run per slice, in time order, is arrival order (in-order data)
+            get, parts, seq = contents.get, [], 0
+            for start in range(begin, end, self._slice_ms):
+                runs = get(start)
+                if runs is not None:
+                    if len(runs) != 2 or runs[0] < seq:
+                        parts = _in_arrival_order(self._slices_in(ks, begin, end))
+                        break
+                    seq = runs[0]
+                    parts.append(runs[1])
+        if len(parts) < 2:
+            if not parts:
+                return None
+            return list(parts[0]) if self.logic.keeps_elements else parts[0]
+        try:
+            return merge_runs(self.logic, parts)
+        except Exception as exc:
+            raise self._user_error("the merge function", key, window, exc) from exc
+
+    def _fire(
+        self, key: Any, ks: KeyState, window: Any, state_window: Window, watermark: int
+    ) -> None:
+        """:meth:`WindowOperator._fire` on the window's merged slices."""
+        contents = self._window_contents(key, ks, window)
+        if contents is None:
+            return
+        if self._plain:
+            self._emit_incremental(key, window, contents, window[1] - 1)
+            return
+        results = self._evaluate(key, ks, window, window, contents, watermark)
+        timestamp = window[1] - 1
+        self.output.extend([(result, timestamp) for result in results])
+        if self.output_watermarks is not None:
+            self.output_watermarks.extend([watermark] * len(results))
+
+    def _drop_slices(self, ks: KeyState, window: Any) -> None:
+        """Remove the slices whose last window is ``window`` (it is being cleaned up):
+        those in its first ``slide``."""
+        contents: dict[Any, Any] = ks.contents
+        begin, width = window[0], self._slice_ms
+        end = begin + self._layout.slide_ms
+        if (end - begin) // width <= _PROBES or (end - begin) // width <= len(contents):
+            pop = contents.pop
+            for start in range(begin, end, width):
+                pop(start, None)
+            return
+        for start in [s for s in contents if not isinstance(s, TimeWindow) and begin <= s < end]:
+            del contents[start]
+
+    # ------------------------------------------------------------------ time
+
+    def process_watermark(self, watermark: int) -> None:
+        """:meth:`AlignedWindowOperator.process_watermark`: every due timer is a window's
+        end, which fires its merged slices, or its cleanup time, which clears the window
+        and the slices no later window holds."""
+        keys, cache, plain = self.keys, self._window_cache, self._plain
+        # a slice per slide: the slice a window's cleanup drops starts where it starts
+        one_slice = self._layout.slide_ms == self._slice_ms
+        for time, key, window in self._due_timers(watermark):
+            ks = keys.get(key)
+            if ks is None or ks.event_timers.pop((time, window), None) is None:
+                continue
+            max_ts = window[1] - 1
+            if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
+                if plain:
+                    contents = self._window_contents(key, ks, window)
+                    if contents is not None:
+                        self._emit_incremental(key, window, contents, max_ts)
+                else:
+                    self._fire(key, ks, window, window, watermark)
+            entry = cache.get(window[0])
+            if time == (entry[1] if entry is not None else self.cleanup_time(window)):
+                if plain:  # nothing but the contents and the end timer to clear
+                    ks.contents.pop(window, None)
+                    ks.event_timers.pop((max_ts, window), None)
+                else:
+                    self._clear_all_state(key, ks, window, window, watermark)
+                if one_slice:
+                    ks.contents.pop(window[0], None)
+                else:
+                    self._drop_slices(ks, window)
+            if not ks.contents and not ks.event_timers and ks.is_empty():
+                del keys[key]
+
+    # ------------------------------------------------------------------ state
+
+    def restore_key(self, key: Any, ks: KeyState) -> None:
+        """:meth:`WindowOperator.restore_key`; the key's last run (the one made last:
+        its last element went there) goes on, and later runs are numbered after it."""
+        super().restore_key(key, ks)
+        self._last_slice.pop(key, None)
+        newest, contents = 0, cast("dict[Any, Any]", ks.contents)
+        for state, runs in contents.items():
+            if isinstance(state, TimeWindow):
+                self._per_window.add(key)
+            elif runs and runs[-2] > newest:
+                newest = runs[-2]
+                self._last_slice[key] = state
+        self._arrival = max(self._arrival, newest)
+
+    def evict_key(self, key: Any) -> KeyState | None:
+        self._last_slice.pop(key, None)
+        self._per_window.discard(key)
+        return super().evict_key(key)
+
+    def forget_all_keys(self) -> None:
+        self._last_slice.clear()
+        self._per_window.clear()
+        super().forget_all_keys()
+
+    def window_contents(self, key: Any) -> dict[Window, Any]:
+        """What each live window of ``key`` holds, as the general operator keeps it (a
+        window holds contents from its first element until its cleanup)."""
+        ks = self.keys.get(key)
+        if ks is None:
+            return {}
+        return {w: self._window_contents(key, ks, w) for w in self._live_windows(ks)}
+
+    def _live_windows(self, ks: KeyState) -> list[Any]:
+        """The windows of ``ks`` holding contents: its own, and every window not yet
+        cleaned up that covers a slice."""
+        size, slide, _ = self._layout
+        watermark, width = self.current_watermark, self._slice_ms
+        contents: dict[Any, Any] = ks.contents
+        live = {state for state in contents if isinstance(state, TimeWindow)}
+        for start in (s for s in contents if not isinstance(s, TimeWindow)):
+            window_start = self._layout.last_start(start)
+            while window_start + size >= start + width:
+                window, cleanup = self._window(window_start)
+                if cleanup > watermark or cleanup == LONG_MAX:  # not cleaned up yet
+                    live.add(window)
+                window_start -= slide
+        return sorted(live)
+
+    def num_keyed_state_entries(self) -> int:
+        """As the general operator counts them: one entry per window holding contents
+        (not per slice), then trigger, merging and function state."""
+        return sum(
+            ks.num_state_entries() - len(ks.contents) + len(self._live_windows(ks))
+            for ks in self.keys.values()
+        )
+
+    def num_stored_contents(self) -> int:
+        """The contents entries actually stored: one per slice (and per window of a key
+        restored from the unsliced operators)."""
+        return sum(len(ks.contents) for ks in self.keys.values())
