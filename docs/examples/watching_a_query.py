@@ -1,5 +1,5 @@
 """Watching a query: tidemark's figures from a listener, from ``lastProgress`` and from
-a bounded run. The guide: ``docs/metrics.md``.
+a bounded run. The guide: ``docs/watching.md``.
 
 Clicks per page, 5-second windows, read from JSON files, one file per micro-batch: a
 late click, then the end-of-input row, which closes the last windows. A listener prints

@@ -517,7 +517,7 @@ class WindowResultStream(DataStream):
         :meth:`unpersist`) and one aggregation reads its rows, so the pipeline runs
         again only if it ran before without being kept. On a stream the same figures
         come per micro-batch in the query's progress,
-        ``query.lastProgress["observedMetrics"]["tidemark"]`` (``docs/metrics.md``).
+        ``query.lastProgress["observedMetrics"]["tidemark"]`` (``docs/watching.md``).
 
         Raises
         ------

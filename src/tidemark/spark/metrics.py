@@ -22,7 +22,7 @@ does. The figures:
 aggregate columns, which a streaming query observes in every micro-batch
 (``DataFrame.observe``: ``lastProgress["observedMetrics"]["tidemark"]``, see
 :func:`observed`), and :func:`bounded_metrics` reads from a bounded run. Watching a
-query is the guide ``docs/metrics.md``.
+query is the guide ``docs/watching.md``.
 
 A streaming call only sees the key groups Spark runs in its micro-batch, so the state
 figures are changes; summed over the micro-batches since the state was empty they give

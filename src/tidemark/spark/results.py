@@ -161,7 +161,7 @@ def run_metrics(op: WindowOp, spark: Any) -> dict[str, Any]:
         raise WindowSpecError(
             "metrics() needs a bounded DataFrame; on a stream, each micro-batch's progress "
             "carries them: query.lastProgress['observedMetrics']['tidemark'] (see "
-            "docs/metrics.md)"
+            "docs/watching.md)"
         )
     with raising_tidemark_errors():
         engine_run = execution.mode_of(op, spark) is not execution.ExecutionMode.SQL

@@ -475,7 +475,7 @@ def write_outputs(
     -------
     TidemarkStreamingQuery
         The started ``StreamingQuery``: each micro-batch's progress carries tidemark's
-        figures under ``observedMetrics["tidemark"]`` (``docs/metrics.md``); its
+        figures under ``observedMetrics["tidemark"]`` (``docs/watching.md``); its
         ``awaitTermination``, ``processAllAvailable`` and ``exception`` give a failure caused by the data or
         a user function as tidemark's own error (:mod:`tidemark.spark.surfacing`).
 
