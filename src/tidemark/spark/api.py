@@ -508,21 +508,14 @@ class WindowResultStream(DataStream):
         return results.late_records_dropped(self._plan, self._spark)
 
     def metrics(self) -> dict[str, Any]:
-        """What a Flink user watches, for the whole of a bounded run: a dict of
-        ``num_records_in`` (elements read; None on the SQL fast path, which does not
-        count them), ``num_records_out`` (results), ``num_late_records_side_output``
-        and ``num_late_records_dropped``.
-
-        Read from the one run every output comes from: the run is kept (see
-        :meth:`unpersist`) and one aggregation reads its rows, so the pipeline runs
-        again only if it ran before without being kept. On a stream the same figures
-        come per micro-batch in the query's progress,
-        ``query.lastProgress["observedMetrics"]["tidemark"]`` (``docs/watching.md``).
+        """The figures of a bounded run (``docs/watching.md``), from its kept run: a dict
+        of ``num_records_in`` (None on the SQL fast path), ``num_records_out``,
+        ``num_late_records_side_output`` and ``num_late_records_dropped``.
 
         Raises
         ------
         WindowSpecError
-            On a streaming DataFrame.
+            On a stream: each micro-batch's progress carries them.
         """
         return results.run_metrics(self._plan, self._spark)
 
