@@ -507,6 +507,18 @@ class WindowResultStream(DataStream):
         """
         return results.late_records_dropped(self._plan, self._spark)
 
+    def metrics(self) -> dict[str, Any]:
+        """The figures of a bounded run (``docs/watching.md``), from its kept run: a dict
+        of ``num_records_in`` (None on the SQL fast path), ``num_records_out``,
+        ``num_late_records_side_output`` and ``num_late_records_dropped``.
+
+        Raises
+        ------
+        WindowSpecError
+            On a stream: each micro-batch's progress carries them.
+        """
+        return results.run_metrics(self._plan, self._spark)
+
     def write_outputs(
         self,
         sinks: dict[Any, Any],

@@ -7,19 +7,26 @@ internal columns and encodes or decodes what they hold.
 
 The combined schema, in column order::
 
-    __tm_output   string  "main", a side output's tag id, or "__late_records_dropped"
+    __tm_output   string  "main", a side output's tag id, "__late_records_dropped" or
+                          "__tm_stats"
     __tm_ts       long    the result's timestamp (window.max_timestamp()), ms
     __tm_order    long    replay only: where the row goes in the stream's arrival order
     __tm_seq      long    replay only: the order of rows emitted at one arrival position
     __tm_wm       long    replay only: the watermark in force before the row
     <results>             the output schema's columns, all nullable (null on other rows)
-    __tm_side     binary  a side-output row: the value, cloudpickled
+    __tm_side     binary  a side-output row: the value, cloudpickled; a "__tm_stats" row:
+                          its figures as UTF-8 JSON (:mod:`tidemark.spark.metrics`)
     __tm_dropped  long    a "__late_records_dropped" row: late records dropped (a count
                           per task in a bounded run, per key group and batch in
                           streaming; :func:`dropped_counts` sums them)
     __tm_phase    long    streaming, a window feeding a further window only: 0 for a row
                           emitted while the operator advanced to the batch's watermark, 1
                           for one emitted while it processed the batch's elements
+
+A ``"__tm_stats"`` row carries the figures a query is watched by (elements in, late
+elements, results, the change in keys and windows held in state, the watermark): one
+per key-group call in streaming, one per task in a BATCH or replay run. Every split of
+the frame into outputs selects by name, so it never reaches a sink.
 
 A streaming chain of windows runs in one query, and the last window's combined frame
 carries every window's side outputs and dropped counts too: an output ``name`` of the
@@ -67,6 +74,7 @@ __all__ = [
     "DROPPED",
     "MAIN",
     "DROPPED_OUTPUT",
+    "STATS_OUTPUT",
     "REPLAY_COLUMNS",
     "WATERMARK_TIME",
     "WATERMARK_MARK",
@@ -116,6 +124,8 @@ MAIN = "main"
 """The ``__tm_output`` of a result row."""
 DROPPED_OUTPUT = "__late_records_dropped"
 """The ``__tm_output`` of a row counting dropped late records (in ``__tm_dropped``)."""
+STATS_OUTPUT = "__tm_stats"
+"""The ``__tm_output`` of a row of figures (JSON in ``__tm_side``, :mod:`tidemark.spark.metrics`)."""
 
 REPLAY_COLUMNS = (ORDER, SEQ, WM)
 """A replay's placement columns, between ``__tm_ts`` and the results."""

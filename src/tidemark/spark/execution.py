@@ -49,6 +49,7 @@ from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
 from tidemark.spark.preflight import ensure_workers_import_tidemark
 from tidemark.spark.streaming.from_plan import run_streaming_window
+from tidemark.spark.streaming.metrics import observed_chain
 from tidemark.spark.streaming.query import StreamingWindow
 
 __all__ = [
@@ -111,8 +112,9 @@ def _gives_more_than_results(op: WindowOp) -> bool:
 def _run(op: WindowOp, spark: Any) -> Any:
     ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker
     mode = mode_of(op, spark)
-    if mode is ExecutionMode.STREAMING:
-        return streaming_window(op).frame
+    if mode is ExecutionMode.STREAMING:  # observed: a query on it reports the figures
+        window = streaming_window(op)
+        return observed_chain(window.frame, window.depth)
     frame = element_frame(op.upstream, spark)
     if mode is ExecutionMode.SQL:
         return sql_plan.sql_window(op, frame)

@@ -6,8 +6,9 @@ the outputs a user asks of it into DataFrames and sinks: :func:`side_output_sche
 (what a side output decodes to), :class:`SideOutputStream` (one side output),
 :func:`named_sinks` (``write_outputs``' sinks by their ``__tm_output`` name, a chain's
 earlier windows included), :func:`bounded_outputs` (the same sinks of a bounded run,
-each with its output's DataFrame) and :func:`late_records_dropped` (Flink's
-``numLateRecordsDropped`` of a bounded run).
+each with its output's DataFrame), :func:`late_records_dropped` (Flink's
+``numLateRecordsDropped`` of a bounded run) and :func:`run_metrics` (the figures of a
+bounded run, :mod:`tidemark.spark.metrics`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
-from tidemark.spark import columns, execution
+from tidemark.spark import columns, execution, metrics
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.streaming.from_plan import chain_output_name
@@ -31,6 +32,7 @@ __all__ = [
     "named_sinks",
     "bounded_outputs",
     "late_records_dropped",
+    "run_metrics",
 ]
 
 
@@ -149,6 +151,22 @@ def late_records_dropped(op: WindowOp, spark: Any) -> int:
         )
     with raising_tidemark_errors():
         return columns.num_late_records_dropped(execution.combined_frame(op, spark))
+
+
+def run_metrics(op: WindowOp, spark: Any) -> dict[str, Any]:
+    """The figures of a bounded run of ``op`` (:func:`tidemark.spark.metrics.bounded_metrics`),
+    read from its kept run: one aggregation over the kept rows, which runs the pipeline
+    only when no output was read yet (the run is then kept for the outputs read next)."""
+    if op.source.streaming:
+        raise WindowSpecError(
+            "metrics() needs a bounded DataFrame; on a stream, each micro-batch's progress "
+            "carries them: query.lastProgress['observedMetrics']['tidemark'] (see "
+            "docs/watching.md)"
+        )
+    with raising_tidemark_errors():
+        engine_run = execution.mode_of(op, spark) is not execution.ExecutionMode.SQL
+        combined = execution.combined_frame(op, spark, keep=True)
+        return metrics.bounded_metrics(combined, engine_run)
 
 
 def write_outputs(

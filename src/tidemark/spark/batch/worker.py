@@ -53,11 +53,13 @@ from tidemark.spark.columns import (
     OUTPUT,
     PT,
     SIDE,
+    STATS_OUTPUT,
     TS,
     WM,
     decode_key,
     encode_side,
 )
+from tidemark.spark.metrics import Figures
 from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.spark.worker_gc import fewer_gc_passes
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
@@ -134,6 +136,9 @@ class _Output:
         self.empty_result = (None,) * width
         # (first result index, first row index, key) of each stretch emitted for one key
         self.key_marks: list[tuple[int, int, Any]] = []
+        self.figures = Figures()  # the task's, emitted by stats()
+        late = config.operator.late_tag
+        self.late_tag_id = None if late is None else late.tag_id
 
     def __len__(self) -> int:
         return len(self.rows) + len(self.result_values)
@@ -158,6 +163,7 @@ class _Output:
     def result(self, value: Any, ts: int, order: int, wm_before: int) -> None:
         values = self._fitted(value, ts)
         self.rows.append((MAIN, ts, *self._meta(order, wm_before), *values, None, None))
+        self.figures.num_records_out += 1
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
@@ -169,6 +175,7 @@ class _Output:
         except WindowResultError:
             self._fitted(value, ts)  # raises it again, with the key and the window
             raise
+        self.figures.num_records_out += len(emitted)
 
     def _fitted(self, value: Any, ts: int) -> tuple[Any, ...]:
         """``value`` as a tuple of the output's fields, or the error with its context."""
@@ -181,11 +188,21 @@ class _Output:
     def side(self, tag_id: str, value: Any, ts: int, order: int, wm_before: int) -> None:
         meta = self._meta(order, wm_before)
         self.rows.append((tag_id, ts, *meta, *self.empty_result, encode_side(value), None))
+        if tag_id == self.late_tag_id:
+            self.figures.num_late_records_side_output += 1
 
     def dropped(self, count: int) -> None:
         """The task's count of dropped late records (one row per task)."""
         meta = self._meta(LONG_MAX, LONG_MAX)
         self.rows.append((DROPPED_OUTPUT, None, *meta, *self.empty_result, None, count))
+
+    def stats(self, records_in: int, dropped: int) -> None:
+        """The task's figures (one ``"__tm_stats"`` row per task, placed last)."""
+        figures = self.figures
+        figures.num_records_in, figures.num_late_records_dropped = records_in, dropped
+        meta = self._meta(LONG_MAX, LONG_MAX)
+        row = (STATS_OUTPUT, None, *meta, *self.empty_result, figures.encode(), None)
+        self.rows.append(row)
 
     def batches(self, schema: Any) -> list[Any]:
         """What was collected so far as pyarrow RecordBatches of ``schema``."""
@@ -268,7 +285,9 @@ class PartitionDriver:
         op = config.make_operator()
         out = _Output(config)
         current: Any = _NO_KEY
+        records_in = 0
         for batch in batches:
+            records_in += batch.num_rows
             rows, columns = arrow_rows_and_columns(batch, config.value_names)
             keys = self._keys(batch, rows, columns)
             stamps = columns.get(config.timestamps_in) or arrow_column(batch, config.timestamps_in)
@@ -279,6 +298,7 @@ class PartitionDriver:
             self._finish_key(op, current, out)
         if op.num_late_records_dropped:
             out.dropped(op.num_late_records_dropped)
+        out.stats(records_in, op.num_late_records_dropped)
         yield from out.batches(config.output_schema)
 
     def _feed(

@@ -62,6 +62,8 @@ class ProcessorConfig:
     result_schema : StructType, optional
         The results' schema: a result a field cannot hold fails naming the field
         (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
+    metrics : bool
+        Each call emits a ``"__tm_stats"`` row of its figures (:mod:`.metrics`).
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -80,6 +82,7 @@ class ProcessorConfig:
     upstream: UpstreamInput | None = None
     feeds_downstream: bool = False
     result_schema: Any = None
+    metrics: bool = False
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []

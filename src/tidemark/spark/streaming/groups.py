@@ -17,7 +17,8 @@ expired. Each call
    restores the keys whose watermark advances and advances it, restores the keys whose
    processing time advances and advances that (due timers fire, in the engine's order),
    restores the other keys, feeds each key's rows, and takes the keys' state back;
-5. emits results, side outputs and the late-record count as rows of the combined schema;
+5. emits results, side outputs and the late-record count as rows of the combined schema,
+   and, where the query is watched, one row of the call's figures (:mod:`.metrics`);
 6. writes the group's row back once (or clears it when no key is left) and moves the
    group's one Spark timer per time domain (its one timeout) to its keys' earliest.
 
@@ -48,6 +49,7 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming.clock import engine_watermark
 from tidemark.spark.streaming.config import ProcessorConfig
 from tidemark.spark.streaming.inputs import KeyRun, RowReader, row_reader
+from tidemark.spark.streaming.metrics import CallFigures, figures_for
 from tidemark.spark.streaming.outputs import Outputs, outputs_for
 from tidemark.spark.streaming.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
 from tidemark.spark.streaming.time_advance import (
@@ -90,6 +92,7 @@ class _Parts:
     reader: RowReader
     advance: TimeAdvance
     outputs: Outputs
+    figures: Callable[[int], CallFigures]
 
 
 class WindowGroups:
@@ -106,7 +109,9 @@ class WindowGroups:
         # objects (Rows, key states) and no cycles.
         fewer_gc_passes()
         config = self._config
-        return _Parts(row_reader(config), time_advance_for(config), outputs_for(config))
+        return _Parts(
+            row_reader(config), time_advance_for(config), outputs_for(config), figures_for(config)
+        )
 
     @property
     def holds_event_timers(self) -> bool:
@@ -120,9 +125,14 @@ class WindowGroups:
         runs, passed, forwarded = parts.reader.split_frames(frames)
         group = StoredGroup.decode(store.read(), self._config.max_parallelism)
         clock = parts.advance.clock(store.now, store.watermark)
-        records = self._run(group, runs, clock, passed, forwarded)
+        figures = parts.figures(clock.watermark)
+        figures.fed(runs.values())
+        records = self._run(group, runs, clock, passed, forwarded, figures)
         timers = parts.outputs.group_timers(parts.advance.group_timers(group, clock), group, clock)
         store.save(group, timers, clock)
+        stats = figures.record()
+        if stats is not None:
+            records.append(stats)
         return self._frames(records)
 
     def _run(
@@ -132,6 +142,7 @@ class WindowGroups:
         clock: BatchClock,
         passed: list[tuple[Any, ...]],
         forwarded: dict[Any, int],
+        figures: CallFigures,
     ) -> list[tuple[Any, ...]]:
         """Visit the keys (steps 2-5); ``group`` then holds the keys' new state."""
         cohorts: dict[tuple[int, int, int | None], list[Visit]] = {}
@@ -143,7 +154,7 @@ class WindowGroups:
         follows = None if group.watermark is None else engine_watermark(group.watermark)
         records = passed
         for (_, _, early), visits in cohorts.items():
-            self._run_cohort(visits, runs, group, clock, records, early, follows)
+            self._run_cohort(visits, runs, group, clock, records, early, follows, figures)
         group.watermark = clock.spark_watermark_ms
         return records
 
@@ -181,6 +192,7 @@ class WindowGroups:
         records: list[tuple[Any, ...]],
         early: int | None,
         follows: int | None,
+        figures: CallFigures,
     ) -> None:
         """One operator for keys that share their clocks: advance, feed, take state back.
 
@@ -198,16 +210,18 @@ class WindowGroups:
         operator.current_processing_time = first.processing_time
         waiting = visits
         if any(v.advances_watermark for v in visits):
-            waiting = _restore_where(operator, waiting, lambda v: v.advances_watermark)
+            waiting = _restore_where(operator, waiting, lambda v: v.advances_watermark, figures)
             for visit in visits:
                 run = runs.get(visit.key)
                 if visit.advances_watermark and run is not None and run[0]:
                     operator.process_elements(visit.key, run[0], run[1])
             operator.process_watermark(first.watermark)
         if any(v.advances_processing_time for v in visits):
-            waiting = _restore_where(operator, waiting, lambda v: v.advances_processing_time)
+            waiting = _restore_where(
+                operator, waiting, lambda v: v.advances_processing_time, figures
+            )
             operator.advance_processing_time(first.processing_time)
-        _restore_where(operator, waiting, lambda v: True)
+        _restore_where(operator, waiting, lambda v: True, figures)
         before_elements = len(operator.output)
         for visit in visits:
             run = runs.get(visit.key)
@@ -217,16 +231,23 @@ class WindowGroups:
                 operator.process_elements(visit.key, run[0], run[1])
             operator.process_elements(visit.key, run[2], run[3])
         records.extend(self._parts.outputs.records(operator, before_elements, follows))
+        figures.emitted(operator)
         for visit in visits:
-            self._take_back(operator, visit, group, clock)
+            self._take_back(operator, visit, group, clock, figures)
 
     def _take_back(
-        self, operator: WindowOperator, visit: Visit, group: StoredGroup, clock: BatchClock
+        self,
+        operator: WindowOperator,
+        visit: Visit,
+        group: StoredGroup,
+        clock: BatchClock,
+        figures: CallFigures,
     ) -> None:
         """Store ``visit.key``'s state and clocks in the group (or drop the key)."""
         key_state = operator.snapshot_key(visit.key)
         if key_state is not None and key_state.is_empty():
             key_state = None
+        figures.kept(key_state)
         event_times = [t for t, _ in key_state.event_timers] if key_state else []
         processing_times = [t for t, _ in key_state.processing_timers] if key_state else []
         self._check_timer_domains(visit.key, event_times, processing_times)
@@ -282,20 +303,24 @@ def _cohort(visit: Visit, run: KeyRun | None, forwarded: int | None) -> tuple[in
     return visit.watermark, visit.processing_time, early
 
 
-def _restore(operator: WindowOperator, visit: Visit) -> None:
+def _restore(operator: WindowOperator, visit: Visit, figures: CallFigures) -> None:
     key_state: KeyState | None = visit.stored.load_state()
     if key_state is not None:
+        figures.restored(key_state)
         operator.restore_key(visit.key, key_state)
 
 
 def _restore_where(
-    operator: WindowOperator, visits: list[Visit], wanted: Callable[[Visit], bool]
+    operator: WindowOperator,
+    visits: list[Visit],
+    wanted: Callable[[Visit], bool],
+    figures: CallFigures,
 ) -> list[Visit]:
     """Restore the ``wanted`` visits into ``operator``; return the others."""
     rest = []
     for visit in visits:
         if wanted(visit):
-            _restore(operator, visit)
+            _restore(operator, visit, figures)
         else:
             rest.append(visit)
     return rest

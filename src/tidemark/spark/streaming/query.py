@@ -77,6 +77,7 @@ from tidemark.spark.streaming.keygroups import (
     slot_column,
     state_partitions_cap,
 )
+from tidemark.spark.streaming.metrics import observed_chain
 from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME, TIME_MODES, check_time_mode
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.surfacing import TidemarkStreamingQuery
@@ -281,6 +282,7 @@ def window_stream(
         upstream=chained,
         feeds_downstream=feeds_downstream,
         result_schema=result_schema,
+        metrics=True,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
@@ -472,8 +474,9 @@ def write_outputs(
     Returns
     -------
     TidemarkStreamingQuery
-        The started ``StreamingQuery``, whose ``awaitTermination``,
-        ``processAllAvailable`` and ``exception`` give a failure caused by the data or
+        The started ``StreamingQuery``: each micro-batch's progress carries tidemark's
+        figures under ``observedMetrics["tidemark"]`` (``docs/watching.md``); its
+        ``awaitTermination``, ``processAllAvailable`` and ``exception`` give a failure caused by the data or
         a user function as tidemark's own error (:mod:`tidemark.spark.surfacing`).
 
     Notes
@@ -500,7 +503,7 @@ def write_outputs(
         window = window.rebuild(stored)  # a default number follows the checkpoint's
     check_checkpoint(spark, checkpoint, window.max_parallelism, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
-    writer = window.frame.writeStream.foreachBatch(splitter)
+    writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
     writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
         writer = writer.trigger(**trigger)

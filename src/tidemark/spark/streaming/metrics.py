@@ -1,0 +1,127 @@
+"""A key-group call's figures (:class:`~tidemark.spark.metrics.Figures`), counted as the
+call runs and emitted as ONE ``"__tm_stats"`` row of the combined frame at its end.
+
+The call (:mod:`.groups`) tells a :class:`CountedFigures` what it does: the elements it
+feeds, each key state it restores and takes back, each operator's output. Keys the call
+does not visit keep their state, so the state figures are the visited keys' state
+after, less before. A query observes the rows' sums in every micro-batch
+(:func:`tidemark.spark.metrics.observed`); :func:`figures_for` picks, once per query,
+whether its calls count at all (a :class:`ProcessorConfig` built without ``metrics``
+emits no row).
+
+The last window of a query observes its own rows as ``"tidemark"`` and, in a chain,
+each earlier window's as ``"tidemark_window<depth>"`` (:func:`observed_chain`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import WindowOperator
+from tidemark.spark.columns import (
+    ON_ELEMENTS,
+    OUTPUT,
+    PHASE,
+    SIDE,
+    STATS_OUTPUT,
+    upstream_output_name,
+)
+from tidemark.spark.metrics import OBSERVATION, Figures, observed
+from tidemark.spark.streaming.config import ProcessorConfig
+
+__all__ = ["CountedFigures", "CallFigures", "figures_for", "observed_chain", "observation_name"]
+
+
+class CallFigures:
+    """What a call tells its figures; this one counts nothing and emits no row (a query
+    built without ``metrics``)."""
+
+    def fed(self, runs: Iterable[Any]) -> None:
+        """The call feeds ``runs`` (:data:`~.inputs.KeyRun` of each key)."""
+
+    def restored(self, key_state: KeyState) -> None:
+        """A key's stored state goes back into an operator."""
+
+    def kept(self, key_state: KeyState | None) -> None:
+        """A visited key's state after the call (None: it holds none)."""
+
+    def emitted(self, operator: WindowOperator) -> None:
+        """An operator of the call is done: its results, side outputs, dropped count."""
+
+    def record(self) -> tuple[Any, ...] | None:
+        """The call's ``"__tm_stats"`` row (None: no row)."""
+        return None
+
+
+class CountedFigures(CallFigures):
+    """The counted figures of one call, ``watermark`` the engine watermark it runs under;
+    ``template`` is a blank row of the query's output columns."""
+
+    def __init__(self, watermark: int, template: list[Any], side_at: int):
+        self.figures = Figures(watermark_ms=watermark)
+        self._template = template
+        self._side_at = side_at
+
+    def fed(self, runs: Iterable[Any]) -> None:
+        self.figures.num_records_in += sum(len(run[0]) + len(run[2]) for run in runs)
+
+    def restored(self, key_state: KeyState) -> None:
+        figures = self.figures
+        figures.keys_in_state_change -= 1
+        figures.windows_in_state_change -= len(key_state.contents)
+
+    def kept(self, key_state: KeyState | None) -> None:
+        if key_state is not None:
+            figures = self.figures
+            figures.keys_in_state_change += 1
+            figures.windows_in_state_change += len(key_state.contents)
+
+    def emitted(self, operator: WindowOperator) -> None:
+        figures, late = self.figures, operator.late_data_tag
+        figures.num_records_out += len(operator.output)
+        if late is not None:
+            figures.num_late_records_side_output += len(operator.side_outputs.get(late, ()))
+        figures.num_late_records_dropped += operator.num_late_records_dropped
+
+    def record(self) -> tuple[Any, ...]:
+        row = list(self._template)
+        row[self._side_at] = self.figures.encode()
+        return tuple(row)
+
+
+def figures_for(config: ProcessorConfig) -> Callable[[int], CallFigures]:
+    """``watermark -> figures`` of one call of ``config``'s query, chosen once."""
+    if not config.metrics:
+        return lambda watermark: _NO_FIGURES
+    names = config.output_columns()
+    template: list[Any] = [None] * len(names)
+    template[names.index(OUTPUT)] = STATS_OUTPUT
+    if PHASE in names:  # a chain's earlier window: a row of no phase, as its side outputs
+        template[names.index(PHASE)] = ON_ELEMENTS
+    side_at = names.index(SIDE)
+    return lambda watermark: CountedFigures(watermark, template, side_at)
+
+
+_NO_FIGURES = CallFigures()
+
+
+def observation_name(depth: int | None = None) -> str:
+    """The observation of a chain's ``depth``-th window (1 = the first) that is not its
+    last; of the last window (or a window alone) without ``depth``.
+
+    >>> observation_name(), observation_name(1)
+    ('tidemark', 'tidemark_window1')
+    """
+    return OBSERVATION if depth is None else f"{OBSERVATION}_window{depth}"
+
+
+def observed_chain(frame: Any, depth: int) -> Any:
+    """The combined frame of the ``depth``-th (last) window of a chain (1: a window
+    alone) observing each window's figures (:func:`observation_name`)."""
+    frame = observed(frame)
+    for earlier in range(1, depth):
+        name = upstream_output_name(earlier, STATS_OUTPUT)
+        frame = observed(frame, observation_name(earlier), name)
+    return frame
