@@ -29,6 +29,9 @@ from pyspark.sql import Row
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from tidemark import (
+    AccumulationMode,
+    AfterCount,
+    AfterWatermark,
     ContinuousEventTimeTrigger,
     CountEvictor,
     CountTrigger,
@@ -206,10 +209,27 @@ LATENESS = Scenario(
     late_tag=LATE,
 )
 
+# LATENESS's stream under a Dataflow trigger: early panes every two elements, the on-time
+# pane, a late pane per late element, ACCUMULATING (pane state in the state store).
+PANES = Scenario(
+    "dataflow_panes_accumulating",
+    _op(
+        TumblingEventTimeWindows.of(10),
+        trigger=AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
+        accumulation_mode=AccumulationMode.ACCUMULATING,
+        allowed_lateness_ms=5,
+        late_data_tag=LATE,
+    ),
+    LATENESS.batches,
+    out_of_orderness_ms=2,
+    late_tag=LATE,
+)
+
 SCENARIOS = {
     s.name: s
     for s in [
         LATENESS,
+        PANES,
         Scenario(
             "tumbling_dropped_without_tag",
             _op(TumblingEventTimeWindows.of(10)),

@@ -21,6 +21,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from streaming_scenarios import (
     LATE,
     LATENESS,
+    PANES,
     RESULT_SCHEMA,
     SCENARIOS,
     Describe,
@@ -229,33 +230,36 @@ def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path):
+@pytest.mark.parametrize("name", [LATENESS.name, PANES.name])
+def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name):
     """kill -9 the driver while a batch's sink runs (before its commit); a new driver
-    replays that batch from the checkpoint and the batch-id sink keeps one copy."""
+    replays that batch from the checkpoint and the batch-id sink keeps one copy (a
+    Dataflow trigger's pane state too)."""
     from streaming_scenarios import write_batch_file
 
-    for index, rows in enumerate(LATENESS.batches):
+    scenario = SCENARIOS[name]
+    for index, rows in enumerate(scenario.batches):
         (tmp_path / "in").mkdir(exist_ok=True)
         write_batch_file(tmp_path / "in", index, rows, "long")
-    child = _child(tmp_path, pause_after="3")
+    child = _child(tmp_path, name, pause_after="3")
     try:
         _wait_for(lambda: (tmp_path / "out" / "_paused").exists(), child, timeout=240)
     finally:
         os.kill(child.pid, signal.SIGKILL)
         child.wait()
     assert not (tmp_path / "out" / "main" / "batch=4").exists()
-    finisher = _child(tmp_path, pause_after="none")
+    finisher = _child(tmp_path, name, pause_after="none")
     assert finisher.wait(timeout=240) == 0
     main = spark.read.parquet(str(tmp_path / "out" / "main"))
     late = spark.read.parquet(str(tmp_path / "out" / "late"))
-    want = engine_reference(LATENESS)
+    want = engine_reference(scenario)
     assert sorted(tuple(r)[:-1] for r in main.collect()) == sorted(want["main"].elements())
     assert sorted(tuple(r)[:-1] for r in late.collect()) == sorted(want["late"].elements())
 
 
-def _child(root: Path, pause_after: str) -> subprocess.Popen:
+def _child(root: Path, name: str, pause_after: str) -> subprocess.Popen:
     script = TESTS_DIR / "streaming_scenarios.py"
-    args = [sys.executable, str(script), LATENESS.name, str(root), pause_after]
+    args = [sys.executable, str(script), name, str(root), pause_after]
     env = dict(os.environ, PYTHONPATH=str(TESTS_DIR))
     log = open(root / f"child-{pause_after}.log", "w")
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
