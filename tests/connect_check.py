@@ -227,6 +227,25 @@ def panes(spark: Any, workdir: Path) -> list[str]:
     return [] if got == want else [f"panes: expected {want}, got {got}"]
 
 
+def sql_fast_path(spark: Any) -> list[str]:
+    """BATCH ``.sum()`` on rows of key, field and event time (the SQL fast path's hash
+    aggregate) equals the engine path (``spark.tidemark.sqlFastPath=false``)."""
+    import tidemark as tm
+    from tidemark.spark.batch.sql_plan import CONF
+
+    rows = [("a", n % 7, (n * 37) % 500) for n in range(60)] + [("b", 5, 10), ("b", 6, 10)]
+    df = spark.createDataFrame(rows, "k string, amount long, ts long")
+    got = {}
+    for fast in ("true", "false"):
+        spark.conf.set(CONF, fast)
+        windowed = tm.from_dataframe(df, timestamp="ts").key_by("k")
+        result = windowed.window(tm.TumblingEventTimeWindows.of(100)).sum("amount")
+        got[fast] = sorted(tuple(r) for r in result.to_dataframe().collect())
+    spark.conf.unset(CONF)
+    same = got["true"] == got["false"] and len(got["true"]) > 5
+    return [] if same else [f"sql fast path: {got['true']} != engine {got['false']}"]
+
+
 def main(argv: list[str]) -> None:
     workdir = Path(argv[0])
     spark = connect_session()
@@ -235,6 +254,7 @@ def main(argv: list[str]) -> None:
     failures += chained(spark, workdir)
     failures += bounded_once(spark)
     failures += panes(spark, workdir)
+    failures += sql_fast_path(spark)
     print("CONNECT-RESULT " + json.dumps(failures))
     spark.stop()
 
