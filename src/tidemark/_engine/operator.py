@@ -422,13 +422,10 @@ class WindowOperator:
         """A timer of ``key`` fires (the timer services call this): the trigger's timer
         callback, then, at the window's cleanup time, the end of all its state."""
         ks = self.keys[key]
-        state_window: Window | None = window
-        if self.is_merging:
-            state_window = ks.merging.get(window)
-            if state_window is None:
-                self._forget_if_empty(key, ks)
-                return
-        assert state_window is not None
+        state_window = self._state_window_of(ks, window)
+        if state_window is None:  # merged away
+            self._forget_if_empty(key, ks)
+            return
         ctx = TriggerCallContext(self, key, ks, window)
         try:
             if domain is EVENT_TIME:
@@ -441,6 +438,11 @@ class WindowOperator:
         if domain is self._window_timers.domain and time == self.cleanup_time(window):
             self._clear_all_state(key, ks, window, state_window, self.current_watermark)
         self._forget_if_empty(key, ks)
+
+    def _state_window_of(self, ks: KeyState, window: Window) -> Window | None:
+        """Where ``window``'s contents live: itself, or for a merging assigner the state
+        window of its merging set (None once it merged into another)."""
+        return ks.merging.get(window) if self.is_merging else window
 
     def _clear_all_state(
         self, key: Any, ks: KeyState, window: Window, state_window: Window, watermark: int

@@ -129,6 +129,11 @@ def _origin(window: Window) -> tuple[Any, ...]:
     return (getattr(window, "start", None), window.max_timestamp())
 
 
+def _engine_timers(panes: WindowPanes) -> set[tuple[TimeDomain, int]]:
+    """``(domain, engine time)`` of the engine timers ``panes``' named timers need."""
+    return {(t[1], _engine_time(t[1], time)) for t, time in panes.timers.items()}
+
+
 def _take_timers(panes: WindowPanes, due: Any) -> list[tuple[TimeDomain, int]]:
     """Remove and return ``(domain, time)`` of the named timers ``due(domain, time)``
     selects, in the order they were set. As Beam's driver, the timers due at once are
@@ -304,13 +309,10 @@ class PaneOperator(WindowOperator):
         """An engine timer: the trigger's named timers due at ``time``, then, at the
         window's expiry, its last pane and the end of its state."""
         ks = self.keys[key]
-        state_window: Window | None = window
-        if self.is_merging:
-            state_window = ks.merging.get(window)
-            if state_window is None:
-                self._forget_if_empty(key, ks)
-                return
-        assert state_window is not None
+        state_window = self._state_window_of(ks, window)
+        if state_window is None:  # merged away
+            self._forget_if_empty(key, ks)
+            return
         panes = self._panes_of(ks, window)
         if panes is not None:
             due = _take_timers(panes, lambda d, t: d is domain and _engine_time(d, t) == time)
@@ -435,12 +437,13 @@ class PaneOperator(WindowOperator):
         """Sessions merge: the merged windows' pane records fold into the result's
         (their timers now fire for it), the trigger hears of it, contents merge."""
         self._check_merge_result(key, result)
-        existed = self._panes_of(ks, result) is not None
         sources = sorted(merged, key=_origin)
         panes = self._panes_of(ks, result)
+        existed = panes is not None
         if panes is None:
-            first = next((self._panes_of(ks, w) for w in sources if self._panes_of(ks, w)), None)
-            panes = WindowPanes(first.origin if first is not None else _origin(result))
+            # Beam's first window id: the earliest merged window's that has a record
+            held = [p for p in (self._panes_of(ks, w) for w in sources) if p is not None]
+            panes = WindowPanes(held[0].origin if held else _origin(result))
             ks.trigger_state[result] = {PANES: panes}
         for window in sources:
             self._move_panes(key, ks, window, result, panes)
@@ -461,9 +464,9 @@ class PaneOperator(WindowOperator):
         source = ks.trigger_state.pop(window, {}).get(PANES)
         if source is None:
             return
-        for (_, domain, _), time in source.timers.items():
-            self.timers_of(domain).delete(ks, _engine_time(domain, time), window)
-            self.timers_of(domain).register(key, ks, _engine_time(domain, time), result)
+        for domain, time in _engine_timers(source):
+            self.timers_of(domain).delete(ks, time, window)
+            self.timers_of(domain).register(key, ks, time, result)
         panes.absorb(source)
 
     # ------------------------------------------------------------------ state
@@ -484,8 +487,8 @@ class PaneOperator(WindowOperator):
         panes = None if store is None else store.get(PANES)
         if panes is None:
             return
-        for (_, domain, _), time in panes.timers.items():
-            self.timers_of(domain).delete(ks, _engine_time(domain, time), window)
+        for domain, time in _engine_timers(panes):
+            self.timers_of(domain).delete(ks, time, window)
 
     def cleanup_time(self, window: Window) -> int:
         """When ``window`` expires: its end plus the allowed lateness; a global window
