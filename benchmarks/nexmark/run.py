@@ -58,7 +58,7 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 import pyarrow.parquet as pq  # noqa: E402
 
 from nexmark.generator import GeneratorConfig, generate_bids  # noqa: E402
-from nexmark.queries import QUERIES, spark_query, tidemark_query  # noqa: E402
+from nexmark.queries import QUERIES, VARIANTS, spark_query, tidemark_query  # noqa: E402
 
 MODES = ("batch", "replay", "stream")
 FLINK_PER_CORE = {"q5": 22_100, "q7": 12_300, "q11": 39_700, "q12": 75_700}
@@ -78,6 +78,9 @@ STREAM_TRIGGER_Q12 = {"processingTime": "500 milliseconds"}
 class Timing:
     seconds: float
     median_batch_ms: float | None = None
+    # a stream's largest state, over its micro-batches: the state store's bytes and rows
+    state_bytes: int | None = None
+    state_rows: int | None = None
 
 
 class CountingSink:
@@ -146,7 +149,23 @@ def run_stream(side: str, query: str, spark: Any, root: Path, disorder_ms: int) 
     with_rows = _until_done(handle, query, rows=_stream_rows(root))
     seconds = time.perf_counter() - started
     latencies = [p["durationMs"]["triggerExecution"] for p in with_rows]
-    return Timing(seconds, statistics.median(latencies) if latencies else None)
+    state_bytes, state_rows = _state_held(handle.recentProgress)
+    return Timing(
+        seconds, statistics.median(latencies) if latencies else None, state_bytes, state_rows
+    )
+
+
+def _state_held(progress: list[dict]) -> tuple[int, int]:
+    """The most state any micro-batch left in the state store: ``(bytes, rows)``, summed
+    over the query's stateful operators (``memoryUsedBytes``, ``numRowsTotal``)."""
+    held = [
+        (
+            sum(op.get("memoryUsedBytes", 0) for op in p.get("stateOperators", [])),
+            sum(op.get("numRowsTotal", 0) for op in p.get("stateOperators", [])),
+        )
+        for p in progress
+    ]
+    return max((b for b, _ in held), default=0), max((r for _, r in held), default=0)
 
 
 def _stream_rows(root: Path) -> int:
@@ -216,12 +235,51 @@ def format_row(row: Row, events: int, cores: int) -> str:
         ]
         latency = f"{ms[0]:,.0f}/{ms[1]:,.0f}"
     our_rate, their_rate = statistics.median(ours), statistics.median(theirs)
+    flink = f"{FLINK_PER_CORE[row.query]:,}" if row.query in FLINK_PER_CORE else "-"
     return (
         f"{row.query:<5} {row.mode:<6} | {our_rate:>13,.0f} {their_rate:>11,.0f} | "
         f"{statistics.median(ratios):>6.2f}x {spread:>11} | "
         f"{our_rate / cores:>7,.0f}/{their_rate / cores:<7,.0f} | {latency:>13} | "
-        f"{FLINK_PER_CORE[row.query]:>10,}"
+        f"{flink:>10}"
     )
+
+
+def sliding_cost(rows: list[Row]) -> list[str]:
+    """Issue 20's sliding-window target, where q5 and q5t both ran in a mode: q5's time
+    (and, on a stream, its largest state) as a multiple of q5t's, per side."""
+    lines = []
+    by = {(r.query, r.mode): r for r in rows}
+    for mode in MODES:
+        sliding, tumbling = by.get(("q5", mode)), by.get(("q5t", mode))
+        if sliding is None or tumbling is None:
+            continue
+        parts = []
+        for side in ("ours", "spark"):
+            times = [
+                s.seconds / t.seconds
+                for s, t in zip(getattr(sliding, side), getattr(tumbling, side))
+            ]
+            part = f"{'tidemark' if side == 'ours' else 'Spark'} time {_spread(times)}"
+            if mode == "stream":
+                for what in ("state_bytes", "state_rows"):
+                    held = [
+                        getattr(s, what) / getattr(t, what)
+                        for s, t in zip(getattr(sliding, side), getattr(tumbling, side))
+                        if getattr(t, what)
+                    ]
+                    part += f", {what.replace('_', ' ')} {_spread(held)}"
+            parts.append(part)
+        lines.append(f"q5 (10 s / 2 s sliding) ÷ q5t (2 s tumbling), {mode}: " + "; ".join(parts))
+    return lines
+
+
+def _spread(ratios: list[float]) -> str:
+    if not ratios:
+        return "-"
+    median = statistics.median(ratios)
+    if len(ratios) == 1:
+        return f"{median:.2f}x"
+    return f"{median:.2f}x ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
 def _batch_ms(timings: list[Timing]) -> list[float]:
@@ -249,7 +307,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--events", type=int, help="bids in the stream")
     parser.add_argument("--batch-rows", type=int, help="bids per micro-batch (stream)")
     parser.add_argument("--modes", default=",".join(MODES), help="batch,replay,stream")
-    parser.add_argument("--queries", default=",".join(QUERIES), help="q5,q7,q11,q12")
+    parser.add_argument(
+        "--queries",
+        default=",".join(QUERIES),
+        help="q5,q7,q11,q12; also q5t (q5 in 2 s tumbling windows, to compare with q5)",
+    )
+    parser.add_argument(
+        "--slice-incremental",
+        action="store_true",
+        help="store q5's sliding counts once per slice (spark.tidemark.sliceIncremental)",
+    )
     parser.add_argument("--repeat", type=int, default=2, help="runs of each (query, mode)")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
@@ -259,8 +326,9 @@ def main(argv: list[str] | None = None) -> None:
     modes = [m for m in args.modes.split(",") if m]
     queries = [q for q in args.queries.split(",") if q]
     _check_choices("--modes", modes, MODES)
-    _check_choices("--queries", queries, QUERIES)
-    run(events, batch_rows, modes, queries, args.repeat, GeneratorConfig(seed=args.seed))
+    _check_choices("--queries", queries, QUERIES + VARIANTS)
+    config = GeneratorConfig(seed=args.seed)
+    run(events, batch_rows, modes, queries, args.repeat, config, args.slice_incremental)
 
 
 def _check_choices(option: str, given: list[str], allowed: tuple[str, ...]) -> None:
@@ -276,11 +344,13 @@ def run(
     queries: list[str],
     repeat: int,
     config: GeneratorConfig,
+    slice_incremental: bool = False,
 ) -> None:
     from tidemark.spark.session import get_spark
 
     spark = get_spark(master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.tidemark.sliceIncremental", str(slice_incremental).lower())
     cores = spark.sparkContext.defaultParallelism
     batch_partitions = spark.conf.get("spark.sql.shuffle.partitions")
     root = Path(tempfile.mkdtemp(prefix="tidemark-nexmark-"))
@@ -291,23 +361,25 @@ def run(
             f"Nexmark bids: {events:,} (seed {config.seed}, {config.event_rate:,} events/s of "
             f"event time, disorder <= {config.max_disorder_ms} ms); local[{cores}]; "
             f"batch/replay on {batch_partitions} shuffle partitions, stream on 2 with "
-            f"{batch_rows:,} bids per micro-batch; {repeat} run(s) each. Warming up...",
+            f"{batch_rows:,} bids per micro-batch; {repeat} run(s) each; sliding windows "
+            f"{'sliced' if slice_incremental else 'stored per window'}. Warming up...",
             flush=True,
         )
         warm_up(spark, root, config, modes)
         df = spark.read.parquet(str(root / "bids")).cache()
         df.count()
         print(HEADER, flush=True)
-        lines = []
+        lines, rows = [], []
         for mode in modes:
             partitions = "2" if mode == "stream" else batch_partitions
             spark.conf.set("spark.sql.shuffle.partitions", partitions)
             for query in queries:
                 row = measure(spark, root, df, query, mode, config.max_disorder_ms, repeat)
+                rows.append(row)
                 lines.append(format_row(row, events, cores))
                 print(lines[-1], flush=True)
         # again in one piece: the workers' log lines on stderr interleave with the above
-        print("\n" + "\n".join([HEADER, *lines]))
+        print("\n" + "\n".join([HEADER, *lines, *sliding_cost(rows)]))
         print(FLINK_NOTE.format(cores=cores, cpus=os.cpu_count()))
         print(f"total {time.perf_counter() - started:.0f} s", flush=True)
     finally:
