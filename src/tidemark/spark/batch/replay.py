@@ -218,13 +218,7 @@ def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
         if fault is not None:
             break  # the stream is refused: no need for its records
         last = pdf.iloc[[-1]]
-        for pos, ts in zip(pdf[ORDER].tolist(), pdf[column].tolist()):
-            if ts is None or ts != ts:
-                continue
-            if best is None or ts > best:
-                best = int(ts)
-                rec_ts.append(best)
-                rec_pos.append(int(pos))
+        best = running_records(pdf[ORDER], pdf[column], best, rec_ts, rec_pos)
     if first is not None:
         blob = pickle.dumps((rec_ts, rec_pos))
         yield pd.DataFrame(
@@ -311,17 +305,77 @@ def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> An
     def stamp(batches: Any) -> Any:
         best = prefix.get(_partition_id())
         for pdf in batches:
-            wms = np.empty(len(pdf), dtype=np.int64)
-            for i, ts in enumerate(pdf[TS].tolist()):
-                if best is None or out_of_orderness_ms is None:
-                    wms[i] = LONG_MIN
-                else:
-                    wms[i] = best - out_of_orderness_ms - 1
-                if ts is not None and ts == ts and (best is None or ts > best):
-                    best = int(ts)
+            wms, best = watermarks_before(pdf[TS], best, out_of_orderness_ms)
             yield pdf.assign(**{WM: wms})
 
     return stamp
+
+
+def _valid_longs(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """``(mask of rows with a value, their values as int64)`` of a timestamp column
+    (nulls arrive as None, or NaN in a float column)."""
+    valid = column.notna().to_numpy()
+    values = column.to_numpy()[valid]
+    if values.dtype != np.int64:
+        values = np.array([int(v) for v in values], dtype=np.int64)
+    return valid, values
+
+
+def running_records(
+    positions: pd.Series,
+    column: pd.Series,
+    best: int | None,
+    rec_ts: list[int],
+    rec_pos: list[int],
+) -> int | None:
+    """Append to ``rec_ts`` / ``rec_pos`` each value of ``column`` above every value
+    before it (and above ``best``), with its position; return the new maximum."""
+    valid, values = _valid_longs(column)
+    if not len(values):
+        return best
+    running = np.maximum.accumulate(values if best is None else np.maximum(values, best))
+    before = np.empty_like(running)
+    before[1:] = running[:-1]
+    before[0] = LONG_MIN if best is None else best
+    records = running > before
+    if best is None:
+        records[0] = True  # the first value is a record, whatever it is
+    places = positions.to_numpy()[valid]
+    rec_ts.extend(running[records].tolist())
+    rec_pos.extend(int(p) for p in places[records])
+    return int(running[-1])
+
+
+def watermarks_before(
+    column: pd.Series, best: int | None, out_of_orderness_ms: int | None
+) -> tuple[np.ndarray, int | None]:
+    """Each row's watermark in force when it arrived (after the rows before it, whose
+    largest timestamp before these rows is ``best``), and the largest timestamp after
+    them: ``best - out_of_orderness - 1``, or ``LONG_MIN`` while there is none (or no
+    strategy); never below ``LONG_MIN``, as Flink's bounded out-of-orderness starts."""
+    n = len(column)
+    valid, values = _valid_longs(column)
+    seen = np.full(n, LONG_MIN, dtype=np.int64)
+    seen[valid] = values
+    has = valid.copy()
+    if best is not None:
+        seen = np.maximum(seen, np.int64(best))
+        has[:] = True
+    running = np.maximum.accumulate(seen) if n else seen
+    has = np.logical_or.accumulate(has) if n else has
+    # the watermark before row i comes from rows < i
+    before, before_has = np.empty(n, dtype=np.int64), np.zeros(n, dtype=bool)
+    if n:
+        before[1:], before_has[1:] = running[:-1], has[:-1]
+        before[0] = LONG_MIN if best is None else best
+        before_has[0] = best is not None
+    wms = np.full(n, LONG_MIN, dtype=np.int64)
+    if out_of_orderness_ms is not None:
+        floor = LONG_MIN + out_of_orderness_ms + 1
+        lift = before_has & (before >= floor)
+        wms[lift] = before[lift] - np.int64(out_of_orderness_ms + 1)
+    last = best if not n or not has[-1] else int(running[-1])
+    return wms, last
 
 
 def stamp_replay_watermarks(
