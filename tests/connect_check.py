@@ -85,6 +85,7 @@ def streaming(spark: Any, workdir: Path, seed: int) -> list[str]:
         for index, rows in enumerate(batches):
             d._write_batch_file(input_dir, index, rows)
             query.processAllAvailable()
+        records_in = _records_in(query.recentProgress)
     finally:
         query.stop()
     want = d.reference_streaming(scenario, batches)
@@ -101,9 +102,28 @@ def streaming(spark: Any, workdir: Path, seed: int) -> list[str]:
     failures = []
     if got != expected:
         failures.append(f"streaming {scenario['name']}: expected {expected}, got {got}")
+    fed = sum(1 for rows in batches for row in rows if row != d.END_ROW)  # a marker is no element
+    if records_in != fed:
+        failures.append(f"streaming metrics: {fed} rows fed, progress reports {records_in} in")
     if spark.conf.get(STATE_STORE_PROVIDER, None) != provider:
         failures.append("streaming: the session's state store setting was not restored")
     return failures
+
+
+def _records_in(progress: list[Any]) -> int | None:
+    """``num_records_in`` summed over the micro-batches' ``observedMetrics["tidemark"]``
+    (None when a micro-batch with input rows has none)."""
+    from tidemark.spark.metrics import metrics_of
+
+    total = 0
+    for p in progress:
+        figures = metrics_of(p)
+        if figures is None:
+            if p["numInputRows"]:
+                return None
+            continue
+        total += figures["num_records_in"]
+    return total
 
 
 def chained(spark: Any, workdir: Path) -> list[str]:
@@ -139,6 +159,15 @@ def chained(spark: Any, workdir: Path) -> list[str]:
     return [] if got == DOCS_TOP_TWO else [f"chain: expected {DOCS_TOP_TWO}, got {got}"]
 
 
+# the replay below: 5 elements in, 2 results, elements 1 and 3 late to the side output
+METRICS_OF_KEPT = {
+    "num_records_in": 5,
+    "num_records_out": 2,
+    "num_late_records_side_output": 2,
+    "num_late_records_dropped": 0,
+}
+
+
 def bounded_once(spark: Any) -> list[str]:
     """A replay's results, late side output and dropped count from one kept run (a
     persisted frame over Connect), then ``write_outputs`` and ``unpersist``."""
@@ -160,6 +189,7 @@ def bounded_once(spark: Any) -> list[str]:
         "late": sorted(r.ts for r in kept.get_side_output(late).to_dataframe().collect()),
         "kept": kept.combined_dataframe().storageLevel.useMemory,
         "dropped": dropping.num_late_records_dropped(),
+        "metrics": kept.metrics(),
     }
     written: dict[str, Any] = {}
     dropping.write_outputs(
@@ -173,6 +203,7 @@ def bounded_once(spark: Any) -> list[str]:
         "late": [1, 3],
         "kept": True,
         "dropped": 2,
+        "metrics": METRICS_OF_KEPT,
         "written": {"dropped": (0, 2)},
         "released": True,
     }

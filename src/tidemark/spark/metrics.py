@@ -153,6 +153,13 @@ def metrics_of(progress: Any, name: str = OBSERVATION) -> dict[str, Any] | None:
     {'num_records_in': 5}
     >>> metrics_of({"observedMetrics": {}}) is None
     True
+
+    Over Spark Connect a progress holds the row as its values and schema; the same dict
+    comes out:
+
+    >>> schema = {"type": "struct", "fields": [{"name": "num_records_in", "type": "long"}]}
+    >>> metrics_of({"observedMetrics": {"tidemark": Row(values=[5], schema=schema)}})
+    {'num_records_in': 5}
     """
     if progress is None:
         return None
@@ -163,7 +170,11 @@ def metrics_of(progress: Any, name: str = OBSERVATION) -> dict[str, Any] | None:
     row = metrics.get(name)
     if row is None:
         return None
-    return row.asDict() if hasattr(row, "asDict") else dict(row)
+    figures = row.asDict() if hasattr(row, "asDict") else dict(row)
+    if set(figures) == {"values", "schema"}:  # Spark Connect: the row as values + schema
+        names = [field["name"] for field in figures["schema"]["fields"]]
+        return dict(zip(names, figures["values"]))
+    return figures
 
 
 def bounded_metrics(combined: Any, engine_run: bool) -> dict[str, Any]:
