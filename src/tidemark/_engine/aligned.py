@@ -324,24 +324,29 @@ class AlignedWindowOperator(WindowOperator):
         """A due timer ``(time, key, window)``, live or not (a dead one is skipped): at
         the window's end FIRE (the trigger's on_event_time), at its cleanup time clear it."""
         ks = self.keys.get(key)
-        if ks is None or ks.event_timers.pop((time, window), None) is None:
+        if ks is None:
+            return
+        timers, contents = ks.event_timers, ks.contents
+        if timers.pop((time, window), None) is None:
             return
         max_ts = window[1] - 1
         entry = self._window_cache.get(window[0])
-        cleanup = entry[1] if entry is not None else self.cleanup_time(window)
-        plain = self._plain
-        if time == max_ts:
-            if plain:
-                self._emit_incremental(key, window, ks.contents.get(window), max_ts)
-            else:
+        cleans = time == (entry[1] if entry is not None else self.cleanup_time(window))
+        if not self._plain:
+            if time == max_ts:
                 self._fire(key, ks, window, window, watermark)
-        if time == cleanup:
-            if plain:  # nothing but the contents and the end timer to clear
-                ks.contents.pop(window, None)
-                ks.event_timers.pop((max_ts, window), None)
-            else:
+            if cleans:
                 self._clear_all_state(key, ks, window, window, watermark)
-        if not ks.contents and not ks.event_timers and ks.is_empty():
+        elif time == max_ts:  # emit; at the cleanup time too, the contents go
+            result = contents.pop(window, None) if cleans else contents.get(window)
+            if result is not None and self.logic.aggregate is None:
+                self.output.append((result, max_ts))
+            elif result is not None:
+                self._emit_incremental(key, window, result, max_ts)
+        elif cleans:  # nothing but the contents and the end timer to clear
+            contents.pop(window, None)
+            timers.pop((max_ts, window), None)
+        if not contents and not timers and ks.is_empty():
             del self.keys[key]
 
     def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
