@@ -86,6 +86,15 @@ def test_an_element_into_a_window_with_contents_calls_only_the_user_function(
     assert operator.keys["k"].contents == {(0, 10): 3}
 
 
+def test_a_short_run_outside_batch_takes_the_element_path() -> None:
+    """The streaming worker hands the engine each key's few elements of a micro-batch."""
+    operator = tumbling(add_values)
+    operator.process_element("k", 1, 3)
+    calls = python_calls(lambda: operator.process_elements("k", [2, 4], [5, 4]))
+    assert calls == ["process_elements", *["process_element", "add_values"] * 2]
+    assert operator.keys["k"].contents == {(0, 10): 7}
+
+
 def test_an_element_opening_a_window_adds_it_and_registers_its_timer() -> None:
     operator = tumbling(add_values)
     assert operator.process_element("k", 1, 3) == ADDED
