@@ -6,9 +6,11 @@ Such a trigger promises :class:`~tidemark.triggers.EventTimeTrigger`'s behaviour
 FIRE at once for an element added after it, no state. This operator does exactly that
 without calling the trigger, computes windows from the assigner's
 :class:`~tidemark.windows.AlignedLayout` instead of calling it, and takes due timers in
-bulk; where a pipeline is this shape, a keyed tumbling reduce spends its time here. The
-results, side outputs, counts, watermarks seen and state left are the general operator's
-(the property tests run both and compare).
+bulk; where a pipeline is this shape, a keyed tumbling reduce spends its time here. For
+tumbling windows the per-element method is specialised once per operator (a closure
+with what it reads bound), and serves elements whose window is neither late nor due.
+The results, side outputs, counts, watermarks seen and state left are the general
+operator's (the property tests run both and compare).
 """
 
 from __future__ import annotations
