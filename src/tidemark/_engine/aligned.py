@@ -6,9 +6,11 @@ Such a trigger promises :class:`~tidemark.triggers.EventTimeTrigger`'s behaviour
 FIRE at once for an element added after it, no state. This operator does exactly that
 without calling the trigger, computes windows from the assigner's
 :class:`~tidemark.windows.AlignedLayout` instead of calling it, and takes due timers in
-bulk; where a pipeline is this shape, a keyed tumbling reduce spends its time here. The
-results, side outputs, counts, watermarks seen and state left are the general operator's
-(the property tests run both and compare).
+bulk; where a pipeline is this shape, a keyed tumbling reduce spends its time here. For
+tumbling windows the per-element method is specialised once per operator (a closure
+with what it reads bound), and serves elements whose window is neither late nor due.
+The results, side outputs, counts, watermarks seen and state left are the general
+operator's (the property tests run both and compare).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from functools import reduce
 from heapq import heappop
 from itertools import islice
 from operator import le
+from types import MethodType
 from typing import Any
 
 from tidemark._engine.keystate import KeyState
@@ -29,6 +32,12 @@ from tidemark.windows import AlignedLayout, TimeWindow, Window
 __all__ = ["AlignedWindowOperator"]
 
 _CACHED_WINDOWS = 4096
+# Runs at least this long, in timestamp order, are folded a window at a time.
+_FOLDED_RUN = 16
+
+
+def _in_order(timestamps: list[Any]) -> bool:
+    return all(map(le, timestamps, islice(timestamps, 1, None)))
 
 
 class AlignedWindowOperator(WindowOperator):
@@ -50,6 +59,8 @@ class AlignedWindowOperator(WindowOperator):
         # start -> (window, cleanup time): each window object and its cleanup time are
         # made once, not once per element.
         self._window_cache: dict[int, tuple[TimeWindow, int]] = {}
+        # The event-time timer heap (the same list for the operator's life).
+        self._heap = self.event_time_timers.queue.heap
         # A firing emits the window's incremental result itself: no window function,
         # tracer, evictor or recorded watermark, and the window keeps an accumulator.
         self._plain = (
@@ -66,10 +77,18 @@ class AlignedWindowOperator(WindowOperator):
             aggregate.add if aggregate is not None else None,
             aggregate.create_accumulator if aggregate is not None else None,
         )
+        # Tumbling windows: the per-element method, specialised once (see
+        # _tumbling_element_path); an instance attribute, found before the class's.
+        self._tumbling_element: Any = None
+        if layout.size_ms == layout.slide_ms:
+            self._tumbling_element = _tumbling_element_path(self)
+            self.process_element = self._tumbling_element  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ elements
 
     def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
+        """:meth:`WindowOperator.process_element` (for tumbling windows, an instance's
+        own specialised method serves first, and hands this what it does not serve)."""
         if timestamp is None:
             return super().process_element(key, value, timestamp)
         ks = self.keys.get(key)
@@ -83,18 +102,25 @@ class AlignedWindowOperator(WindowOperator):
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
         """:meth:`WindowOperator.process_elements`, with the per-element overhead paid
         once per run. Tumbling windows of a run in timestamp order are folded a window at
-        a time; under ``spec.batch_mode`` those complete within the run fire at once."""
+        a time (under ``spec.batch_mode`` those complete within the run fire at once);
+        outside BATCH, a short run or one out of order takes the tumbling element path
+        element by element, which costs less than a run's set-up."""
+        tumbling_element = self._tumbling_element
+        if tumbling_element is not None and not self._batch_mode:
+            if len(values) < _FOLDED_RUN or None in timestamps or not _in_order(timestamps):
+                for value, timestamp in zip(values, timestamps):
+                    tumbling_element(key, value, timestamp)
+                return
         if None in timestamps:
             super().process_elements(key, values, timestamps)
             return
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = KeyState()
-        layout = self._layout
         if (
-            layout.size_ms == layout.slide_ms
+            tumbling_element is not None
             and len(values) > 1
-            and (self._batch_mode or all(map(le, timestamps, islice(timestamps, 1, None))))
+            and (self._batch_mode or _in_order(timestamps))
         ):
             self._tumbling_sorted_run(key, ks, values, timestamps)
         else:
@@ -222,6 +248,18 @@ class AlignedWindowOperator(WindowOperator):
         except Exception as exc:
             raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
 
+    def _open_window(
+        self, key: Any, ks: KeyState, window: TimeWindow, cleanup: int, value: Any
+    ) -> int:
+        """Add ``value`` to ``window``, new to ``key``, whose end is after the watermark,
+        and register the window's timers; ADDED."""
+        try:
+            ks.contents[window] = self.logic.add(None, value)
+        except Exception as exc:
+            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+        self._register_timers(key, ks, window, window[1] - 1, cleanup)
+        return ADDED
+
     def _register_timers(
         self, key: Any, ks: KeyState, window: Window, max_ts: int, cleanup: int
     ) -> None:
@@ -264,47 +302,106 @@ class AlignedWindowOperator(WindowOperator):
         """:meth:`WindowOperator.process_watermark`'s timer loop, inlined: every
         event-time timer is a window's end, which fires it, or its cleanup time, which
         clears it, and firing registers no new timer. So when all timers are due (a BATCH
-        key's end) they are taken in one sort, in the heap's (time, registration) order.
-        No callback runs, so no timer is held here (see the general operator); any held
-        before is released as there (:meth:`TimerService.advance
-        <tidemark._engine.timers.TimerService.advance>`)."""
-        keys, cache, plain = self.keys, self._window_cache, self._plain
-        for time, key, window in self._due_timers(watermark):
-            ks = keys.get(key)
-            if ks is None or ks.event_timers.pop((time, window), None) is None:
-                continue
-            max_ts = window[1] - 1
-            entry = cache.get(window[0])
-            cleanup = entry[1] if entry is not None else self.cleanup_time(window)
-            if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
-                if plain:
-                    self._emit_incremental(key, window, ks.contents.get(window), max_ts)
-                else:
-                    self._fire(key, ks, window, window, watermark)
-            if time == cleanup:
-                if plain:  # nothing but the contents and the end timer to clear
-                    ks.contents.pop(window, None)
-                    ks.event_timers.pop((max_ts, window), None)
-                else:
-                    self._clear_all_state(key, ks, window, window, watermark)
-            if not ks.contents and not ks.event_timers and ks.is_empty():
-                del keys[key]
-
-    def _due_timers(self, watermark: int) -> Any:
-        """Advance the event-time clock to ``watermark`` and yield every timer it makes
-        due, ``(time, key, window)``, in (time, registration) order, live or not (the
-        caller checks the key's timers). All at once (one sort) for the final watermark."""
-        service = self.event_time_timers
+        key's end) they are taken in one sort, in the heap's (time, registration) order;
+        when none is due, a look at the heap's top is all it costs. No callback runs, so
+        no timer is held here (see the general operator); any held before is released as
+        there (:meth:`TimerService.advance <tidemark._engine.timers.TimerService.advance>`)."""
+        service, heap = self.event_time_timers, self._heap
         service.begin_advance(watermark)
         service.current_time = watermark
-        heap = service.queue.heap
+        if not heap or heap[0][0] > watermark:
+            return
+        on_timer = self._on_due_timer
         if watermark == LONG_MAX:
-            due: Any = sorted(heap)
+            due = sorted(heap)
             heap.clear()
-        else:
-            due = iter(lambda: heappop(heap) if heap and heap[0][0] <= watermark else None, None)
-        return ((time, key, window) for time, _, key, window in due)
+            for time, _, key, window in due:
+                on_timer(time, key, window, watermark)
+            return
+        while heap and heap[0][0] <= watermark:
+            time, _, key, window = heappop(heap)
+            on_timer(time, key, window, watermark)
+
+    def _on_due_timer(self, time: int, key: Any, window: Any, watermark: int) -> None:
+        """A due timer ``(time, key, window)``, live or not (a dead one is skipped): at
+        the window's end FIRE (the trigger's on_event_time), at its cleanup time clear it."""
+        ks = self.keys.get(key)
+        if ks is None:
+            return
+        timers, contents = ks.event_timers, ks.contents
+        if timers.pop((time, window), None) is None:
+            return
+        max_ts = window[1] - 1
+        entry = self._window_cache.get(window[0])
+        cleans = time == (entry[1] if entry is not None else self.cleanup_time(window))
+        if not self._plain:
+            if time == max_ts:
+                self._fire(key, ks, window, window, watermark)
+            if cleans:
+                self._clear_all_state(key, ks, window, window, watermark)
+        elif time == max_ts:  # emit; at the cleanup time too, the contents go
+            result = contents.pop(window, None) if cleans else contents.get(window)
+            if result is not None and self.logic.aggregate is None:
+                self.output.append((result, max_ts))
+            elif result is not None:
+                self._emit_incremental(key, window, result, max_ts)
+        elif cleans:  # nothing but the contents and the end timer to clear
+            contents.pop(window, None)
+            timers.pop((max_ts, window), None)
+        if not contents and not timers and ks.is_empty():
+            del self.keys[key]
 
     def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
         # The trigger's clear, as fires_only_at_window_end promises it: its end timer goes.
         ks.event_timers.pop((window.max_timestamp(), window), None)
+
+
+def _tumbling_element_path(op: AlignedWindowOperator) -> Any:
+    """``op.process_element`` for tumbling windows, with what it reads bound once.
+
+    It serves an element whose window is neither late nor due (its end after the
+    watermark; its cleanup time, at or after its end, too): the element is added and,
+    for a window new to the key, the window's end timer (the trigger's on_element) and
+    cleanup timer are registered; a window that already holds contents has both (no
+    timer of a window whose end is after the watermark has fired). The result is
+    ADDED, as the general path's. Every other element (late, due, no timestamp) goes
+    to :meth:`AlignedWindowOperator.process_element`.
+    """
+    size, _, offset = op._layout
+    last_ms = size - 1  # a window's max timestamp, from its start
+    keys, cache, clock, window_of = op.keys, op._window_cache, op.event_time_timers, op._window
+    logic = op.logic
+    aggregate = logic.aggregate
+    agg_add = aggregate.add if aggregate is not None else None
+    step = logic.reduce if logic.reduce is not None else logic.add  # (contents, value)
+    new_window = op._open_window
+    general = MethodType(AlignedWindowOperator.process_element, op)
+
+    def process_element(key: Any, value: Any, timestamp: int | None) -> int:
+        if timestamp is None:
+            return general(key, value, timestamp)
+        start = timestamp - (timestamp - offset) % size
+        if start + last_ms <= clock.current_time:  # late or due: the general path
+            return general(key, value, timestamp)
+        entry = cache.get(start)
+        if entry is None:
+            entry = window_of(start)
+        window = entry[0]
+        ks = keys.get(key)
+        if ks is not None:
+            contents = ks.contents
+            current = contents.get(window)
+            if current is not None:
+                try:
+                    if agg_add is None:
+                        contents[window] = step(current, value)
+                    else:
+                        contents[window] = agg_add(value, current)
+                except Exception as exc:
+                    raise op._user_error("the reduce/aggregate function", key, window, exc) from exc
+                return ADDED
+        else:
+            ks = keys[key] = KeyState()
+        return new_window(key, ks, window, entry[1], value)
+
+    return process_element

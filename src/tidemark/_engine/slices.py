@@ -351,38 +351,34 @@ class SlicedWindowOperator(AlignedWindowOperator):
 
     # ------------------------------------------------------------------ time
 
-    def process_watermark(self, watermark: int) -> None:
-        """:meth:`AlignedWindowOperator.process_watermark`: every due timer is a window's
-        end, which fires its merged slices, or its cleanup time, which clears the window
-        and the slices no later window holds."""
-        keys, cache, plain = self.keys, self._window_cache, self._plain
-        # a slice per slide: the slice a window's cleanup drops starts where it starts
-        one_slice = self._layout.slide_ms == self._slice_ms
-        for time, key, window in self._due_timers(watermark):
-            ks = keys.get(key)
-            if ks is None or ks.event_timers.pop((time, window), None) is None:
-                continue
-            max_ts = window[1] - 1
-            if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
-                if plain:
-                    contents = self._window_contents(key, ks, window)
-                    if contents is not None:
-                        self._emit_incremental(key, window, contents, max_ts)
-                else:
-                    self._fire(key, ks, window, window, watermark)
-            entry = cache.get(window[0])
-            if time == (entry[1] if entry is not None else self.cleanup_time(window)):
-                if plain:  # nothing but the contents and the end timer to clear
-                    ks.contents.pop(window, None)
-                    ks.event_timers.pop((max_ts, window), None)
-                else:
-                    self._clear_all_state(key, ks, window, window, watermark)
-                if one_slice:
-                    ks.contents.pop(window[0], None)
-                else:
-                    self._drop_slices(ks, window)
-            if not ks.contents and not ks.event_timers and ks.is_empty():
-                del keys[key]
+    def _on_due_timer(self, time: int, key: Any, window: Any, watermark: int) -> None:
+        """:meth:`AlignedWindowOperator._on_due_timer`: a window's end fires its merged
+        slices, its cleanup time clears the window and the slices no later window holds."""
+        ks = self.keys.get(key)
+        if ks is None or ks.event_timers.pop((time, window), None) is None:
+            return
+        max_ts = window[1] - 1
+        if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
+            if self._plain:
+                contents = self._window_contents(key, ks, window)
+                if contents is not None:
+                    self._emit_incremental(key, window, contents, max_ts)
+            else:
+                self._fire(key, ks, window, window, watermark)
+        entry = self._window_cache.get(window[0])
+        if time == (entry[1] if entry is not None else self.cleanup_time(window)):
+            if self._plain:  # nothing but the contents and the end timer to clear
+                ks.contents.pop(window, None)
+                ks.event_timers.pop((max_ts, window), None)
+            else:
+                self._clear_all_state(key, ks, window, window, watermark)
+            # a slice per slide: the slice a window's cleanup drops starts where it starts
+            if self._layout.slide_ms == self._slice_ms:
+                ks.contents.pop(window[0], None)
+            else:
+                self._drop_slices(ks, window)
+        if not ks.contents and not ks.event_timers and ks.is_empty():
+            del self.keys[key]
 
     # ------------------------------------------------------------------ state
 
