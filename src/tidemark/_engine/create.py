@@ -8,6 +8,11 @@ from typing import Any
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.panes import PaneOperator
+from tidemark._engine.processing import (
+    ProcessingTimeAlignedOperator,
+    processing_time_aligned_serve,
+)
+from tidemark._engine.sessions import SortedSessionOperator, sorted_sessions_serve
 from tidemark._engine.slices import SlicedWindowOperator, slices_serve
 from tidemark._engine.spec import OperatorSpec
 from tidemark.triggers.dataflow import DataflowTrigger
@@ -27,10 +32,20 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     (:class:`~tidemark._engine.slices.SlicedWindowOperator`, the aligned operator storing
     each element once, in its slice) where :func:`~tidemark._engine.slices.slices_serve`
     allows it. A Dataflow trigger takes the pane operator
-    (:class:`~tidemark._engine.panes.PaneOperator`).
+    (:class:`~tidemark._engine.panes.PaneOperator`). Event-time sessions in BATCH take
+    the sorted-session operator (:class:`~tidemark._engine.sessions.SortedSessionOperator`,
+    the general operator folding each key's runs in time order by a linear scan) where
+    :func:`~tidemark._engine.sessions.sorted_sessions_serve` allows it; tumbling and
+    sliding processing-time windows in BATCH the processing-time aligned operator
+    (:class:`~tidemark._engine.processing.ProcessingTimeAlignedOperator`) where
+    :func:`~tidemark._engine.processing.processing_time_aligned_serve` allows it.
     """
     if isinstance(spec.window_trigger, DataflowTrigger):
         return PaneOperator(spec, tracer=tracer)
+    if sorted_sessions_serve(spec):
+        return SortedSessionOperator(spec, tracer=tracer)
+    if processing_time_aligned_serve(spec):
+        return ProcessingTimeAlignedOperator(spec, tracer=tracer)
     layout = spec.aligned_layout()
     if layout is None:
         return WindowOperator(spec, tracer=tracer)

@@ -80,6 +80,9 @@ class WindowOperator:
     _closes_windows = False
     # Whether a key's contents may hold slices besides windows (the sliced operator's).
     _keeps_slices = False
+    # Whether a caller reading a wall clock may read it once per run of a key's elements
+    # and hand the run to process_elements (the processing-time aligned operator).
+    serves_runs_at_one_processing_time = False
 
     def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
         self.spec = spec

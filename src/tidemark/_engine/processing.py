@@ -1,0 +1,104 @@
+"""The processing-time aligned operator: the general window operator, but faster for
+tumbling and sliding processing-time windows with the default trigger, fed runs of
+elements at one processing time (a BATCH key's run, the clock read once for it).
+
+A processing-time assigner puts an element in the windows of the current processing
+time, whatever the element; :class:`~tidemark.triggers.ProcessingTimeTrigger` registers
+a processing-time timer at each window's end and fires there; a processing-time window's
+cleanup time is that same end, and no processing-time window is late. So while the clock
+stands still, the general operator does the same for every element of a run: add it to
+the windows of now, and register each window's end timer once (the first element does;
+the others find it registered). This operator computes the windows once per run and adds
+the run's elements to them: the user's ``add`` (or reduce) sees the same calls in the same
+order, the timers are registered in the same order, and firing is the general
+operator's. Results, side outputs and state are the general operator's (the property
+tests run both and compare).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidemark._engine.keystate import KeyState
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
+from tidemark.triggers import ProcessingTimeTrigger
+from tidemark.triggers.builtin import _CALLBACKS, _overrides_any
+
+__all__ = ["ProcessingTimeAlignedOperator", "processing_time_aligned_serve"]
+
+
+def processing_time_aligned_serve(spec: OperatorSpec) -> bool:
+    """Whether :class:`ProcessingTimeAlignedOperator` serves ``spec``: BATCH, fast paths
+    on, tumbling or sliding processing-time windows (``aligned_layout()``), a trigger
+    that behaves as :class:`~tidemark.triggers.ProcessingTimeTrigger` (it or a subclass
+    overriding none of its callbacks), no evictor."""
+    trigger = spec.window_trigger
+    return (
+        spec.fast_paths
+        and spec.batch_mode
+        and spec.evictor is None
+        and not spec.is_event_time
+        and spec.assigner.aligned_layout() is not None
+        and isinstance(trigger, ProcessingTimeTrigger)
+        and not _overrides_any(trigger, ProcessingTimeTrigger, _CALLBACKS)
+    )
+
+
+class ProcessingTimeAlignedOperator(WindowOperator):
+    """:class:`WindowOperator`, but faster for runs of elements at one processing time
+    in aligned processing-time windows.
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline :func:`processing_time_aligned_serve` accepts.
+    tracer : object, optional
+    """
+
+    serves_runs_at_one_processing_time = True  # see tidemark.spark.batch.worker
+
+    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
+        super().__init__(spec, tracer=tracer)
+        aggregate = self.logic.aggregate
+        self._agg_add: Any = aggregate.add if aggregate is not None else None
+        self._create: Any = aggregate.create_accumulator if aggregate is not None else None
+
+    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
+        """:meth:`WindowOperator.process_elements` with the windows of the current
+        processing time computed once: each element is added to each of them in turn."""
+        if not values:
+            return
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        try:
+            windows = self.assigner.assign_windows(values[0], timestamps[0], self._clock)
+        except Exception as exc:
+            raise self._user_error("the window assigner", key, None, exc) from exc
+        contents, register = ks.contents, self.processing_time_timers.register
+        if len(windows) == 1:
+            (window,) = windows
+            contents[window] = self._fold(key, window, contents.get(window), values)
+            register(key, ks, window.max_timestamp(), window)
+            return
+        for index, value in enumerate(values):
+            for window in windows:
+                contents[window] = self._fold(key, window, contents.get(window), (value,))
+                if index == 0:  # the trigger's end timer, which is the cleanup timer
+                    register(key, ks, window.max_timestamp(), window)
+
+    def _fold(self, key: Any, window: Any, acc: Any, values: Any) -> Any:
+        """``acc`` (None: a window without contents) with ``values`` added in order, as
+        the general operator adds them."""
+        add, agg_add, create = self.logic.add, self._agg_add, self._create
+        try:
+            if agg_add is None:
+                for value in values:
+                    acc = add(acc, value)
+            else:
+                for value in values:
+                    acc = agg_add(value, create() if acc is None else acc)
+        except Exception as exc:
+            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+        return acc
