@@ -8,6 +8,7 @@ from typing import Any
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.panes import PaneOperator
+from tidemark._engine.proctime import ProcessingTimeRunOperator, processing_time_runs_serve
 from tidemark._engine.slices import SlicedWindowOperator, slices_serve
 from tidemark._engine.spec import OperatorSpec
 from tidemark.triggers.dataflow import DataflowTrigger
@@ -27,12 +28,17 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     (:class:`~tidemark._engine.slices.SlicedWindowOperator`, the aligned operator storing
     each element once, in its slice) where :func:`~tidemark._engine.slices.slices_serve`
     allows it. A Dataflow trigger takes the pane operator
-    (:class:`~tidemark._engine.panes.PaneOperator`).
+    (:class:`~tidemark._engine.panes.PaneOperator`). Processing-time tumbling windows
+    under the default trigger take the processing-time runs operator
+    (:class:`~tidemark._engine.proctime.ProcessingTimeRunOperator`) where
+    :func:`~tidemark._engine.proctime.processing_time_runs_serve` allows it.
     """
     if isinstance(spec.window_trigger, DataflowTrigger):
         return PaneOperator(spec, tracer=tracer)
     layout = spec.aligned_layout()
     if layout is None:
+        if processing_time_runs_serve(spec, tracer):
+            return ProcessingTimeRunOperator(spec)
         return WindowOperator(spec, tracer=tracer)
     if slices_serve(spec, layout, tracer):
         return SlicedWindowOperator(spec, layout)
