@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tidemark import EventTimeSessionWindows, TumblingEventTimeWindows
 from tidemark._engine.merging import MergingWindowSet, java_hash_order
@@ -337,3 +339,46 @@ def test_retiring_a_window_not_in_flight_is_an_error() -> None:
         window_set.retire_window(W(5, 8))
     assert str(info.value) == "window TimeWindow[5, 8) is not in the in-flight window set"
     assert window_set.mapping == {W(0, 3): W(0, 3)}
+
+
+def calls_into(calls: list[Merge]) -> Callable[..., None]:
+    return lambda *args: calls.append(args)
+
+
+class SweepingSessions(EventTimeSessionWindows):
+    """Merges exactly as its parent, through a method of its own: the set then takes
+    its general path for every window (the reference for the one-window fast path)."""
+
+    def merge_windows(self, windows, callback):  # type: ignore[no-untyped-def]
+        super().merge_windows(windows, callback)
+
+
+def test_a_session_set_holding_one_window_takes_the_fast_path_only_for_sessions() -> None:
+    assert MergingWindowSet(SESSIONS, {}).merges_one_by_sweep
+    assert not MergingWindowSet(SweepingSessions.with_gap(3), {}).merges_one_by_sweep
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    starts=st.lists(
+        st.tuples(st.integers(0, 40), st.integers(1, 6), st.integers(0, 9)),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_the_one_window_fast_path_equals_the_general_sweep(
+    starts: list[tuple[int, int, int]],
+) -> None:
+    # windows [s, s + length) added one by one (equal ones and ones inside others
+    # included); now and then the last result is retired, as a late window is
+    fast = MergingWindowSet(SESSIONS, {})
+    general = MergingWindowSet(SweepingSessions.with_gap(3), {})
+    for start, length, retire in starts:
+        seen = []
+        for window_set in (fast, general):
+            calls: list[Merge] = []
+            result = window_set.add_window(W(start, start + length), calls_into(calls))
+            if retire == 0:
+                window_set.retire_window(result)
+            seen.append((result, calls, list(window_set.mapping.items())))
+        assert seen[0] == seen[1]

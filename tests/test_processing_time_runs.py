@@ -194,7 +194,6 @@ def test_batch_processing_time_windows_get_the_processing_time_aligned_operator(
 @pytest.mark.parametrize(
     "options",
     [
-        pytest.param({"batch_mode": False}, id="not-batch"),
         pytest.param({"fast_paths": False}, id="fast-paths-off"),
         pytest.param({"trigger": OwnProcessingTimeTrigger()}, id="trigger-subclass"),
         pytest.param({"trigger": ContinuousProcessingTimeTrigger.of(5)}, id="own-trigger"),

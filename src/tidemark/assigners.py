@@ -329,6 +329,13 @@ class _Session(MergingWindowAssigner):
         TimeWindow.merge_windows(cast("Iterable[TimeWindow]", windows), callback)
 
 
+def merges_by_sweep(assigner: MergingWindowAssigner) -> bool:
+    """Whether ``assigner`` merges its windows as the session assigners do: the
+    TimeWindows' sort-and-sweep (:meth:`TimeWindow.merge_windows`), not a method of its
+    own. The merging window set takes a shortcut for it."""
+    return type(assigner).merge_windows is _Session.merge_windows
+
+
 class _StaticGap(_Session):
     def __init__(self, gap: TimeLike):
         self.gap_ms = _positive(gap, "gap")

@@ -36,15 +36,15 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     the sorted-session operator (:class:`~tidemark._engine.sessions.SortedSessionOperator`,
     the general operator folding each key's runs in time order by a linear scan) where
     :func:`~tidemark._engine.sessions.sorted_sessions_serve` allows it; tumbling and
-    sliding processing-time windows in BATCH the processing-time aligned operator
-    (:class:`~tidemark._engine.processing.ProcessingTimeAlignedOperator`) where
+    sliding processing-time windows under the default trigger the processing-time aligned
+    operator (:class:`~tidemark._engine.processing.ProcessingTimeAlignedOperator`) where
     :func:`~tidemark._engine.processing.processing_time_aligned_serve` allows it.
     """
     if isinstance(spec.window_trigger, DataflowTrigger):
         return PaneOperator(spec, tracer=tracer)
     if sorted_sessions_serve(spec):
         return SortedSessionOperator(spec, tracer=tracer)
-    if processing_time_aligned_serve(spec):
+    if processing_time_aligned_serve(spec, tracer):
         return ProcessingTimeAlignedOperator(spec, tracer=tracer)
     layout = spec.aligned_layout()
     if layout is None:

@@ -14,9 +14,10 @@ reproduces it for :class:`~tidemark.windows.TimeWindow`.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection
-from typing import Any
+from typing import Any, cast
 
-from tidemark.windows import Window
+from tidemark.assigners import merges_by_sweep
+from tidemark.windows import TimeWindow, Window
 
 __all__ = ["MergingWindowSet", "MergeFunction", "java_hash_order"]
 
@@ -52,11 +53,14 @@ def java_hash_order(windows: Collection[Window], capacity: int | None = None) ->
 class MergingWindowSet:
     """Tracks a key's in-flight merging windows and their state windows."""
 
-    __slots__ = ("_assigner", "mapping")
+    __slots__ = ("_assigner", "mapping", "merges_one_by_sweep")
 
     def __init__(self, assigner: Any, mapping: dict[Window, Window]):
         self._assigner = assigner
         self.mapping = mapping
+        # A session assigner's set holding one window (one open session: the common
+        # case) adds a window without sorting, hashing or building lists.
+        self.merges_one_by_sweep = merges_by_sweep(assigner)
 
     def get_state_window(self, window: Window) -> Window | None:
         """The namespace holding ``window``'s contents, or None if it is not in flight."""
@@ -73,6 +77,8 @@ class MergingWindowSet:
         ``merge_function`` runs once per merge, before the mapping is final for the
         merged windows' state to be folded into the result's state window.
         """
+        if self.merges_one_by_sweep and len(self.mapping) == 1:
+            return self._add_to_one(cast(TimeWindow, new_window), merge_function)
         results: list[tuple[Window, list[Window]]] = []
         windows = [*self.mapping, new_window]
         self._assigner.merge_windows(
@@ -95,6 +101,25 @@ class MergingWindowSet:
         if not results or (result_window == new_window and not merged_new_window):
             self.mapping[result_window] = result_window
         return result_window
+
+    def _add_to_one(self, new_window: TimeWindow, merge_function: MergeFunction) -> Window:
+        """:meth:`add_window` for a set of one TimeWindow merged by sort-and-sweep, step
+        by step the same: the two windows merge into their cover when they intersect
+        and differ; the merged list is the other window alone (whatever Java's order of
+        the pair), whose state window the cover takes; the merge is reported unless the
+        cover is that window. Otherwise the new window maps to itself, as there (an
+        equal one included, as in Flink)."""
+        mapping = self.mapping
+        (window,) = cast("dict[TimeWindow, Window]", mapping)
+        if window == new_window or not (window[0] <= new_window[1] and window[1] >= new_window[0]):
+            mapping[new_window] = new_window
+            return new_window
+        cover = TimeWindow(min(window[0], new_window[0]), max(window[1], new_window[1]))
+        state_window = mapping.pop(window)
+        mapping[cover] = state_window
+        if cover != window:
+            merge_function(cover, [window], state_window, [])
+        return cover
 
 
 def _in_java_order(

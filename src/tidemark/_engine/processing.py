@@ -1,6 +1,7 @@
 """The processing-time aligned operator: the general window operator, but faster for
 tumbling and sliding processing-time windows with the default trigger, fed runs of
-elements at one processing time (a BATCH key's run, the clock read once for it).
+elements at one processing time (a BATCH key's run, the clock read once for it; a
+streaming call's run of one key, all at the micro-batch's processing time).
 
 A processing-time assigner puts an element in the windows of the current processing
 time, whatever the element; :class:`~tidemark.triggers.ProcessingTimeTrigger` registers
@@ -22,26 +23,24 @@ from typing import Any
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
-from tidemark.triggers import ProcessingTimeTrigger
-from tidemark.triggers.builtin import _CALLBACKS, _overrides_any
+from tidemark.triggers.builtin import is_plain_processing_time_trigger
 
 __all__ = ["ProcessingTimeAlignedOperator", "processing_time_aligned_serve"]
 
 
-def processing_time_aligned_serve(spec: OperatorSpec) -> bool:
-    """Whether :class:`ProcessingTimeAlignedOperator` serves ``spec``: BATCH, fast paths
-    on, tumbling or sliding processing-time windows (``aligned_layout()``), a trigger
-    that behaves as :class:`~tidemark.triggers.ProcessingTimeTrigger` (it or a subclass
-    overriding none of its callbacks), no evictor."""
-    trigger = spec.window_trigger
+def processing_time_aligned_serve(spec: OperatorSpec, tracer: Any = None) -> bool:
+    """Whether :class:`ProcessingTimeAlignedOperator` serves ``spec``: fast paths on,
+    tumbling or sliding processing-time windows (``aligned_layout()``), a trigger that
+    behaves as :class:`~tidemark.triggers.ProcessingTimeTrigger` (it or a subclass
+    overriding none of its callbacks), no evictor, no tracer (a trace records each
+    element's calls)."""
     return (
         spec.fast_paths
-        and spec.batch_mode
+        and tracer is None
         and spec.evictor is None
         and not spec.is_event_time
         and spec.assigner.aligned_layout() is not None
-        and isinstance(trigger, ProcessingTimeTrigger)
-        and not _overrides_any(trigger, ProcessingTimeTrigger, _CALLBACKS)
+        and is_plain_processing_time_trigger(spec.window_trigger)
     )
 
 

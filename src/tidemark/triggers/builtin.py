@@ -34,6 +34,7 @@ __all__ = [
     "DeltaTrigger",
     "NeverTrigger",
     "EndOfStreamTrigger",
+    "is_plain_processing_time_trigger",
 ]
 
 
@@ -137,6 +138,14 @@ class ProcessingTimeTrigger(Trigger[Window]):
 
     def timer_domains(self) -> frozenset[TimeDomain]:
         return _PROCESSING_TIME
+
+
+def is_plain_processing_time_trigger(trigger: Trigger[Any]) -> bool:
+    """Whether ``trigger`` is a :class:`ProcessingTimeTrigger` that overrides none of its
+    callbacks: the engine's processing-time runs operator serves it without calling it."""
+    return isinstance(trigger, ProcessingTimeTrigger) and not _overrides_any(
+        trigger, ProcessingTimeTrigger, _CALLBACKS
+    )
 
 
 def _sum(a: int, b: int) -> int:

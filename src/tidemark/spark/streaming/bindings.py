@@ -71,8 +71,7 @@ def key_group_operator(
     if watermark_delay is not None:
         metadata = {WATERMARK_DELAY: watermark_delay}
         marker = F.lit(None).cast("timestamp").alias(WATERMARK_MARK, metadata=metadata)
-        columns = [F.col(f"`{c}`") for c in prepared.columns]
-        grouped = prepared.select(*columns, marker).groupBy(F.col(KEY_GROUP))
+        grouped = prepared.select("*", marker).groupBy(F.col(KEY_GROUP))
     return grouped.applyInPandasWithState(
         function, output_schema, STATE_SCHEMA, "append", function.timeout()
     )

@@ -186,10 +186,11 @@ def slots(groups: int) -> tuple[int, ...]:
 
 
 def slot_column(key_columns: list[str], groups: int) -> Any:
-    """The IntegerType column Spark groups a row by: its key group's slot."""
-    hashed = F.hash(*[F.col(f"`{c}`") for c in key_columns])
-    group = F.pmod(hashed, F.lit(groups))
+    """The IntegerType column Spark groups a row by: its key group's slot (SQL text,
+    parsed by Spark in one call)."""
+    columns = ", ".join("`" + c.replace("`", "``") + "`" for c in key_columns)
+    group = f"pmod(hash({columns}), {groups})"
     if groups == 1:
-        return group
-    table = F.array(*[F.lit(s) for s in slots(groups)])
-    return F.element_at(table, group + 1)
+        return F.expr(group)
+    table = ", ".join(str(s) for s in slots(groups))
+    return F.expr(f"element_at(array({table}), {group} + 1)")
