@@ -71,12 +71,7 @@ class AlignedWindowOperator(WindowOperator):
         )
         # The logic's add, and AggregateFunction's own add and create_accumulator (called
         # directly: the hottest calls of all), bound once.
-        aggregate = self.logic.aggregate
-        self._adders: tuple[Any, Any, Any] = (
-            self.logic.add,
-            aggregate.add if aggregate is not None else None,
-            aggregate.create_accumulator if aggregate is not None else None,
-        )
+        self._adders: tuple[Any, Any, Any] = self.logic.adders()
         # Tumbling windows: the per-element method, specialised once (see
         # _tumbling_element_path); an instance attribute, found before the class's.
         self._tumbling_element: Any = None

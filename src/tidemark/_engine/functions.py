@@ -74,6 +74,15 @@ class WindowLogic:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""
         raise NotImplementedError
 
+    def adders(self) -> tuple[Any, Any, Any]:
+        """``(add, aggregate_add, create_accumulator)``: :meth:`add`, and the
+        AggregateFunction's own ``add`` and ``create_accumulator`` (None without one),
+        for the fast paths that call them directly per element, bound once."""
+        aggregate = self.aggregate
+        if aggregate is None:
+            return self.add, None, None
+        return self.add, aggregate.add, aggregate.create_accumulator
+
     def merge(self, target: Any, source: Any) -> Any:
         """Fold ``source`` contents into ``target`` (either may be None)."""
         if target is None:

@@ -59,9 +59,7 @@ class ProcessingTimeAlignedOperator(WindowOperator):
 
     def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
         super().__init__(spec, tracer=tracer)
-        aggregate = self.logic.aggregate
-        self._agg_add: Any = aggregate.add if aggregate is not None else None
-        self._create: Any = aggregate.create_accumulator if aggregate is not None else None
+        self._adders: tuple[Any, Any, Any] = self.logic.adders()
 
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
         """:meth:`WindowOperator.process_elements` with the windows of the current
@@ -90,7 +88,7 @@ class ProcessingTimeAlignedOperator(WindowOperator):
     def _fold(self, key: Any, window: Any, acc: Any, values: Any) -> Any:
         """``acc`` (None: a window without contents) with ``values`` added in order, as
         the general operator adds them."""
-        add, agg_add, create = self.logic.add, self._agg_add, self._create
+        add, agg_add, create = self._adders
         try:
             if agg_add is None:
                 for value in values:

@@ -83,9 +83,7 @@ class SortedSessionOperator(WindowOperator):
         assigner = spec.assigner
         # A static gap is added here; a dynamic one is asked of the assigner per element.
         self._gap_ms: int | None = getattr(assigner, "gap_ms", None)
-        aggregate = self.logic.aggregate
-        self._agg_add: Any = aggregate.add if aggregate is not None else None
-        self._create: Any = aggregate.create_accumulator if aggregate is not None else None
+        self._adders: tuple[Any, Any, Any] = self.logic.adders()
 
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
         """:meth:`WindowOperator.process_elements`, folded by a linear scan where the
@@ -112,7 +110,7 @@ class SortedSessionOperator(WindowOperator):
         """Fold the run session by session. ``session`` is the latest session's entry in
         the merging set (None: a new one not entered yet), ``start``/``end`` its extent so
         far, ``state_window`` where its contents live, ``acc`` those contents."""
-        gap, add, agg_add, create = self._gap_ms, self.logic.add, self._agg_add, self._create
+        gap, (add, agg_add, create) = self._gap_ms, self._adders
         session, acc = latest, None
         state_window: Any = None
         start = end = LONG_MIN
