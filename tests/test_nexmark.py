@@ -20,6 +20,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 from nexmark.generator import GeneratorConfig, generate_bids  # noqa: E402
 from nexmark.queries import spark_query, tidemark_query  # noqa: E402
+from nexmark.state_bound import distinct_per_slice  # noqa: E402
 
 from tidemark.spark.streaming import END_OF_INPUT_MS  # noqa: E402
 
@@ -44,6 +45,13 @@ def test_generator_has_the_hot_auction_and_hot_bidder_skew():
     assert 0.74 < hot_bidder < 0.77
     assert bids.price.between(100, 100_000_000).all()
     assert (bids.auction >= 1000).all() and (bids.bidder >= 1000).all()
+
+
+def test_state_bound_counts_each_slices_distinct_auctions():
+    bids = generate_bids(20_000)
+    slices = bids["date_time"] // 2_000
+    expected = bids.groupby(slices)["auction"].nunique().tolist()
+    assert [len(s) for s in distinct_per_slice(20_000)] == expected
 
 
 def test_generator_event_time_advances_at_the_rate_with_bounded_disorder():
