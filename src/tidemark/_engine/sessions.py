@@ -118,6 +118,7 @@ class SessionWindowOperator(WindowOperator):
         # A static gap is added here; a dynamic one is asked of the assigner per element.
         self._gap_ms: int | None = getattr(assigner, "gap_ms", None)
         self._adders: tuple[Any, Any, Any] = self.logic.adders()
+        self._push = self.event_time_timers.queue.push
         # The per-element method, specialised once (see _session_element_path); an
         # instance attribute, found before the class's.
         self._session_element = _session_element_path(self)
@@ -154,9 +155,9 @@ class SessionWindowOperator(WindowOperator):
         touched = [window for window in merging if window[0] <= end and window[1] >= ts]
         if not touched:
             return self._open_session(key, ks, value, ts, end)
-        (window,) = touched if len(touched) == 1 else (None,)
-        if window is None or (window[0] == ts and window[1] == end):
+        if len(touched) > 1 or touched[0] == (ts, end):  # bridging, or Flink's quirk
             return self._unusual(key, ks, value, ts, end)
+        window = touched[0]
         state_window = merging.pop(window)
         cover = TimeWindow(min(window[0], ts), max(window[1], end))
         merging[cover] = state_window
@@ -177,13 +178,17 @@ class SessionWindowOperator(WindowOperator):
         return ADDED
 
     def _merge_into_cover(self, key: Any, ks: KeyState, window: Any, cover: Any) -> None:
-        """What merging ``window`` into ``cover`` (its end after the watermark) does to
-        the timers: the trigger's on_merge registers the cover's end timer, its clear
-        and the cleanup deletes the window's two."""
-        timers = self.event_time_timers
-        timers.register(key, ks, cover[1] - 1, cover)
-        timers.delete(ks, window[1] - 1, window)
-        self.delete_cleanup_timer(ks, window)
+        """What merging ``window`` into ``cover`` (its end after the watermark, so no
+        timer callback is running) does to the timers: the trigger's on_merge registers
+        the cover's end timer, its clear deletes the window's, and the window's cleanup
+        timer goes (:meth:`WindowOperator._merge`, inlined)."""
+        timers, max_ts = ks.event_timers, cover[1] - 1
+        if (max_ts, cover) not in timers:
+            timers[(max_ts, cover)] = self._push(max_ts, key, cover)
+        timers.pop((window[1] - 1, window), None)
+        cleanup = window[1] - 1 + self.allowed_lateness_ms
+        if self.allowed_lateness_ms and cleanup < LONG_MAX:
+            timers.pop((cleanup, window), None)
 
     def _register_cleanup(self, key: Any, ks: KeyState, window: Any) -> None:
         """The cleanup timer of ``window`` (none apart from the end timer without
@@ -331,13 +336,13 @@ def _session_element_path(op: SessionWindowOperator) -> Any:
     """
     gap, lateness = op._gap_ms, op.allowed_lateness_ms
     keys, clock = op.keys, op.event_time_timers
-    push = clock.queue.push
     add, agg_add, _ = op._adders
     step = op.logic.reduce if op.logic.reduce is not None else add  # (contents, value)
     # TimeWindow(start, end) without its Python-level __new__: a TimeWindow is a tuple.
     make, time_window = tuple.__new__, TimeWindow
     general = MethodType(WindowOperator.process_element, op)
     window_end, unusual, among = op._window_end, op._unusual, op._among_sessions
+    merge_into_cover = op._merge_into_cover
 
     def process_element(key: Any, value: Any, timestamp: int | None) -> int:
         if timestamp is None:
@@ -366,12 +371,7 @@ def _session_element_path(op: SessionWindowOperator) -> Any:
             del merging[window]
             cover = make(time_window, (min(start, timestamp), max(session_end, end)))
             merging[cover] = state_window
-            timers, max_ts = ks.event_timers, cover[1] - 1
-            if (max_ts, cover) not in timers:  # the trigger's on_merge
-                timers[(max_ts, cover)] = push(max_ts, key, cover)
-            timers.pop((session_end - 1, window), None)  # the trigger's clear
-            if lateness and session_end - 1 + lateness < LONG_MAX:  # the cleanup timer
-                timers.pop((session_end - 1 + lateness, window), None)
+            merge_into_cover(key, ks, window, cover)
             window = cover
         elif start == timestamp and session_end == end:
             return unusual(key, ks, value, timestamp, end)  # Flink's self-mapping quirk
