@@ -12,7 +12,12 @@ from tidemark._engine.processing import (
     ProcessingTimeAlignedOperator,
     processing_time_aligned_serve,
 )
-from tidemark._engine.sessions import SortedSessionOperator, sorted_sessions_serve
+from tidemark._engine.sessions import (
+    SessionWindowOperator,
+    SortedSessionOperator,
+    session_elements_serve,
+    sorted_sessions_serve,
+)
 from tidemark._engine.slices import SlicedWindowOperator, slices_serve
 from tidemark._engine.spec import OperatorSpec
 from tidemark.triggers.dataflow import DataflowTrigger
@@ -35,7 +40,11 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     (:class:`~tidemark._engine.panes.PaneOperator`). Event-time sessions in BATCH take
     the sorted-session operator (:class:`~tidemark._engine.sessions.SortedSessionOperator`,
     the general operator folding each key's runs in time order by a linear scan) where
-    :func:`~tidemark._engine.sessions.sorted_sessions_serve` allows it; tumbling and
+    :func:`~tidemark._engine.sessions.sorted_sessions_serve` allows it, and in the other
+    modes the session operator (:class:`~tidemark._engine.sessions.SessionWindowOperator`,
+    the general operator serving an element that falls inside or extends a key's session
+    without the merging window set) where
+    :func:`~tidemark._engine.sessions.session_elements_serve` allows it; tumbling and
     sliding processing-time windows under the default trigger the processing-time aligned
     operator (:class:`~tidemark._engine.processing.ProcessingTimeAlignedOperator`) where
     :func:`~tidemark._engine.processing.processing_time_aligned_serve` allows it.
@@ -44,6 +53,8 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
         return PaneOperator(spec, tracer=tracer)
     if sorted_sessions_serve(spec):
         return SortedSessionOperator(spec, tracer=tracer)
+    if session_elements_serve(spec):
+        return SessionWindowOperator(spec, tracer=tracer)
     if processing_time_aligned_serve(spec, tracer):
         return ProcessingTimeAlignedOperator(spec, tracer=tracer)
     layout = spec.aligned_layout()

@@ -141,6 +141,13 @@ class WindowOperator:
             windows = self.assigner.assign_windows(value, timestamp, self._clock)
         except Exception as exc:
             raise self._user_error("the window assigner", key, None, exc) from exc
+        return self._process_assigned(key, ks, value, timestamp, windows)
+
+    def _process_assigned(
+        self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
+    ) -> int:
+        """:meth:`process_element` once the assigner gave ``value``'s ``windows`` (a fast
+        path that asked the assigner hands an element it does not serve on here)."""
         if self.is_merging:
             status = self._add_to_merging_windows(key, ks, value, timestamp, windows)
         else:

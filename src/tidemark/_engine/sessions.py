@@ -1,7 +1,29 @@
-"""The sorted-session operator: the general window operator, but faster for event-time
-session windows fed in timestamp order (a BATCH key's elements).
+"""The session operators: the general window operator, but faster for event-time session
+windows under a trigger that behaves as the default one, without an evictor.
 
-In BATCH each key's elements reach the engine in timestamp order under no watermark
+**Per element** (:class:`SessionWindowOperator`, every mode): an element whose window
+``[ts, ts + gap)`` ends after the watermark, of a key with no session in flight or with
+sessions its window touches at most one of, is served without the merging window set,
+trigger calls or contexts, taking exactly the general operator's steps:
+
+- inside that session (its window covered, not equal): the element is added to the
+  session's state window; Flink's merging set reports no merge, so no merge function
+  runs, and the session's timers are in place (its end is after the watermark);
+- reaching past it: the two windows merge into their cover, which takes the session's
+  state window and has nothing to fold (the new window holds no state): the trigger's
+  on_merge registers the cover's end timer, the session's end and cleanup timers go,
+  the element is added, then the cover's cleanup timer is registered;
+- touching no session: a new one, mapped to itself, with its end and cleanup timers.
+
+With several sessions in flight the one touched moves to the end of the merging set,
+as Flink's set re-enters it. Every other element (its window's end at or before the
+watermark: late, or firing at once; a window bridging sessions; one equal to the
+session, Flink's self-mapping quirk; no timestamp) takes the general path with the
+window it was assigned, so a dynamic gap's extractor is called once per element, as
+there. Firing, timers and snapshots are the general operator's.
+
+**Sorted runs** (:class:`SortedSessionOperator`, BATCH): in BATCH each key's elements
+reach the engine in timestamp order under no watermark
 (:attr:`OperatorSpec.batch_mode <tidemark._engine.spec.OperatorSpec>`). An element's
 window ``[ts, ts + gap)`` then starts at or after every in-flight session's start, so it
 can only intersect (or touch: Flink's ``TimeWindow.intersects``) the latest one: the
@@ -34,47 +56,59 @@ new window's end timer. Otherwise it keeps its timers and fires at the key's end
 The operator serves a run this way when the run is in timestamp order with every
 timestamp present, the watermark is at its start (``LONG_MIN``, BATCH) and no in-flight
 session starts after the run's first element; any other run, and single elements, take
-the general path. Results, side outputs, the watermark each firing sees and the state
-left at the key's end are the general operator's (the fast-path property tests run both
-and compare).
+the per-element path. Results, side outputs, the watermark each firing sees and the state
+left (at the key's end in BATCH, after every element otherwise) are the general
+operator's (``tests/test_session_elements.py`` and ``tests/test_sorted_sessions.py`` run
+both and compare).
 """
 
 from __future__ import annotations
 
 from itertools import islice
 from operator import le
+from types import MethodType
 from typing import Any
 
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.operator import ADDED, WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import DynamicEventTimeSessionWindows, EventTimeSessionWindows
 from tidemark.time import LONG_MAX, LONG_MIN
 from tidemark.windows import TimeWindow
 
-__all__ = ["SortedSessionOperator", "sorted_sessions_serve"]
+__all__ = [
+    "SessionWindowOperator",
+    "SortedSessionOperator",
+    "session_elements_serve",
+    "sorted_sessions_serve",
+]
 
 
-def sorted_sessions_serve(spec: OperatorSpec) -> bool:
-    """Whether :class:`SortedSessionOperator` serves ``spec``: BATCH, fast paths on,
-    event-time sessions of a static or dynamic gap (the assigners themselves, not
-    subclasses), a trigger that behaves as the default one, no evictor."""
+def session_elements_serve(spec: OperatorSpec) -> bool:
+    """Whether :class:`SessionWindowOperator` serves ``spec``: fast paths on, event-time
+    sessions of a static or dynamic gap (the assigners themselves, not subclasses), a
+    trigger that behaves as the default one, no evictor."""
     return (
         spec.fast_paths
-        and spec.batch_mode
         and spec.evictor is None
         and type(spec.assigner) in (EventTimeSessionWindows, DynamicEventTimeSessionWindows)
         and spec.window_trigger.fires_only_at_window_end()
     )
 
 
-class SortedSessionOperator(WindowOperator):
-    """:class:`WindowOperator`, but faster for event-time sessions fed in time order.
+def sorted_sessions_serve(spec: OperatorSpec) -> bool:
+    """Whether :class:`SortedSessionOperator` serves ``spec``: BATCH, and
+    :func:`session_elements_serve`."""
+    return spec.batch_mode and session_elements_serve(spec)
+
+
+class SessionWindowOperator(WindowOperator):
+    """:class:`WindowOperator`, but faster per element for event-time sessions.
 
     Parameters
     ----------
     spec : OperatorSpec
-        A pipeline :func:`sorted_sessions_serve` accepts.
+        A pipeline :func:`session_elements_serve` accepts.
     tracer : object, optional
     """
 
@@ -84,6 +118,94 @@ class SortedSessionOperator(WindowOperator):
         # A static gap is added here; a dynamic one is asked of the assigner per element.
         self._gap_ms: int | None = getattr(assigner, "gap_ms", None)
         self._adders: tuple[Any, Any, Any] = self.logic.adders()
+        self._push = self.event_time_timers.queue.push
+        # The per-element method, specialised once (see _session_element_path); an
+        # instance attribute, found before the class's.
+        self._session_element = _session_element_path(self)
+        self.process_element = self._session_element  # type: ignore[method-assign]
+
+    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
+        """:meth:`WindowOperator.process_elements` through the per-element path."""
+        element = self._session_element
+        for value, timestamp in zip(values, timestamps):
+            element(key, value, timestamp)
+
+    def _window_end(self, key: Any, value: Any, ts: int) -> int:
+        """The end of ``value``'s window by the dynamic gap, asked of the assigner as the
+        general operator does (Flink calls the extractor per element)."""
+        try:
+            windows: Any = self.assigner.assign_windows(value, ts, self._clock)
+        except Exception as exc:
+            raise self._user_error("the window assigner", key, None, exc) from exc
+        end: int = windows[0][1]
+        return end
+
+    def _unusual(self, key: Any, ks: KeyState | None, value: Any, ts: int, end: int) -> int:
+        """The general path for an element the per-element path does not serve, with the
+        window ``[ts, end)`` the assigner gave it (not asked again)."""
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        return self._process_assigned(key, ks, value, ts, [TimeWindow(ts, end)])
+
+    def _among_sessions(self, key: Any, ks: KeyState, value: Any, ts: int, end: int) -> int:
+        """An element of a key with no session or several in flight: a new session when
+        its window touches none, a merge with the one it touches (re-entered last in the
+        merging set, as Flink's set re-enters a merge result), else the general path."""
+        merging: dict[Any, Any] = ks.merging
+        touched = [window for window in merging if window[0] <= end and window[1] >= ts]
+        if not touched:
+            return self._open_session(key, ks, value, ts, end)
+        if len(touched) > 1 or touched[0] == (ts, end):  # bridging, or Flink's quirk
+            return self._unusual(key, ks, value, ts, end)
+        window = touched[0]
+        state_window = merging.pop(window)
+        cover = TimeWindow(min(window[0], ts), max(window[1], end))
+        merging[cover] = state_window
+        if cover != window:
+            self._merge_into_cover(key, ks, window, cover)
+        self._add_contents(key, ks, cover, state_window, value, ts)
+        self._register_cleanup(key, ks, cover)
+        return ADDED
+
+    def _open_session(self, key: Any, ks: KeyState, value: Any, ts: int, end: int) -> int:
+        """A new session ``[ts, end)`` (its end after the watermark), mapped to itself:
+        the element is added, the end timer and the cleanup timer registered."""
+        window = TimeWindow(ts, end)
+        ks.merging[window] = window
+        self._add_contents(key, ks, window, window, value, ts)
+        self.event_time_timers.register(key, ks, end - 1, window)
+        self._register_cleanup(key, ks, window)
+        return ADDED
+
+    def _merge_into_cover(self, key: Any, ks: KeyState, window: Any, cover: Any) -> None:
+        """What merging ``window`` into ``cover`` (its end after the watermark, so no
+        timer callback is running) does to the timers: the trigger's on_merge registers
+        the cover's end timer, its clear deletes the window's, and the window's cleanup
+        timer goes (:meth:`WindowOperator._merge`, inlined)."""
+        timers, max_ts = ks.event_timers, cover[1] - 1
+        if (max_ts, cover) not in timers:
+            timers[(max_ts, cover)] = self._push(max_ts, key, cover)
+        timers.pop((window[1] - 1, window), None)
+        cleanup = window[1] - 1 + self.allowed_lateness_ms
+        if self.allowed_lateness_ms and cleanup < LONG_MAX:
+            timers.pop((cleanup, window), None)
+
+    def _register_cleanup(self, key: Any, ks: KeyState, window: Any) -> None:
+        """The cleanup timer of ``window`` (none apart from the end timer without
+        allowed lateness)."""
+        if self.allowed_lateness_ms:
+            self.register_cleanup_timer(key, ks, window)
+
+
+class SortedSessionOperator(SessionWindowOperator):
+    """:class:`WindowOperator`, but faster for event-time sessions fed in time order.
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline :func:`sorted_sessions_serve` accepts.
+    tracer : object, optional
+    """
 
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
         """:meth:`WindowOperator.process_elements`, folded by a linear scan where the
@@ -146,16 +268,6 @@ class SortedSessionOperator(WindowOperator):
         self._close(key, ks, session, window, state_window, acc)
         self._register_timers(key, ks, window)
 
-    def _window_end(self, key: Any, value: Any, ts: int) -> int:
-        """The end of ``value``'s window by the dynamic gap, asked of the assigner as the
-        general operator does (Flink calls the extractor per element)."""
-        try:
-            windows: Any = self.assigner.assign_windows(value, ts, self._clock)
-        except Exception as exc:
-            raise self._user_error("the window assigner", key, None, exc) from exc
-        end: int = windows[0][1]
-        return end
-
     def _close(
         self,
         key: Any,
@@ -211,3 +323,71 @@ def _latest_session(merging: dict[Any, Any]) -> Any:
 
 def _start_of(window: TimeWindow) -> int:
     return window[0]
+
+
+def _session_element_path(op: SessionWindowOperator) -> Any:
+    """``op.process_element``, with what it reads bound once.
+
+    It serves an element of a key with one session in flight that its window, ending
+    after the watermark, falls inside of or extends (module docstring); a key with none
+    or several goes to :meth:`SessionWindowOperator._among_sessions`, every other
+    element to :meth:`SessionWindowOperator._unusual` (or, without a timestamp, the
+    general path, whose assigner raises).
+    """
+    gap, lateness = op._gap_ms, op.allowed_lateness_ms
+    keys, clock = op.keys, op.event_time_timers
+    add, agg_add, _ = op._adders
+    step = op.logic.reduce if op.logic.reduce is not None else add  # (contents, value)
+    # TimeWindow(start, end) without its Python-level __new__: a TimeWindow is a tuple.
+    make, time_window = tuple.__new__, TimeWindow
+    general = MethodType(WindowOperator.process_element, op)
+    window_end, unusual, among = op._window_end, op._unusual, op._among_sessions
+    merge_into_cover = op._merge_into_cover
+
+    def process_element(key: Any, value: Any, timestamp: int | None) -> int:
+        if timestamp is None:
+            return general(key, value, timestamp)
+        ks = keys.get(key)
+        if gap is not None:
+            end = timestamp + gap
+        else:
+            if ks is None:  # made before the assigner is asked, as by the general path
+                ks = keys[key] = KeyState()
+            end = window_end(key, value, timestamp)
+        if end <= clock.current_time + 1:  # its window ends at or before the watermark
+            return unusual(key, ks, value, timestamp, end)
+        if ks is None:
+            ks = keys[key] = KeyState()
+        merging: dict[Any, Any] = ks.merging
+        if len(merging) != 1:
+            return among(key, ks, value, timestamp, end)
+        (window,) = merging
+        start, session_end = window
+        if timestamp > session_end or end < start:  # touches it not: a new session
+            return among(key, ks, value, timestamp, end)
+        state_window = merging[window]
+        extends = timestamp < start or end > session_end
+        if extends:  # Flink's merge of the two into their cover (nothing to fold)
+            del merging[window]
+            cover = make(time_window, (min(start, timestamp), max(session_end, end)))
+            merging[cover] = state_window
+            merge_into_cover(key, ks, window, cover)
+            window = cover
+        elif start == timestamp and session_end == end:
+            return unusual(key, ks, value, timestamp, end)  # Flink's self-mapping quirk
+        contents = ks.contents
+        current = contents.get(state_window)
+        try:
+            if current is None:
+                contents[state_window] = add(None, value)
+            elif agg_add is None:
+                contents[state_window] = step(current, value)
+            else:
+                contents[state_window] = agg_add(value, current)
+        except Exception as exc:
+            raise op._user_error("the reduce/aggregate function", key, window, exc) from exc
+        if extends and lateness:
+            op.register_cleanup_timer(key, ks, window)
+        return ADDED
+
+    return process_element
