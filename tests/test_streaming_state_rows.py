@@ -75,3 +75,13 @@ def test_a_group_row_round_trips_with_rows_in_its_keys():
     restored = back.keys[10_000].load_state()
     assert restored is not None
     assert [row for row, _ in restored.contents[TimeWindow(0, 10_000)]] == _rows(2)
+
+
+def test_states_large_and_small_in_turn_each_restore_exactly():
+    # one pickler is reused between calls (and rebuilt after a large pickle): nothing
+    # of one state may leak into the next one's bytes
+    small, large = _key_state(_rows(1)), _key_state(_rows(2_000))
+    for ks in (small, large, small, small, large, small):
+        restored = StoredKey(dump_key_state(ks)).load_state()
+        assert restored is not None
+        assert _state_of(restored) == _state_of(ks)
