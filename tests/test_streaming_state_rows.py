@@ -85,3 +85,15 @@ def test_states_large_and_small_in_turn_each_restore_exactly():
         restored = StoredKey(dump_key_state(ks)).load_state()
         assert restored is not None
         assert _state_of(restored) == _state_of(ks)
+
+
+def test_a_state_only_cloudpickle_writes_leaves_the_next_one_intact():
+    # a lambda fails the pickler partway; cloudpickle writes that state, and the
+    # reused pickler still writes the next state whole
+    odd = _key_state(_rows(2))
+    odd.global_state["f"] = lambda x: x + 1
+    restored = StoredKey(dump_key_state(odd)).load_state()
+    assert restored is not None and restored.global_state["f"](1) == 2
+    plain = _key_state(_rows(3))
+    again = StoredKey(dump_key_state(plain)).load_state()
+    assert again is not None and _state_of(again) == _state_of(plain)

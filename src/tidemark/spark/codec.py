@@ -178,6 +178,7 @@ def row_type_of(names: tuple[str, ...]) -> Any:
     return row_type
 
 
+# Each row_type_of class made (one per field names, unless the cache above dropped it)
 _ROW_NAMES: dict[type, tuple[str, ...]] = {}  # each row_type_of class -> its field names
 _ROW_REDUCTIONS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
 _ROW_TYPES: dict[tuple[str, ...], type] = {}  # field names -> the latest row_type_of class
