@@ -26,6 +26,8 @@ __all__ = [
     "result_tuple",
     "column_values",
     "as_tidemark_row",
+    "restored_row",
+    "row_reductions",
     "RowResultReduce",
 ]
 
@@ -169,7 +171,52 @@ def row_type_of(names: tuple[str, ...]) -> Any:
         if name.isidentifier() and not name.startswith("__") and not hasattr(Row, name):
             if name not in namespace:
                 namespace[name] = _field_descriptor(position, name)
-    return type("Row", (Row,), namespace)
+    row_type = type("Row", (Row,), namespace)
+    _ROW_NAMES[row_type] = names
+    _ROW_TYPES[names] = row_type
+    _ROW_REDUCTIONS[row_type] = _reduce_row
+    return row_type
+
+
+# Each row_type_of class made (one per field names, unless the cache above dropped it)
+_ROW_NAMES: dict[type, tuple[str, ...]] = {}  # each row_type_of class -> its field names
+_ROW_REDUCTIONS: dict[type, Callable[[Any], tuple[Any, ...]]] = {}
+_ROW_TYPES: dict[tuple[str, ...], type] = {}  # field names -> the latest row_type_of class
+
+
+def row_reductions() -> dict[type, Callable[[Any], tuple[Any, ...]]]:
+    """A pickler's ``dispatch_table`` entries for the :func:`row_type_of` classes made so
+    far (one mapping, which grows with them; do not change it): such a Row pickles as
+    :func:`restored_row` of its names and values.
+
+    Unpickled, it is again a :func:`row_type_of` Row, where a Row's own reduction
+    rebuilds a plain ``Row`` through its keyword handling (an equal Row, slower to
+    build, whose attributes read through a search of its field list).
+
+    >>> import copyreg, io, pickle
+    >>> row = tuple.__new__(row_type_of(("n",)), (3,))
+    >>> out = io.BytesIO()
+    >>> pickler = pickle.Pickler(out, protocol=5)
+    >>> pickler.dispatch_table = {**copyreg.dispatch_table, **row_reductions()}
+    >>> pickler.dump([row])
+    >>> back = pickle.loads(out.getvalue())
+    >>> back, type(back[0]) is row_type_of(("n",))
+    ([Row(n=3)], True)
+    """
+    return _ROW_REDUCTIONS
+
+
+def _reduce_row(row: Any) -> tuple[Any, ...]:
+    return restored_row, (_ROW_NAMES[type(row)], tuple(row))
+
+
+def restored_row(names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
+    """The :func:`row_type_of` Row of ``names`` holding ``values`` (what a pickle
+    written with :func:`row_reductions` calls: keep its name and signature)."""
+    row_type = _ROW_TYPES.get(names)
+    if row_type is None:
+        row_type = row_type_of(names)
+    return tuple.__new__(row_type, values)
 
 
 def as_tidemark_row(value: Any) -> Any:

@@ -29,7 +29,10 @@ The row is read once and written (or cleared, when no key is left) once per call
 
 from __future__ import annotations
 
+import copyreg
+import io
 import pickle
+import threading
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -37,6 +40,7 @@ from pyspark import cloudpickle
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from tidemark._engine.keystate import KeyState
+from tidemark.spark.codec import row_reductions
 from tidemark.spark.streaming.keygroups import parallelism_changed
 from tidemark.time import LONG_MIN
 
@@ -100,11 +104,52 @@ def dump_key_state(key_state: KeyState) -> bytes:
     return _dumps(key_state)
 
 
+class _Dumper(threading.local):
+    """A pickler per thread that writes the reader's Rows as their row type
+    (:func:`.codec.row_reductions`: they come back as the same kind of Row), reused
+    while what it writes is small: a call pickles every key it visits, and a pickler
+    costs more to build than a small key state to write, but it then sizes its buffer
+    by the largest pickle it wrote."""
+
+    def __init__(self) -> None:
+        self._table: dict[Any, Any] = {}
+        self._new_pickler()
+
+    def _new_pickler(self) -> None:
+        self.out = io.BytesIO()
+        self.pickler = pickle.Pickler(self.out, protocol=pickle.HIGHEST_PROTOCOL)
+        self.pickler.dispatch_table = self._table
+
+    def dumps(self, value: Any) -> bytes:
+        table, rows = self._table, row_reductions()
+        if len(table) != len(copyreg.dispatch_table) + len(rows):  # a class added since
+            table.clear()
+            table.update(copyreg.dispatch_table)
+            table.update(rows)
+        out, pickler = self.out, self.pickler
+        out.seek(0)
+        out.truncate()
+        try:
+            pickler.dump(value)
+        finally:
+            pickler.clear_memo()  # holds what it wrote until cleared
+        written = out.getvalue()
+        if len(written) > _REUSED_UP_TO:
+            self._new_pickler()
+        return written
+
+
+_REUSED_UP_TO = 1 << 14  # bytes a reused pickler may write
+
+_DUMPER = _Dumper()
+
+
 def _dumps(value: Any) -> bytes:
-    """pickle, or cloudpickle for values of classes that only exist by value (defined in a
-    driver script, whose module a worker cannot import); ``pickle.loads`` reads both."""
+    """pickle (:class:`_Dumper`), or cloudpickle for values of classes that only
+    exist by value (defined in a driver script, whose module a worker cannot import);
+    ``pickle.loads`` reads both, and what plain pickle wrote before."""
     try:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+        return _DUMPER.dumps(value)
     except Exception:
         return cloudpickle.dumps(value)
 
