@@ -26,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import pickle
 import statistics
 import sys
 import tempfile
@@ -43,12 +44,14 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nexmark.generator import GeneratorConfig  # noqa: E402
-from nexmark.queries import spark_query, tidemark_query  # noqa: E402
+from nexmark.queries import SCHEMAS, spark_query, tidemark_query  # noqa: E402
 from nexmark.run import CountingSink, write_inputs  # noqa: E402
 from tidemark.spark.session import get_spark  # noqa: E402
 
 KEYS = {"q5": "auction", "q7": None, "q11": "bidder"}
 OUTPUT = "group int, rows long"
+WINDOW_MS, SLIDE_MS = 10_000, 2_000
+LONG_MIN = -(2**63)
 
 
 def count_rows(frames: Iterator[pd.DataFrame], key: str | None) -> int:
@@ -91,6 +94,77 @@ class FloorProcessor(StatefulProcessor):
         pass
 
 
+HAND_FIRST = "auction long, starttime long, endtime long, num long"
+
+
+class HandCounts(StatefulProcessor):
+    """q5's first window written by hand for PySpark (the ``hand`` side): one state row
+    per key group, a count per (2 s slice, auction); the 10 s window ending at ``E``
+    fires once the watermark reaches ``E - 1``, summing its five slices (as Flink SQL's
+    slicing does), and a slice no later window needs is dropped. One timer per group,
+    at the next window's firing time."""
+
+    def init(self, handle: Any) -> None:
+        self._handle = handle
+        self._state = handle.getValueState("slices", "slices binary, fired long, timer long")
+
+    def _call(self, frames: Any, watermark: int) -> Iterator[pd.DataFrame]:
+        stored = self._state.get()
+        slices: dict[int, Counter[int]] = pickle.loads(stored[0]) if stored else {}
+        fired, registered = (stored[1], stored[2]) if stored else (LONG_MIN, None)
+        for pdf in frames:
+            for auction, t in zip(pdf["auction"].tolist(), pdf["date_time"].tolist()):
+                start = t - t % SLIDE_MS
+                if start + WINDOW_MS > fired:  # one of its windows is still to fire
+                    slices.setdefault(start, Counter())[auction] += 1
+        rows: list[tuple[int, int, int, int]] = []
+        while slices:
+            end = max(fired + SLIDE_MS, min(slices) + SLIDE_MS)  # the next window to fire
+            if end - 1 > watermark:
+                break
+            total: Counter[int] = Counter()
+            for start in range(end - WINDOW_MS, end, SLIDE_MS):
+                total.update(slices.get(start, ()))
+            rows.extend((a, end - WINDOW_MS, end, n) for a, n in total.items())
+            fired = end
+            for start in [s for s in slices if s + WINDOW_MS <= end]:
+                del slices[start]
+        timer = max(fired + SLIDE_MS, min(slices) + SLIDE_MS) - 1 if slices else None
+        if timer != registered:
+            if registered is not None:
+                self._handle.deleteTimer(registered)
+            if timer is not None:
+                self._handle.registerTimer(timer)
+        self._state.update((pickle.dumps(slices), fired, timer))
+        if rows:
+            yield pd.DataFrame(rows, columns=["auction", "starttime", "endtime", "num"])
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        return self._call(rows, timerValues.getCurrentWatermarkInMs())
+
+    def handleExpiredTimer(self, key: Any, timerValues: Any, expiredTimerInfo: Any) -> Any:
+        return self._call([], timerValues.getCurrentWatermarkInMs())
+
+    def close(self) -> None:
+        pass
+
+
+class HandTop(StatefulProcessor):
+    """q5's second window by hand: the first fires a window's counts for every auction
+    at one watermark, so they reach this operator in one call per window end, which
+    emits the auctions with the most bids."""
+
+    def init(self, handle: Any) -> None:
+        pass
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        pdf = pd.concat(list(rows))
+        yield pdf[pdf["num"] == pdf["num"].max()][["auction", "num", "starttime", "endtime"]]
+
+    def close(self) -> None:
+        pass
+
+
 def floor_query(query: str, stream: Any, disorder_ms: int) -> Any:
     """The floor's streaming DataFrame for ``query`` (see the module docstring)."""
     key = KEYS[query]
@@ -108,7 +182,34 @@ def floor_query(query: str, stream: Any, disorder_ms: int) -> Any:
     )
 
 
-def run_once(side: str, query: str, spark: Any, root: Path, disorder_ms: int) -> float:
+def hand_query(stream: Any, disorder_ms: int) -> Any:
+    """q5 written by hand for PySpark: :class:`HandCounts` then :class:`HandTop`, two
+    chained ``transformWithStateInPandas`` operators, as tidemark runs q5."""
+    events = stream.withColumn("ts", F.timestamp_millis("date_time")).withWatermark(
+        "ts", f"{disorder_ms} milliseconds"
+    )
+    group = F.pmod(F.hash("auction"), F.lit(2)).cast("int")
+    counts = events.select("auction", "date_time", group.alias("group")).groupBy("group")
+    first = counts.transformWithStateInPandas(HandCounts(), HAND_FIRST, "append", "EventTime")
+    top = first.groupBy("endtime").transformWithStateInPandas(
+        HandTop(), SCHEMAS["q5"], "append", "EventTime"
+    )
+    return top
+
+
+class CollectingSink:
+    """A ``foreachBatch`` sink that keeps the rows (``--check``)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self.rows.extend(tuple(r) for r in df.collect())
+
+
+def run_once(
+    side: str, query: str, spark: Any, root: Path, disorder_ms: int, sink: Any = None
+) -> float:
     """Seconds for one streaming run of ``side`` over the stream files."""
     stream = (
         spark.readStream.schema(spark.read.parquet(str(root / "bids")).schema)
@@ -118,13 +219,17 @@ def run_once(side: str, query: str, spark: Any, root: Path, disorder_ms: int) ->
     checkpoint = tempfile.mkdtemp(prefix=f"ck-{side}-{query}-", dir=root)
     trigger = {"availableNow": True}
     started = time.perf_counter()
+    sink = sink or CountingSink()
     if side == "tidemark":
         result = tidemark_query(query, stream, disorder_ms)
-        handle = result.write_outputs({"main": CountingSink()}, checkpoint, trigger)
+        handle = result.write_outputs({"main": sink}, checkpoint, trigger)
     else:
-        frame = spark_query if side == "spark" else floor_query
-        writer = frame(query, stream, disorder_ms).writeStream.outputMode("append")
-        writer = writer.foreachBatch(CountingSink()).option("checkpointLocation", checkpoint)
+        if side == "hand":
+            frame = hand_query(stream, disorder_ms)
+        else:
+            frame = (spark_query if side == "spark" else floor_query)(query, stream, disorder_ms)
+        writer = frame.writeStream.outputMode("append")
+        writer = writer.foreachBatch(sink).option("checkpointLocation", checkpoint)
         handle = writer.trigger(**trigger).start()
     handle.awaitTermination()
     return time.perf_counter() - started
@@ -143,9 +248,12 @@ def main() -> None:
     spark.conf.set("spark.sql.shuffle.partitions", "2")
     root = Path(tempfile.mkdtemp(prefix="nexmark-floor-"))
     write_inputs(root, args.events, args.batch_rows, config)
-    sides = ("spark", "floor", "tidemark")
     print(f"{args.events:,} bids, {args.batch_rows:,} a micro-batch, {args.rounds} rounds")
     for query in args.queries.split(","):
+        sides: tuple[str, ...] = ("spark", "floor", "tidemark")
+        if query == "q5":
+            sides = ("spark", "floor", "hand", "tidemark")
+            check_hand(spark, root, config.max_disorder_ms)
         for side in sides:  # a warm-up of each
             run_once(side, query, spark, root, config.max_disorder_ms)
         seconds: dict[str, list[float]] = {side: [] for side in sides}
@@ -161,6 +269,22 @@ def main() -> None:
             )
         spark_rate = args.events / statistics.median(seconds["spark"])
         print(f"{query:<4} Spark {spark_rate:>8,.0f} ev/s | " + " | ".join(cells))
+
+
+def check_hand(spark: Any, root: Path, disorder_ms: int) -> None:
+    """The hand-written q5 gives Spark's rows for every window both emitted (Spark's
+    second aggregation emits a window one watermark step later: the stream ends with
+    windows only the hand-written query has emitted)."""
+    sinks = {side: CollectingSink() for side in ("spark", "hand")}
+    for side, sink in sinks.items():
+        run_once(side, "q5", spark, root, disorder_ms, sink)
+    spark_rows, hand_rows = (set(sinks[side].rows) for side in ("spark", "hand"))
+    both = {r[3] for r in spark_rows} & {r[3] for r in hand_rows}
+    if not both or {r for r in spark_rows if r[3] in both} != {
+        r for r in hand_rows if r[3] in both
+    }:
+        raise SystemExit("the hand-written q5 differs from Spark's")
+    print(f"q5   hand-written: Spark's rows for all {len(both)} windows both emitted")
 
 
 if __name__ == "__main__":
