@@ -2,7 +2,7 @@
 logic: the floor under any per-element Python implementation, beside Spark's own query.
 
 For each query's stream (``--queries``; parquet files of ``--batch-rows`` bids read one per
-micro-batch, as ``run.py`` streams them), three queries run in one process, alternated:
+micro-batch, as ``run.py`` streams them), these queries run in one process, alternated:
 
 * **Spark**: the query in Spark's own SQL (``queries.spark_query``);
 * **floor**: the same bids through the Python stateful operator tidemark runs that
@@ -12,6 +12,11 @@ micro-batch, as ``run.py`` streams them), three queries run in one process, alte
   the key column and the timestamps), keeps one state row and emits one row. q7 and q11
   run in ``applyInPandasWithState``; q5, a chain in tidemark, in one
   ``transformWithStateInPandas`` (its first window only: tidemark runs two);
+* **hand** (q5 only): q5 written by hand for PySpark, two chained
+  ``transformWithStateInPandas`` as tidemark runs it, the first counting bids per (2 s
+  slice, auction) in one dict per key group and firing each 10 s window from its five
+  slices, the second emitting each window's top auctions; checked against Spark's rows
+  first. What an exact q5 on this operator costs without a general window operator;
 * **tidemark**: the query in tidemark (``queries.tidemark_query``).
 
 It prints each one's events/s and its ratio to Spark's, the median of the rounds and
