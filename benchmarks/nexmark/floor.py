@@ -7,8 +7,8 @@ micro-batch, as ``run.py`` streams them), these queries run in one process, alte
 * **Spark**: the query in Spark's own SQL (``queries.spark_query``);
 * **floor**: the same bids through the Python stateful operator tidemark runs that
   query in, doing the least a per-element operator can: grouped by a key group of the
-  query's key (two groups, as tidemark's default on two state partitions; one for a
-  non-keyed window), each call reads its rows into Python once (a count per key from
+  query's key (two groups, one per state partition, where tidemark's default has four
+  a partition; one for a non-keyed window), each call reads its rows into Python once (a count per key from
   the key column and the timestamps), keeps one state row and emits one row. q7 and q11
   run in ``applyInPandasWithState``; q5, a chain in tidemark, in one
   ``transformWithStateInPandas`` (its first window only: tidemark runs two);
@@ -173,11 +173,8 @@ class HandTop(StatefulProcessor):
 def floor_query(query: str, stream: Any, disorder_ms: int) -> Any:
     """The floor's streaming DataFrame for ``query`` (see the module docstring)."""
     key = KEYS[query]
-    events = stream.withColumn("ts", F.timestamp_millis("date_time")).withWatermark(
-        "ts", f"{disorder_ms} milliseconds"
-    )
-    group = F.pmod(F.hash(key), F.lit(2)) if key else F.lit(0)
-    grouped = events.withColumn("group", group.cast("int")).groupBy("group")
+    group = _group(key) if key else F.lit(0)
+    grouped = _watermarked(stream, disorder_ms).withColumn("group", group).groupBy("group")
     if query == "q5":
         return grouped.transformWithStateInPandas(
             FloorProcessor(key), OUTPUT, "append", "EventTime"
@@ -190,20 +187,30 @@ def floor_query(query: str, stream: Any, disorder_ms: int) -> Any:
 def hand_query(stream: Any, disorder_ms: int) -> Any:
     """q5 written by hand for PySpark: :class:`HandCounts` then :class:`HandTop`, two
     chained ``transformWithStateInPandas`` operators, as tidemark runs q5."""
-    events = stream.withColumn("ts", F.timestamp_millis("date_time")).withWatermark(
-        "ts", f"{disorder_ms} milliseconds"
+    events = _watermarked(stream, disorder_ms)
+    counts = events.select("auction", "date_time", _group("auction").alias("group"))
+    first = counts.groupBy("group").transformWithStateInPandas(
+        HandCounts(), HAND_FIRST, "append", "EventTime"
     )
-    group = F.pmod(F.hash("auction"), F.lit(2)).cast("int")
-    counts = events.select("auction", "date_time", group.alias("group")).groupBy("group")
-    first = counts.transformWithStateInPandas(HandCounts(), HAND_FIRST, "append", "EventTime")
-    top = first.groupBy("endtime").transformWithStateInPandas(
+    return first.groupBy("endtime").transformWithStateInPandas(
         HandTop(), SCHEMAS["q5"], "append", "EventTime"
     )
-    return top
+
+
+def _watermarked(stream: Any, disorder_ms: int) -> Any:
+    """The bids with Spark's watermark on their event time, as Spark's own query has it."""
+    return stream.withColumn("ts", F.timestamp_millis("date_time")).withWatermark(
+        "ts", f"{disorder_ms} milliseconds"
+    )
+
+
+def _group(key: str) -> Any:
+    """One of two key groups of ``key``, one per state partition."""
+    return F.pmod(F.hash(key), F.lit(2)).cast("int")
 
 
 class CollectingSink:
-    """A ``foreachBatch`` sink that keeps the rows (``--check``)."""
+    """A ``foreachBatch`` sink that keeps the rows (:func:`check_hand`)."""
 
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []

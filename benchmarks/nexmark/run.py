@@ -169,7 +169,8 @@ def _steady(progress: list[dict]) -> tuple[int, float]:
     it (``triggerExecution``, the ones without rows included): what the query sustains
     once started, without the first micro-batch's planning (a Python process on the
     driver per ``transformWithStateInPandas``) and its workers' start."""
-    later = [p for p in progress if p["batchId"] > min(q["batchId"] for q in progress)]
+    first = min(p["batchId"] for p in progress)
+    later = [p for p in progress if p["batchId"] > first]
     rows = sum(p["numInputRows"] for p in later)
     return rows, sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
 
