@@ -41,7 +41,7 @@ def write_input(directory: Path, index: int) -> None:
     (directory / f"{index}.json").write_text("\n".join(rows) + "\n")
 
 
-def pipeline(spark: Any, input_dir: Path) -> Any:
+def pipeline(spark: Any, input_dir: Path, panes: bool = False) -> Any:
     """Session windows (gap 10 ms, lateness 5 ms) summing ``v`` per key, late data to a
     side output: merging windows, timers and reducing state all live in the checkpoint."""
     df = spark.readStream.schema("k string, v long, ts long").option("maxFilesPerTrigger", 1)
@@ -50,6 +50,8 @@ def pipeline(spark: Any, input_dir: Path) -> Any:
         timestamp="ts",
         watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
     )
+    if panes:
+        return panes_pipeline(stream)
     return (
         stream.key_by("k")
         .window(tm.EventTimeSessionWindows.with_gap(10))
@@ -59,7 +61,23 @@ def pipeline(spark: Any, input_dir: Path) -> Any:
     )
 
 
-def start(spark: Any, root: Path) -> Any:
+def panes_pipeline(stream: Any) -> Any:
+    """Tumbling 10 ms windows under ``AfterWatermark(early=AfterCount(2),
+    late=AfterCount(1))`` in RETRACTING mode, lateness 15 ms, late data to a side output:
+    the pane records, the trigger's counts and timers and the retraction rows all live in
+    the checkpoint."""
+    return (
+        stream.key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(10))
+        .trigger(tm.AfterWatermark(early=tm.AfterCount(2), late=tm.AfterCount(1)))
+        .accumulation_mode(tm.AccumulationMode.RETRACTING)
+        .allowed_lateness(15)
+        .side_output_late_data(LATE)
+        .sum("v")
+    )
+
+
+def start(spark: Any, root: Path, panes: bool = False) -> Any:
     """Start the query of ``root`` (``in/``, ``checkpoint/``, ``out/``) to the end of its input."""
 
     def sink(name: str) -> Any:
@@ -68,7 +86,7 @@ def start(spark: Any, root: Path) -> Any:
 
         return write
 
-    result = pipeline(spark, root / "in")
+    result = pipeline(spark, root / "in", panes)
     return result.write_outputs(
         {"main": sink("main"), LATE: sink("late")},
         checkpoint=str(root / "checkpoint"),
@@ -76,11 +94,18 @@ def start(spark: Any, root: Path) -> Any:
     )
 
 
-def outputs(spark: Any, root: Path) -> dict[str, list[tuple]]:
+PANE_SCHEMA = (
+    "k string, v long, ts long, pane_timing string, pane_index long, pane_is_last boolean, "
+    "is_retraction boolean"
+)
+
+
+def outputs(spark: Any, root: Path, panes: bool = False) -> dict[str, list[tuple]]:
     """Every row each sink wrote, as sorted tuples."""
     found = {}
     for name in ("main", "late"):
-        rows = spark.read.schema("k string, v long, ts long").json(str(root / "out" / name))
+        schema = PANE_SCHEMA if panes and name == "main" else "k string, v long, ts long"
+        rows = spark.read.schema(schema).json(str(root / "out" / name))
         found[name] = sorted(tuple(r) for r in rows.collect())
     return found
 
@@ -90,9 +115,10 @@ if __name__ == "__main__":
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     target = Path(sys.argv[1])
+    with_panes = "--panes" in sys.argv[2:]
     (target / "in").mkdir(parents=True)
     session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     for index in (0, 1):
         write_input(target / "in", index)
-        start(session, target).awaitTermination()
-    print(outputs(session, target))
+        start(session, target, with_panes).awaitTermination()
+    print(outputs(session, target, with_panes))

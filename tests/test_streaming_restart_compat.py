@@ -17,6 +17,9 @@ import pytest
 from checkpoint_compat import PLACEHOLDER, outputs, start, write_input
 
 FIXTURE = Path(__file__).parent / "data" / "checkpoint_v0_1"
+PANES_FIXTURE = Path(__file__).parent / "data" / "checkpoint_v0_2_panes"
+"""Written by release 0.1.0 at dd4fa98 (``checkpoint_compat.py ... --panes``): a Dataflow
+trigger in RETRACTING mode, its pane records, trigger counts, timers and retractions."""
 
 pytestmark = pytest.mark.spark
 
@@ -58,3 +61,30 @@ def test_a_checkpoint_of_the_previous_release_restarts_exactly(spark, tmp_path):
     assert got == want
     assert want["late"] == [("a", 8, 2)]
     assert ("a", 14, 30) in want["main"]  # a fired session, merged with a later element
+
+
+def test_a_checkpoint_with_panes_of_the_previous_release_restarts_exactly(spark, tmp_path):
+    restarted = tmp_path / "restarted"
+    shutil.copytree(PANES_FIXTURE, restarted)
+    _relocate(restarted)
+    write_input(restarted / "in", 2)
+    start(spark, restarted, panes=True).awaitTermination(300)
+
+    fresh = tmp_path / "fresh"
+    (fresh / "in").mkdir(parents=True)
+    for index in range(3):
+        write_input(fresh / "in", index)
+        start(spark, fresh, panes=True).awaitTermination(300)
+
+    def without_batch(found: dict) -> dict:
+        return {name: sorted(row[:-1] for row in rows) for name, rows in found.items()}
+
+    got = without_batch(outputs(spark, restarted, panes=True))
+    want = without_batch(outputs(spark, fresh, panes=True))
+    assert got == want
+    assert want["late"] == [("a", 8, 2)]
+    # the late element a@31 fires [30, 40) again: a retraction of its on-time pane, then
+    # the late pane with both elements
+    assert ("a", 4, 30, "ON_TIME", 0, False, False) in want["main"]
+    assert ("a", 4, 30, "ON_TIME", 0, False, True) in want["main"]
+    assert ("a", 14, 30, "LATE", 1, False, False) in want["main"]
