@@ -1,4 +1,4 @@
-"""Key groups land evenly on Spark's state partitions (see tidemark.spark.streaming.keygroups)."""
+"""Key groups land evenly on Spark's state partitions (see tidemark.spark.streaming.driver.keygroups)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.checkpoint import GROUPS_FILE, check_checkpoint_groups
-from tidemark.spark.streaming.keygroups import (
+from tidemark.spark.streaming.driver.checkpoint import GROUPS_FILE, check_checkpoint_groups
+from tidemark.spark.streaming.driver.keygroups import (
     MAX_PARALLELISM_CONF,
     session_max_parallelism,
     session_state_partitions,

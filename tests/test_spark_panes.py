@@ -36,9 +36,9 @@ from tidemark.spark import aggregations, execution
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.pane_columns import paned_schema
 from tidemark.spark.plan import WindowOp
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS
-from tidemark.spark.streaming.from_plan import time_mode_of
-from tidemark.spark.streaming.modes import EVENT_AND_PROCESSING_TIME, EVENT_TIME
+from tidemark.spark.streaming.driver.from_plan import time_mode_of
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
+from tidemark.spark.streaming.worker.modes import EVENT_AND_PROCESSING_TIME, EVENT_TIME
 from tidemark.testing import Watermark, WindowOperatorHarness
 from tidemark.time import LONG_MAX
 

@@ -8,7 +8,7 @@ from checkpoint_compat import LATE, write_input
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.checkpoint import (
+from tidemark.spark.streaming.driver.checkpoint import (
     PIPELINE_FILE,
     check_checkpoint,
     describe,

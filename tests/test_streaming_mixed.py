@@ -42,11 +42,11 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import window_stream, write_outputs
-from tidemark.spark.streaming.bindings import WindowStatefulProcessor
-from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.modes import EVENT_AND_PROCESSING_TIME, PROCESSING_TIME
-from tidemark.spark.streaming.state import StoredGroup, read_group_rows
+from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.clock import spark_watermark
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.modes import EVENT_AND_PROCESSING_TIME, PROCESSING_TIME
+from tidemark.spark.streaming.worker.state import StoredGroup, read_group_rows
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN
 

@@ -5,7 +5,7 @@ produces the same combined frame (:mod:`tidemark.spark.columns`):
 
 ========== ============================================================================
 STREAMING  a streaming source: one ``applyInPandasWithState`` query
-           (:mod:`tidemark.spark.streaming.from_plan`)
+           (:mod:`tidemark.spark.streaming.driver.from_plan`)
 SQL        BATCH shorthand aggregations with a closed form: Spark's own aggregation,
            the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
 REPLAY     a bounded source with ``order_by``: the engine per partition, watermarks as
@@ -48,9 +48,9 @@ from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
 from tidemark.spark.preflight import ensure_workers_import_tidemark
-from tidemark.spark.streaming.from_plan import run_streaming_window
-from tidemark.spark.streaming.metrics import observed_chain
-from tidemark.spark.streaming.query import StreamingWindow
+from tidemark.spark.streaming.driver.from_plan import run_streaming_window
+from tidemark.spark.streaming.driver.query import StreamingWindow
+from tidemark.spark.streaming.driver.sinks import observed_chain
 
 __all__ = [
     "ExecutionMode",

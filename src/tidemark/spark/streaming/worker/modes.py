@@ -4,7 +4,7 @@ the stream can serve what a pipeline needs.
 A pipeline needs the time domains its assigner and trigger declare (``timer_domains()``);
 a ``time_mode`` names that set. Spark runs the query in :data:`PROCESSING_TIME` whenever
 a micro-batch must run without data (processing-time timers, or idleness), else in the
-``time_mode`` itself (:meth:`~tidemark.spark.streaming.config.ProcessorConfig.spark_time_mode`).
+``time_mode`` itself (:meth:`~.config.ProcessorConfig.spark_time_mode`).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ expired. Each call
 Keys the call does not visit keep their stored bytes untouched.
 
 What varies between queries is chosen once, when a worker first calls, from the frozen
-:class:`~tidemark.spark.streaming.config.ProcessorConfig`, so the per-call path has no
+:class:`~.config.ProcessorConfig`, so the per-call path has no
 branch on it: where the rows come from (:mod:`.inputs`: the source, or an earlier
 window in a chain, whose early results step 4 feeds before advancing), how time advances
 (:mod:`.time_advance`: Spark-held timers, the watermark polled in a ProcessingTime query,
@@ -46,13 +46,13 @@ import pandas as pd
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.clock import engine_watermark
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.inputs import KeyRun, RowReader, row_reader
-from tidemark.spark.streaming.metrics import CallFigures, figures_for
-from tidemark.spark.streaming.outputs import Outputs, outputs_for
-from tidemark.spark.streaming.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
-from tidemark.spark.streaming.time_advance import (
+from tidemark.spark.streaming.worker.clock import engine_watermark
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.inputs import KeyRun, RowReader, row_reader
+from tidemark.spark.streaming.worker.metrics import CallFigures, figures_for
+from tidemark.spark.streaming.worker.outputs import Outputs, outputs_for
+from tidemark.spark.streaming.worker.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
+from tidemark.spark.streaming.worker.time_advance import (
     BatchClock,
     TimeAdvance,
     Timers,
@@ -201,7 +201,7 @@ class WindowGroups:
         clocks in that order would give it; a key joins the operator just before the
         first clock it advances, so a clock it does not advance fires none of its timers.
         A chain's early rows go in just before the watermark moves, under ``early``, the
-        watermark the earlier window forwarded before them (:mod:`.chain`); this window's
+        watermark the earlier window forwarded before them (a chain); this window's
         results fired on the watermark follow ``follows``, the one it forwarded last.
         """
         first = visits[0]

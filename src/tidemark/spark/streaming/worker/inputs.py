@@ -1,11 +1,11 @@
 """Where a key group's rows come from, chosen once per query: the source's rows
 (:class:`SourceRows`) or an earlier window's combined frame (:class:`UpstreamRows`, a
-chain, :mod:`.chain`).
+chain, :mod:`tidemark.spark.streaming.driver.chain`).
 
 Either reader turns the frames Spark hands one call into *key runs*: each key's Rows and
 timestamps in Spark's order, a chain's early rows (fired on the watermark by the earlier
 window) apart from the others. :func:`row_reader` picks the reader from the
-:class:`~tidemark.spark.streaming.config.ProcessorConfig`; the per-call path has no
+:class:`~.config.ProcessorConfig`; the per-call path has no
 branch on which it is.
 """
 
@@ -20,9 +20,15 @@ import numpy as np
 import pandas as pd
 
 from tidemark.spark.codec import column_values, row_type_of
-from tidemark.spark.columns import EARLY
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
-from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.columns import (
+    EARLY,
+    MAIN,
+    ON_ELEMENTS,
+    is_upstream_output,
+    upstream_output_name,
+)
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
+from tidemark.spark.streaming.worker.config import ProcessorConfig
 
 __all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
 
@@ -137,20 +143,43 @@ class RowReader:
 
 class SourceRows(RowReader):
     """The source's rows: every row is an element, fed after the watermark; a row
-    stamped at or after :data:`~tidemark.spark.streaming.clock.END_OF_INPUT_MS` ends a
+    stamped at or after :data:`~.clock.END_OF_INPUT_MS` ends a
     bounded input."""
 
     end_of_input = END_OF_INPUT_MS
 
 
 class UpstreamRows(RowReader):
-    """An earlier window's combined frame: its results are the elements (its early ones
-    fed before the watermark), its other outputs pass through (:mod:`.chain`)."""
+    """An earlier window's combined frame (:class:`~.config.UpstreamInput`): its results
+    are the elements (its early ones fed before the watermark), its other outputs pass
+    through."""
 
     def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+        """The earlier window's results in ``pdf``, their phases and the watermarks they
+        follow; its other outputs are appended to ``passed`` as rows of this
+        processor's output, renamed."""
         upstream = self._config.upstream
         assert upstream is not None
-        return upstream.split(pdf, passed)
+        at = upstream.timestamp_position
+        is_main = (pdf.iloc[:, at + 1] == MAIN).to_numpy()
+        if not is_main.all():
+            blanks = (None,) * upstream.result_count
+            phase = (ON_ELEMENTS, None) if upstream.phased else ()
+            others = pdf[~is_main]
+            for ts, name, side, dropped in zip(
+                column_values(others.iloc[:, at], "LongType"),
+                others.iloc[:, at + 1].tolist(),
+                others.iloc[:, at + 2].tolist(),
+                column_values(others.iloc[:, at + 3], "LongType"),
+                strict=True,
+            ):
+                if not is_upstream_output(name):
+                    name = upstream_output_name(upstream.depth, name)
+                ts = None if dropped is not None else ts  # a count row has no timestamp
+                passed.append((name, ts, *blanks, side, dropped, *phase))
+            pdf = pdf[is_main]
+        phases = column_values(pdf.iloc[:, at + 4], "LongType")
+        return pdf, phases, column_values(pdf.iloc[:, at + 5], "LongType")
 
 
 def row_reader(config: ProcessorConfig) -> RowReader:

@@ -3,9 +3,9 @@
 :func:`window_stream` turns a streaming DataFrame into a :class:`StreamingWindow`: ONE
 streaming frame that carries the window results and every side output (the late data,
 what process functions emit with ``ctx.output``, and the count of dropped late records),
-with the settings its query starts with; :func:`write_outputs` starts the query and
-sends each output to its own sink with ``foreachBatch``, so the operator runs once per
-micro-batch.
+with the settings its query starts with; :func:`~.sinks.write_outputs` starts the query
+and sends each output to its own sink with ``foreachBatch``, so the operator runs once
+per micro-batch.
 
 Contract: the query emits exactly what the engine emits when fed each micro-batch's
 elements followed by the watermark Spark moved to (and the final watermark after an
@@ -26,12 +26,10 @@ A sink per output, written idempotently by batch id::
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
@@ -40,62 +38,41 @@ from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.columns import (
-    DROPPED,
-    DROPPED_OUTPUT,
     KEY_GROUP,
-    MAIN,
-    OUTPUT,
-    PHASE,
-    SIDE,
     TS,
+    WATERMARK_MARK,
     WATERMARK_TIME,
-    SideDecoder,
     combined_schema,
-    dropped_counts,
-    is_dropped_output,
 )
-from tidemark.spark.preflight import streaming_settings
-from tidemark.spark.streaming.bindings import WATERMARK_DELAY, key_group_operator
-from tidemark.spark.streaming.chain import (
-    UpstreamInput,
+from tidemark.spark.streaming.driver.chain import (
     check_chain_mode,
     prepare_upstream,
     upstream_schemas,
 )
-from tidemark.spark.streaming.checkpoint import check_checkpoint, describe_window, stored_groups
-from tidemark.spark.streaming.clock import (
-    COLUMN_SHIFT_MS,
-    END_OF_INPUT_COLUMN_MICROS,
-    END_OF_INPUT_MS,
-    watermark_delay_ms,
-)
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.keygroups import (
+from tidemark.spark.streaming.driver.checkpoint import describe_window
+from tidemark.spark.streaming.driver.keygroups import (
     check_max_parallelism,
     explicit_max_parallelism,
     session_max_parallelism,
     slot_column,
     state_partitions_cap,
 )
-from tidemark.spark.streaming.metrics import observed_chain
-from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME, TIME_MODES, check_time_mode
-from tidemark.spark.streaming.state import STATE_NAME
-from tidemark.spark.surfacing import TidemarkStreamingQuery
+from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
+from tidemark.spark.streaming.worker.clock import (
+    COLUMN_SHIFT_MS,
+    END_OF_INPUT_COLUMN_MICROS,
+    END_OF_INPUT_MS,
+    watermark_delay_ms,
+)
+from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
+from tidemark.spark.streaming.worker.modes import EVENT_TIME, TIME_MODES, check_time_mode
+from tidemark.spark.streaming.worker.state import STATE_SCHEMA
 from tidemark.spark.timestamps import timestamp_ms
 from tidemark.time import TimeDomain
 
-__all__ = [
-    "StreamingWindow",
-    "window_stream",
-    "write_outputs",
-    "select_output",
-    "END_OF_INPUT_MS",
-    "MAIN",
-    "DROPPED_OUTPUT",
-    "STATE_NAME",
-]
+__all__ = ["StreamingWindow", "window_stream", "key_group_operator", "WATERMARK_DELAY"]
 
-_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+WATERMARK_DELAY = "spark.watermarkDelayMs"  # Spark's metadata key on a watermark column
 
 
 @dataclass(frozen=True, eq=False)
@@ -116,7 +93,7 @@ class StreamingWindow:
         The query's number of key groups, fixed at its first start.
     state_partitions_cap : int
         The most state partitions the query starts with
-        (:func:`~tidemark.spark.streaming.config.state_partitions_cap`).
+        (:func:`~tidemark.spark.streaming.worker.config.state_partitions_cap`).
     spark_time_mode : str
         The time mode Spark runs the query in (ProcessingTime: a micro-batch at every
         trigger interval, so ``availableNow`` would never end).
@@ -130,7 +107,7 @@ class StreamingWindow:
         the number its checkpoint holds. None where the number was given.
     pipeline : tuple of dict
         What the state of each window of its chain depends on
-        (:func:`~tidemark.spark.streaming.checkpoint.describe_window`): a restart with
+        (:func:`~.checkpoint.describe_window`): a restart with
         another is refused.
     """
 
@@ -410,172 +387,32 @@ def _prepare_input(
     )
 
 
-# ---------------------------------------------------------------------- output
-
-
-def select_output(
-    combined: DataFrame | StreamingWindow, name: str, schema: StructType | None = None
+def key_group_operator(
+    prepared: DataFrame,
+    config: ProcessorConfig,
+    output_schema: StructType,
+    watermark_delay: int | None,
 ) -> DataFrame:
-    """One output of a :class:`StreamingWindow` (or of a micro-batch of its frame).
+    """``prepared`` (rows with their key group) through the window's key groups: in
+    ``applyInPandasWithState``, or in ``transformWithStateInPandas`` for a window of a
+    chain.
 
-    Parameters
-    ----------
-    combined : StreamingWindow or DataFrame
-        What :func:`window_stream` returned, or a micro-batch of its frame.
-    name : str
-        "main" for the results; a tag id for a side output; ``"__late_records_dropped"``
-        for the count of dropped late records: one row per micro-batch (0 included).
-    schema : StructType, optional
-        The columns of side output ``name``; a window knows its late data's. Without
-        one, a side output comes as ``timestamp`` (long ms) and ``value`` (pickled bytes).
-    """
-    if isinstance(combined, StreamingWindow):
-        schema = schema if schema is not None else combined.side_schemas.get(name)
-        combined = combined.frame
-    rows = combined.where(F.col(OUTPUT) == F.lit(name))
-    if name == MAIN:
-        internal = (OUTPUT, TS, SIDE, DROPPED, PHASE)
-        return rows.select(*[F.col(f"`{c}`") for c in combined.columns if c not in internal])
-    if is_dropped_output(name):
-        return dropped_counts(combined, name)
-    if schema is None:
-        return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
-    return rows.select(SIDE).mapInPandas(SideDecoder(schema.fieldNames()), schema)
-
-
-def write_outputs(
-    window: StreamingWindow,
-    sinks: Mapping[str, Callable[[DataFrame, int], None]],
-    checkpoint: str,
-    trigger: dict[str, Any] | None = None,
-    *,
-    schemas: Mapping[str, StructType] | None = None,
-    query_name: str | None = None,
-) -> TidemarkStreamingQuery:
-    """Start ONE query that sends each output of a :class:`StreamingWindow` to its sink.
-
-    Parameters
-    ----------
-    window : StreamingWindow
-        What :func:`window_stream` returned.
-    sinks : mapping
-        Output name ("main", a tag id, ``"__late_records_dropped"``) ->
-        ``sink(batch_df, batch_id)``. Outputs without a sink are discarded. A sink that
-        writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
-        replayed after a failure replaces its own rows.
-    checkpoint : str
-        The query's checkpoint location (state, timers, watermark, offsets).
-    trigger : dict, optional
-        Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"availableNow": True}``.
-    schemas : mapping, optional
-        Schemas of side outputs the window does not know (what process functions emit
-        with ``ctx.output``; see :func:`select_output`).
-
-    Returns
-    -------
-    TidemarkStreamingQuery
-        The started ``StreamingQuery``: each micro-batch's progress carries tidemark's
-        figures under ``observedMetrics["tidemark"]`` (``docs/watching.md``); its
-        ``awaitTermination``, ``processAllAvailable`` and ``exception`` give a failure caused by the data or
-        a user function as tidemark's own error (:mod:`tidemark.spark.surfacing`).
-
-    Notes
-    -----
-    The query starts with ``min(spark.sql.shuffle.partitions, cores, 32)`` state partitions
-    by default, ``min(spark.sql.shuffle.partitions, max_parallelism)`` when the number of
-    key groups was given: more could hold no key group. Spark keeps that number in the
-    checkpoint.
-    """
-    if not isinstance(window, StreamingWindow):
-        raise WindowSpecError(
-            f"`window` must be the StreamingWindow window_stream returned; got "
-            f"{type(window).__name__}"
+    Spark only accepts an event-time timeout, and only shows the function its watermark,
+    when a column of the operator's input carries the watermark's metadata; and it drops
+    input rows behind the watermark on that column. The watermark's own column is
+    projected away before (:func:`_prepare_input`), so a null column carries the
+    metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
+    row is behind a null, so Spark drops none."""
+    grouped = prepared.groupBy(F.col(KEY_GROUP))
+    if config.upstream is not None or config.feeds_downstream:
+        return grouped.transformWithStateInPandas(
+            WindowStatefulProcessor(config), output_schema, "Append", config.spark_time_mode()
         )
-    if not sinks:
-        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
-    bad = [name for name, sink in sinks.items() if not callable(sink)]
-    if bad:
-        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
-    _check_trigger_ends(window, trigger)
-    spark = window.frame.sparkSession
-    stored = stored_groups(spark, checkpoint)
-    if stored is not None and stored != window.max_parallelism and window.rebuild is not None:
-        window = window.rebuild(stored)  # a default number follows the checkpoint's
-    check_checkpoint(spark, checkpoint, window.max_parallelism, window.pipeline)
-    splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
-    writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
-    writer = writer.option("checkpointLocation", checkpoint)
-    if trigger:
-        writer = writer.trigger(**trigger)
-    if query_name:
-        writer = writer.queryName(query_name)
-    # the RocksDB state store and the capped state partitions, for this query
-    with streaming_settings(spark), _partitions_capped(spark, window.state_partitions_cap):
-        try:
-            started = writer.outputMode("append").start()
-            return TidemarkStreamingQuery(started, batch_failure=splitter.last_failure)
-        except AnalysisException as exc:
-            if "Multiple applyInPandasWithStates" not in str(exc):
-                raise
-            raise WindowSpecError(
-                "a streaming query runs one window (or one chain) per query: Spark runs one "
-                "applyInPandasWithState per query, and this DataFrame combines several "
-                "windows' outputs (a union?). Start a query per window with write_outputs"
-            ) from exc
-
-
-def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None) -> None:
-    """Refuse ``availableNow`` where Spark would never end the query: in ProcessingTime
-    mode Spark runs a micro-batch at every trigger interval, data or not."""
-    if trigger and trigger.get("availableNow") and window.spark_time_mode == PROCESSING_TIME:
-        raise WindowSpecError(
-            "trigger={'availableNow': True} would never end this query: it serves "
-            "processing-time timers (or idleness), so Spark runs it in ProcessingTime mode, "
-            "with a micro-batch at every trigger interval, data or not. Use "
-            "trigger={'processingTime': '1 second'} and stop the query when done"
-        )
-
-
-@contextlib.contextmanager
-def _partitions_capped(spark: Any, cap: int) -> Iterator[None]:
-    """Start the query with at most ``cap`` state partitions
-    (:func:`~tidemark.spark.streaming.config.state_partitions_cap`): never more than one
-    per key group (a partition beyond ``max_parallelism`` could never hold a key, yet
-    Spark would open its state store and run its task in every micro-batch), by default
-    at most 32. The query keeps the number it started with (Spark stores it in the
-    checkpoint); the session's setting is restored."""
-    conf = spark.conf
-    before = conf.get(_SHUFFLE_PARTITIONS)
-    if before is None or int(before) <= cap:
-        yield
-        return
-    conf.set(_SHUFFLE_PARTITIONS, str(cap))
-    try:
-        yield
-    finally:
-        conf.set(_SHUFFLE_PARTITIONS, before)
-
-
-class _BatchSplitter:
-    """foreachBatch function: each micro-batch is computed once, then split by output."""
-
-    def __init__(self, sinks: dict[str, Any], schemas: dict[str, StructType]):
-        self._sinks = sinks
-        self._schemas = schemas
-        self._failure: BaseException | None = None
-
-    def last_failure(self) -> BaseException | None:
-        """What a call raised last (it runs on the driver), for the query's errors."""
-        return self._failure
-
-    def __call__(self, batch: DataFrame, batch_id: int) -> None:
-        # Persisted so that the stateful operator runs once however many sinks read it.
-        batch.persist()
-        try:
-            for name, sink in self._sinks.items():
-                sink(select_output(batch, name, self._schemas.get(name)), batch_id)
-        except Exception as exc:
-            self._failure = exc
-            raise
-        finally:
-            batch.unpersist()
+    function = WindowGroupFunction(config)
+    if watermark_delay is not None:
+        metadata = {WATERMARK_DELAY: watermark_delay}
+        marker = F.lit(None).cast("timestamp").alias(WATERMARK_MARK, metadata=metadata)
+        grouped = prepared.select("*", marker).groupBy(F.col(KEY_GROUP))
+    return grouped.applyInPandasWithState(
+        function, output_schema, STATE_SCHEMA, "append", function.timeout()
+    )

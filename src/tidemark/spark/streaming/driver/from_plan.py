@@ -1,5 +1,6 @@
-"""The DataStream API on a streaming DataFrame: a window operation becomes one streaming
-query (see :mod:`tidemark.spark.streaming`)."""
+"""The DataStream API on a streaming DataFrame: a window operation (a plan's
+:class:`~tidemark.spark.plan.WindowOp`) becomes :func:`~.query.window_stream`'s
+arguments, one streaming query (see :mod:`tidemark.spark.streaming`)."""
 
 from __future__ import annotations
 
@@ -10,19 +11,19 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import (
     ALL_KEY,
     KEY,
     MAIN,
     TS,
-    decode_key,
     upstream_output_name,
     with_function_key,
 )
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
-from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF
-from tidemark.spark.streaming.modes import (
+from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
+from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
+from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
+from tidemark.spark.streaming.worker.modes import (
     EVENT_AND_PROCESSING_TIME,
     EVENT_TIME,
     NONE,
@@ -30,7 +31,6 @@ from tidemark.spark.streaming.modes import (
     TIME_MODES,
     time_mode_for,
 )
-from tidemark.spark.streaming.query import StreamingWindow, window_stream
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
@@ -88,18 +88,6 @@ def _served_time_mode(op: WindowOp, timestamp: str | None, out_of_orderness_ms: 
     return mode
 
 
-def _result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:
-    return result_tuple(value, names)
-
-
-def _unpickle_key(key: tuple[Any, ...]) -> Any:
-    return decode_key(key[0])
-
-
-def _no_key(key: tuple[Any, ...]) -> Any:
-    return None
-
-
 def run_streaming_window(op: WindowOp) -> StreamingWindow:
     """The combined streaming output (results and side outputs) of one window operation.
 
@@ -126,10 +114,10 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
             timestamp = TS
     engine_key = None
     if op.key is None:
-        df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
+        df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], no_key
     elif op.key.function is not None:
         df = with_function_key(df, values, op.key.function, combined=earlier is not None)
-        keys, engine_key = [KEY], _unpickle_key
+        keys, engine_key = [KEY], decoded_key
     else:
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
@@ -145,7 +133,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         ),
         value_columns=values,
         result_schema=op.output_schema,
-        result_to_row=functools.partial(_result_row, op.output_schema.fieldNames()),
+        result_to_row=functools.partial(result_row, op.output_schema.fieldNames()),
         late_tag=op.late_tag,
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,

@@ -8,10 +8,11 @@ domain Spark serves. A call makes no round trip to the JVM, Spark turns each Arr
 into pandas frames per group without visiting rows one by one, and the query is planned
 without a Python process on the driver. Spark allows one ``applyInPandasWithState`` per
 query, and its output carries no event-time column a later stateful operator could
-follow, so the windows of a chain (:mod:`.chain`) run in ``transformWithStateInPandas``
-(:class:`WindowStatefulProcessor`): the group's row is a ValueState, its timers Spark
-timers (one per time domain). Both run the same key groups, so the equivalence of
-the streaming guide (``docs/streaming.md``) holds in either.
+follow, so the windows of a chain (:mod:`~tidemark.spark.streaming.driver.chain`) run
+in ``transformWithStateInPandas`` (:class:`WindowStatefulProcessor`): the group's row
+is a ValueState, its timers Spark timers (one per time domain). Both run the same key
+groups, so the equivalence of the streaming guide (``docs/streaming.md``) holds in
+either.
 
 A timeout is due once Spark's clock passes it (``timeout < watermark``, or ``< batch
 time``); a Spark timer once the clock reaches it (``timer <= watermark``), so a group's
@@ -24,57 +25,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import StructType
 
-from tidemark.spark.columns import KEY_GROUP, WATERMARK_MARK
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.groups import WindowGroups
-from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME
-from tidemark.spark.streaming.state import STATE_NAME, STATE_SCHEMA, StoredGroup
-from tidemark.spark.streaming.time_advance import BatchClock, Timers
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.groups import WindowGroups
+from tidemark.spark.streaming.worker.modes import EVENT_TIME, PROCESSING_TIME
+from tidemark.spark.streaming.worker.state import STATE_NAME, STATE_SCHEMA, StoredGroup
+from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
 
-__all__ = ["WindowStatefulProcessor", "WindowGroupFunction", "key_group_operator"]
-
-WATERMARK_DELAY = "spark.watermarkDelayMs"  # Spark's metadata key on a watermark column
-
-
-def key_group_operator(
-    prepared: DataFrame,
-    config: ProcessorConfig,
-    output_schema: StructType,
-    watermark_delay: int | None,
-) -> DataFrame:
-    """``prepared`` (rows with their key group) through the window's key groups: in
-    ``applyInPandasWithState``, or in ``transformWithStateInPandas`` for a window of a
-    chain.
-
-    Spark only accepts an event-time timeout, and only shows the function its watermark,
-    when a column of the operator's input carries the watermark's metadata; and it drops
-    input rows behind the watermark on that column. The watermark's own column is
-    projected away before (:func:`.query._prepare_input`), so a null column carries the
-    metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
-    row is behind a null, so Spark drops none."""
-    grouped = prepared.groupBy(F.col(KEY_GROUP))
-    if config.upstream is not None or config.feeds_downstream:
-        return grouped.transformWithStateInPandas(
-            WindowStatefulProcessor(config), output_schema, "Append", config.spark_time_mode()
-        )
-    function = WindowGroupFunction(config)
-    if watermark_delay is not None:
-        metadata = {WATERMARK_DELAY: watermark_delay}
-        marker = F.lit(None).cast("timestamp").alias(WATERMARK_MARK, metadata=metadata)
-        grouped = prepared.select("*", marker).groupBy(F.col(KEY_GROUP))
-    return grouped.applyInPandasWithState(
-        function, output_schema, STATE_SCHEMA, "append", function.timeout()
-    )
+__all__ = ["WindowStatefulProcessor", "WindowGroupFunction"]
 
 
 class WindowStatefulProcessor(StatefulProcessor):
