@@ -64,13 +64,13 @@ from tidemark.spark.columns import (
     upstream_output_name,
 )
 from tidemark.spark.streaming.driver.keygroups import slot_column
-from tidemark.spark.streaming.worker.modes import EVENT_TIME
+from tidemark.spark.streaming.worker.modes import TimeMode
 
 __all__ = ["check_chain_mode", "prepare_upstream", "upstream_schemas"]
 
 
 def check_chain_mode(
-    assigner: WindowAssigner, time_mode: str, idleness_ms: int | None, upstream: Any
+    assigner: WindowAssigner, time_mode: TimeMode, idleness_ms: int | None, upstream: Any
 ) -> None:
     """Refuse a window of a chain (one that reads, or feeds, another in the same query)
     that is not on event time, or an earlier window not built to feed a later one."""
@@ -79,12 +79,12 @@ def check_chain_mode(
             "`df` must be an earlier window built with feeds_downstream=True to chain a "
             "window on it: its rows then carry the phase a later window needs"
         )
-    if time_mode != EVENT_TIME or idleness_ms is not None:
+    if time_mode is not TimeMode.EVENT_TIME or idleness_ms is not None:
         raise WindowSpecError(
             "windows chained on a streaming window's results run on the event-time "
             f"watermark the first window forwards: every window of the chain needs event "
             f"time (a timestamp and a WatermarkStrategy, no with_idleness); got "
-            f"{assigner!r} in Spark time mode {time_mode!r}, idleness={idleness_ms}ms"
+            f"{assigner!r} in Spark time mode {time_mode.value!r}, idleness={idleness_ms}ms"
         )
 
 

@@ -23,14 +23,7 @@ from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
 from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
-from tidemark.spark.streaming.worker.modes import (
-    EVENT_AND_PROCESSING_TIME,
-    EVENT_TIME,
-    NONE,
-    PROCESSING_TIME,
-    TIME_MODES,
-    time_mode_for,
-)
+from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
@@ -43,7 +36,7 @@ __all__ = [
 ]
 
 
-def time_mode_of(op: WindowOp) -> str:
+def time_mode_of(op: WindowOp) -> TimeMode:
     """Which engine timers the pipeline needs: the time domains its assigner (cleanup
     timers) and its trigger declare (``timer_domains()``), as a ``time_mode``.
 
@@ -56,15 +49,17 @@ def time_mode_of(op: WindowOp) -> str:
     """
     trigger, windows = _trigger_of(op), op.assigner.timer_domains()
     if windows and not trigger.declares_timer_domains():
-        return time_mode_for(windows)
-    return time_mode_for(windows | trigger.timer_domains())
+        return TimeMode.serving(windows)
+    return TimeMode.serving(windows | trigger.timer_domains())
 
 
 def _trigger_of(op: WindowOp) -> Any:
     return op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
 
 
-def _served_time_mode(op: WindowOp, timestamp: str | None, out_of_orderness_ms: int | None) -> str:
+def _served_time_mode(
+    op: WindowOp, timestamp: str | None, out_of_orderness_ms: int | None
+) -> TimeMode:
     """The time mode the stream can serve the pipeline.
 
     With event time and a watermark strategy, a pipeline without timers (count windows)
@@ -77,14 +72,14 @@ def _served_time_mode(op: WindowOp, timestamp: str | None, out_of_orderness_ms: 
     """
     mode = time_mode_of(op)
     if timestamp is not None and out_of_orderness_ms is not None:
-        return EVENT_TIME if mode == NONE else mode
+        return TimeMode.EVENT_TIME if mode is TimeMode.NONE else mode
     trigger_domains = _trigger_of(op).timer_domains()
     if (
-        mode == EVENT_AND_PROCESSING_TIME
+        mode is TimeMode.EVENT_AND_PROCESSING_TIME
         and not op.assigner.is_event_time()
         and TimeDomain.PROCESSING_TIME in trigger_domains
     ):
-        return PROCESSING_TIME
+        return TimeMode.PROCESSING_TIME
     return mode
 
 
@@ -126,11 +121,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         key_columns=keys,
         timestamp_column=timestamp,
         make_operator=op.operator_factory(),
-        out_of_orderness_ms=(
-            source.strategy.out_of_orderness_ms
-            if TimeDomain.EVENT_TIME in TIME_MODES[mode]
-            else None
-        ),
+        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
         value_columns=values,
         result_schema=op.output_schema,
         result_to_row=functools.partial(result_row, op.output_schema.fieldNames()),

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tidemark._engine.operator import WindowOperator
+from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.columns import (
@@ -65,10 +66,9 @@ from tidemark.spark.streaming.worker.clock import (
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
-from tidemark.spark.streaming.worker.modes import EVENT_TIME, TIME_MODES, check_time_mode
+from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.state import STATE_SCHEMA
 from tidemark.spark.timestamps import timestamp_ms
-from tidemark.time import TimeDomain
 
 __all__ = ["StreamingWindow", "window_stream", "key_group_operator", "WATERMARK_DELAY"]
 
@@ -94,7 +94,7 @@ class StreamingWindow:
     state_partitions_cap : int
         The most state partitions the query starts with
         (:func:`~tidemark.spark.streaming.worker.config.state_partitions_cap`).
-    spark_time_mode : str
+    spark_time_mode : TimeMode
         The time mode Spark runs the query in (ProcessingTime: a micro-batch at every
         trigger interval, so ``availableNow`` would never end).
     depth : int
@@ -114,7 +114,7 @@ class StreamingWindow:
     frame: DataFrame
     max_parallelism: int
     state_partitions_cap: int
-    spark_time_mode: str
+    spark_time_mode: TimeMode
     side_schemas: Mapping[str, StructType] = field(default_factory=dict)
     depth: int = 1
     feeds_downstream: bool = False
@@ -149,7 +149,7 @@ def window_stream(
     result_schema: StructType,
     result_to_row: Callable[[Any, int], tuple],
     late_tag: OutputTag | None,
-    time_mode: str = EVENT_TIME,
+    time_mode: TimeMode | str = TimeMode.EVENT_TIME,
     idleness_ms: int | None = None,
     engine_key: Callable[[tuple], Any] | None = None,
     max_parallelism: int | None = None,
@@ -216,7 +216,7 @@ def window_stream(
     arguments = dict(locals())  # this call's own arguments, to build it again (_rebuild)
     upstream = df if isinstance(df, StreamingWindow) else None
     source = df.frame if isinstance(df, StreamingWindow) else df
-    _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
+    time_mode = _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
     operator = make_operator()
     assigner = operator.assigner
     check_time_mode(assigner, time_mode, out_of_orderness_ms, idleness_ms)
@@ -263,7 +263,7 @@ def window_stream(
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
-    if config.event_time and out_of_orderness_ms is not None:
+    if time_mode.event_time and out_of_orderness_ms is not None:
         delay = watermark_delay_ms(out_of_orderness_ms)
     schemas = upstream_schemas(upstream)
     if late_tag is not None:
@@ -272,7 +272,7 @@ def window_stream(
         operator,
         key=_columns_of(source, key_columns),
         values=_columns_of(source, value_columns),
-        time_mode=time_mode,
+        time_mode=time_mode.value,
     )
     return StreamingWindow(
         frame=key_group_operator(prepared, config, output_schema, delay),
@@ -314,15 +314,15 @@ def _check_arguments(
     key_columns: list[str],
     timestamp_column: str | None,
     value_columns: list[str],
-    time_mode: str,
-) -> None:
+    time_mode: TimeMode | str,
+) -> TimeMode:
+    """The time mode named, once the arguments are checked."""
     if not df.isStreaming:
         raise WindowSpecError(
             "`df` must be a streaming DataFrame (spark.readStream...); run bounded "
             "DataFrames with the batch runner"
         )
-    if time_mode not in TIME_MODES:
-        raise WindowSpecError(f"`time_mode` must be one of {list(TIME_MODES)}; got {time_mode!r}")
+    mode = TimeMode.of(time_mode)
     names = df.columns
     wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
     missing = [c for c in wanted if c not in names]
@@ -336,6 +336,41 @@ def _check_arguments(
         raise WindowSpecError(
             f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "
             "WatermarkStrategy; remove withWatermark (Spark would take the minimum of both)"
+        )
+    return mode
+
+
+def check_time_mode(
+    assigner: WindowAssigner,
+    time_mode: TimeMode,
+    out_of_orderness_ms: int | None,
+    idleness_ms: int | None,
+) -> None:
+    """Refuse a time mode the stream or the assigner cannot serve, naming the fix."""
+    if time_mode.event_time and out_of_orderness_ms is None:
+        raise WindowSpecError(
+            f"time_mode={time_mode.value!r} needs a watermark: give a WatermarkStrategy with "
+            "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
+            "Spark never fires event-time timers, so no event-time window would ever close"
+        )
+    if out_of_orderness_ms is not None and out_of_orderness_ms < 0:
+        raise WindowSpecError(
+            f"`out_of_orderness_ms` must be >= 0; got out_of_orderness={out_of_orderness_ms}ms"
+        )
+    if idleness_ms is not None and idleness_ms <= 0:
+        raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
+    if idleness_ms is not None and not time_mode.event_time:
+        raise WindowSpecError(
+            f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
+            f"or 'EventTimeAndProcessingTime' (event-time windows or triggers); got "
+            f"idleness={idleness_ms}ms, "
+            f"time_mode={time_mode.value!r}: remove with_idleness from the WatermarkStrategy"
+        )
+    if not assigner.timer_domains() <= time_mode.domains:
+        wanted = TimeMode.EVENT_TIME if assigner.is_event_time() else TimeMode.PROCESSING_TIME
+        raise WindowSpecError(
+            f"the assigner {assigner!r} needs time_mode={wanted.value!r} (or "
+            f"'EventTimeAndProcessingTime'); got time_mode={time_mode.value!r}"
         )
 
 
@@ -363,14 +398,14 @@ def _prepare_input(
     key_columns: list[str],
     timestamp_column: str | None,
     value_columns: list[str],
-    time_mode: str,
+    time_mode: TimeMode,
     out_of_orderness_ms: int | None,
 ) -> DataFrame:
     names = _input_names(key_columns, value_columns)
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
     columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
     prepared = df.select(*columns, timestamp.alias(TS))
-    if TimeDomain.EVENT_TIME not in TIME_MODES[time_mode]:
+    if not time_mode.event_time:
         return prepared
     assert out_of_orderness_ms is not None
     ts = F.col(TS)
@@ -406,7 +441,10 @@ def key_group_operator(
     grouped = prepared.groupBy(F.col(KEY_GROUP))
     if config.upstream is not None or config.feeds_downstream:
         return grouped.transformWithStateInPandas(
-            WindowStatefulProcessor(config), output_schema, "Append", config.spark_time_mode()
+            WindowStatefulProcessor(config),
+            output_schema,
+            "Append",
+            config.spark_time_mode().value,
         )
     function = WindowGroupFunction(config)
     if watermark_delay is not None:

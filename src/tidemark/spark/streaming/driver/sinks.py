@@ -39,7 +39,7 @@ from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.driver.checkpoint import check_checkpoint, stored_groups
 from tidemark.spark.streaming.driver.keygroups import SHUFFLE_PARTITIONS
 from tidemark.spark.streaming.driver.query import StreamingWindow
-from tidemark.spark.streaming.worker.modes import PROCESSING_TIME
+from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.surfacing import TidemarkStreamingQuery
 
 __all__ = ["select_output", "write_outputs", "observed_chain", "observation_name"]
@@ -159,7 +159,11 @@ def write_outputs(
 def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None) -> None:
     """Refuse ``availableNow`` where Spark would never end the query: in ProcessingTime
     mode Spark runs a micro-batch at every trigger interval, data or not."""
-    if trigger and trigger.get("availableNow") and window.spark_time_mode == PROCESSING_TIME:
+    if (
+        trigger
+        and trigger.get("availableNow")
+        and window.spark_time_mode is TimeMode.PROCESSING_TIME
+    ):
         raise WindowSpecError(
             "trigger={'availableNow': True} would never end this query: it serves "
             "processing-time timers (or idleness), so Spark runs it in ProcessingTime mode, "

@@ -13,8 +13,7 @@ from typing import Any
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
-from tidemark.spark.streaming.worker.modes import PROCESSING_TIME, TIME_MODES
-from tidemark.time import TimeDomain
+from tidemark.spark.streaming.worker.modes import TimeMode
 
 __all__ = [
     "ProcessorConfig",
@@ -64,8 +63,8 @@ class ProcessorConfig:
     ----------
     make_operator : callable
         ``() -> WindowOperator``; called once per key group and micro-batch.
-    time_mode : {"EventTime", "ProcessingTime", "EventTimeAndProcessingTime", "None"}
-        Which engine clocks the query moves (:data:`TIME_MODES`): event time follows
+    time_mode : TimeMode
+        Which engine clocks the query moves (its name is taken too): event time follows
         Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
         :meth:`spark_time_mode`.
     key_positions, key_types : tuple
@@ -104,7 +103,7 @@ class ProcessorConfig:
     """
 
     make_operator: Callable[[], WindowOperator]
-    time_mode: str
+    time_mode: TimeMode
     value_names: tuple[str, ...]
     value_types: tuple[str, ...]
     value_positions: tuple[int, ...]
@@ -121,26 +120,17 @@ class ProcessorConfig:
     result_schema: Any = None
     metrics: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))
+
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []
         return [OUTPUT, TS, *self.result_names, SIDE, DROPPED, *phase]
 
-    @property
-    def event_time(self) -> bool:
-        """Whether the engine's watermark follows Spark's."""
-        return TimeDomain.EVENT_TIME in TIME_MODES[self.time_mode]
-
-    @property
-    def processing_time(self) -> bool:
-        """Whether the engine's processing time follows the batches'."""
-        return TimeDomain.PROCESSING_TIME in TIME_MODES[self.time_mode]
-
-    def spark_time_mode(self) -> str:
+    def spark_time_mode(self) -> TimeMode:
         """The ``timeMode`` Spark runs: ProcessingTime whenever a micro-batch must run
         without data (processing-time timers, or idleness), else ``time_mode``."""
-        if self.processing_time or self.idleness_ms is not None:
-            return PROCESSING_TIME
-        return self.time_mode
+        return self.time_mode.spark_time_mode(self.idleness_ms)
 
 
 def result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:

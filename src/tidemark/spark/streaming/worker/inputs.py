@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -32,12 +32,27 @@ from tidemark.spark.streaming.worker.config import ProcessorConfig
 
 __all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
 
-KeyRun = tuple[list[Any], list[Any], list[Any], list[Any]]
-"""A key's rows in one call: (Rows, timestamps) fed before the watermark, and after it."""
 
-KeyRuns = tuple[dict[Any, KeyRun], list[tuple[Any, ...]], dict[Any, int]]
-"""A call's rows split by key: the keys' runs, an upstream's passed-through output rows,
-and the watermark each key's early rows follow."""
+class KeyRun(NamedTuple):
+    """A key's rows in one call, each list in Spark's order: the Rows handed to the
+    user's functions and their timestamps (ms), fed after the watermark advances, and
+    a chain's early rows (:class:`UpstreamRows`), fed before it."""
+
+    early_rows: list[Any]
+    early_timestamps: list[Any]
+    rows: list[Any]
+    timestamps: list[Any]
+
+
+class KeyRuns(NamedTuple):
+    """A call's rows split by key."""
+
+    runs: dict[Any, KeyRun]
+    """Each engine key's run, keys in the order of their first row."""
+    passed: list[tuple[Any, ...]]
+    """An earlier window's other outputs, as rows of this window's output (a chain)."""
+    forwarded: dict[Any, int]
+    """The watermark each key's early rows follow (a chain)."""
 
 
 class RowReader:
@@ -61,7 +76,7 @@ class RowReader:
         forwarded: dict[Any, int] = {}
         for pdf in frames:
             self._split(pdf, runs, passed, forwarded)
-        return runs, passed, forwarded
+        return KeyRuns(runs, passed, forwarded)
 
     def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
         """The rows of ``pdf`` that are elements, their phases and the watermarks their
@@ -102,14 +117,16 @@ class RowReader:
         for key, early, start, end in segments:
             run = runs.get(key)
             if run is None:
-                run = runs[key] = ([], [], [], [])
-            at = 0 if early else 2
-            run[at].extend(rows[start:end])
-            run[at + 1].extend(timestamps[start:end])
-            if early:
-                follow = max((f for f in follows[start:end] if f is not None), default=None)
-                if follow is not None:
-                    forwarded[key] = max(follow, forwarded.get(key, follow))
+                run = runs[key] = KeyRun([], [], [], [])
+            if not early:
+                run.rows.extend(rows[start:end])
+                run.timestamps.extend(timestamps[start:end])
+                continue
+            run.early_rows.extend(rows[start:end])
+            run.early_timestamps.extend(timestamps[start:end])
+            follow = max((f for f in follows[start:end] if f is not None), default=None)
+            if follow is not None:
+                forwarded[key] = max(follow, forwarded.get(key, follow))
 
     def _kept_rows(self, timestamps: list[Any], keys: list[Any]) -> list[int] | None:
         """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
@@ -126,7 +143,7 @@ class RowReader:
         kept = []
         for row, (timestamp, key) in enumerate(zip(timestamps, keys, strict=True)):
             if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
-                check_timestamp(timestamp, key, self._config.event_time)
+                check_timestamp(timestamp, key, self._config.time_mode.event_time)
             elif markers is not None and timestamp >= markers:
                 continue
             kept.append(row)

@@ -20,6 +20,7 @@ from tidemark._engine.operator import WindowOperator
 from tidemark.spark.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
 from tidemark.spark.metrics import Figures
 from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.inputs import KeyRun
 
 __all__ = ["CountedFigures", "CallFigures", "figures_for"]
 
@@ -28,8 +29,8 @@ class CallFigures:
     """What a call tells its figures; this one counts nothing and emits no row (a query
     built without ``metrics``)."""
 
-    def fed(self, runs: Iterable[Any]) -> None:
-        """The call feeds ``runs`` (:data:`~.inputs.KeyRun` of each key)."""
+    def fed(self, runs: Iterable[KeyRun]) -> None:
+        """The call feeds ``runs`` (:class:`~.inputs.KeyRun` of each key)."""
 
     def restored(self, key_state: KeyState) -> None:
         """A key's stored state goes back into an operator."""
@@ -54,8 +55,8 @@ class CountedFigures(CallFigures):
         self._template = template
         self._side_at = side_at
 
-    def fed(self, runs: Iterable[Any]) -> None:
-        self.figures.num_records_in += sum(len(run[0]) + len(run[2]) for run in runs)
+    def fed(self, runs: Iterable[KeyRun]) -> None:
+        self.figures.num_records_in += sum(len(run.early_rows) + len(run.rows) for run in runs)
 
     def restored(self, key_state: KeyState) -> None:
         figures = self.figures

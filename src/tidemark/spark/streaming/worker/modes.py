@@ -1,79 +1,96 @@
-"""Spark time modes: which engine clocks a streaming query moves, and the check that
-the stream can serve what a pipeline needs.
+"""Spark time modes: which engine clocks a streaming query moves, as one typed value.
 
 A pipeline needs the time domains its assigner and trigger declare (``timer_domains()``);
-a ``time_mode`` names that set. Spark runs the query in :data:`PROCESSING_TIME` whenever
-a micro-batch must run without data (processing-time timers, or idleness), else in the
-``time_mode`` itself (:meth:`~.config.ProcessorConfig.spark_time_mode`).
+a :class:`TimeMode` names that set with Spark's own ``timeMode`` name. Spark runs the
+query in :attr:`TimeMode.PROCESSING_TIME` whenever a micro-batch must run without data
+(processing-time timers, or idleness), else in the time mode itself
+(:meth:`TimeMode.spark_time_mode`). Which mode the stream can serve is checked on the
+driver, when the window is defined
+(:func:`~tidemark.spark.streaming.driver.query.window_stream`).
 """
 
 from __future__ import annotations
 
-from tidemark.assigners import WindowAssigner
+import enum
+
 from tidemark.errors import WindowSpecError
 from tidemark.time import TimeDomain
 
-__all__ = [
-    "EVENT_TIME",
-    "PROCESSING_TIME",
-    "NONE",
-    "EVENT_AND_PROCESSING_TIME",
-    "TIME_MODES",
-    "time_mode_for",
-    "check_time_mode",
-]
-
-EVENT_TIME, PROCESSING_TIME, NONE = "EventTime", "ProcessingTime", "None"
-EVENT_AND_PROCESSING_TIME = "EventTimeAndProcessingTime"
-
-TIME_MODES: dict[str, frozenset[TimeDomain]] = {
-    EVENT_TIME: frozenset((TimeDomain.EVENT_TIME,)),
-    PROCESSING_TIME: frozenset((TimeDomain.PROCESSING_TIME,)),
-    EVENT_AND_PROCESSING_TIME: frozenset((TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME)),
-    NONE: frozenset(),
-}
-"""Each ``time_mode`` and the engine clocks it moves: the time domains of the timers it serves."""
+__all__ = ["TimeMode"]
 
 
-def time_mode_for(domains: frozenset[TimeDomain]) -> str:
-    """The ``time_mode`` that serves timers in ``domains``.
+class TimeMode(str, enum.Enum):
+    """The engine clocks a streaming query moves: the time domains of the timers it
+    serves. The value is Spark's ``timeMode`` name, and a mode is equal to it.
 
-    >>> time_mode_for(frozenset((TimeDomain.PROCESSING_TIME, TimeDomain.EVENT_TIME)))
-    'EventTimeAndProcessingTime'
+    >>> TimeMode.serving(frozenset((TimeDomain.PROCESSING_TIME, TimeDomain.EVENT_TIME)))
+    <TimeMode.EVENT_AND_PROCESSING_TIME: 'EventTimeAndProcessingTime'>
+    >>> TimeMode.of("EventTime").event_time, TimeMode.EVENT_TIME == "EventTime"
+    (True, True)
+    >>> str(TimeMode.NONE), TimeMode.EVENT_TIME.spark_time_mode(idleness_ms=1000).value
+    ('None', 'ProcessingTime')
     """
-    return next(mode for mode, served in TIME_MODES.items() if served == domains)
+
+    EVENT_TIME = "EventTime"
+    PROCESSING_TIME = "ProcessingTime"
+    EVENT_AND_PROCESSING_TIME = "EventTimeAndProcessingTime"
+    NONE = "None"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def of(cls, value: str | TimeMode) -> TimeMode:
+        """The mode named ``value`` (a mode, or its name); another value is an error."""
+        try:
+            return cls(value)
+        except ValueError:
+            names = [mode.value for mode in cls]
+            raise WindowSpecError(f"`time_mode` must be one of {names}; got {value!r}") from None
+
+    @classmethod
+    def serving(cls, domains: frozenset[TimeDomain]) -> TimeMode:
+        """The mode that serves timers in ``domains``."""
+        return next(mode for mode in cls if mode.domains == domains)
+
+    @property
+    def domains(self) -> frozenset[TimeDomain]:
+        """The time domains whose clocks the query moves."""
+        return _DOMAINS[self]
+
+    @property
+    def event_time(self) -> bool:
+        """Whether the engine's watermark follows Spark's."""
+        return TimeDomain.EVENT_TIME in _DOMAINS[self]
+
+    @property
+    def processing_time(self) -> bool:
+        """Whether the engine's processing time follows the batches'."""
+        return TimeDomain.PROCESSING_TIME in _DOMAINS[self]
+
+    def spark_time_mode(self, idleness_ms: int | None) -> TimeMode:
+        """The mode Spark runs the query in: ProcessingTime whenever a micro-batch must
+        run without data (processing-time timers, or idleness), else this one."""
+        if self.processing_time or idleness_ms is not None:
+            return TimeMode.PROCESSING_TIME
+        return self
+
+    @property
+    def timeout(self) -> str:
+        """The ``GroupStateTimeout`` of ``applyInPandasWithState`` in this Spark mode."""
+        return _TIMEOUTS.get(self, "NoTimeout")
 
 
-def check_time_mode(
-    assigner: WindowAssigner,
-    time_mode: str,
-    out_of_orderness_ms: int | None,
-    idleness_ms: int | None,
-) -> None:
-    """Refuse a time mode the stream or the assigner cannot serve, naming the fix."""
-    event_time = TimeDomain.EVENT_TIME in TIME_MODES[time_mode]
-    if event_time and out_of_orderness_ms is None:
-        raise WindowSpecError(
-            f"time_mode={time_mode!r} needs a watermark: give a WatermarkStrategy with "
-            "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
-            "Spark never fires event-time timers, so no event-time window would ever close"
-        )
-    if out_of_orderness_ms is not None and out_of_orderness_ms < 0:
-        raise WindowSpecError(
-            f"`out_of_orderness_ms` must be >= 0; got out_of_orderness={out_of_orderness_ms}ms"
-        )
-    if idleness_ms is not None and idleness_ms <= 0:
-        raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
-    if idleness_ms is not None and not event_time:
-        raise WindowSpecError(
-            f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
-            f"or 'EventTimeAndProcessingTime' (event-time windows or triggers); got "
-            f"idleness={idleness_ms}ms, "
-            f"time_mode={time_mode!r}: remove with_idleness from the WatermarkStrategy"
-        )
-    if not assigner.timer_domains() <= TIME_MODES[time_mode]:
-        wanted = EVENT_TIME if assigner.is_event_time() else "ProcessingTime"
-        raise WindowSpecError(
-            f"the assigner {assigner!r} needs time_mode={wanted!r} (or "
-            f"'EventTimeAndProcessingTime'); got time_mode={time_mode!r}"
-        )
+_DOMAINS = {
+    TimeMode.EVENT_TIME: frozenset((TimeDomain.EVENT_TIME,)),
+    TimeMode.PROCESSING_TIME: frozenset((TimeDomain.PROCESSING_TIME,)),
+    TimeMode.EVENT_AND_PROCESSING_TIME: frozenset(
+        (TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME)
+    ),
+    TimeMode.NONE: frozenset(),
+}
+
+_TIMEOUTS = {
+    TimeMode.EVENT_TIME: "EventTimeTimeout",
+    TimeMode.PROCESSING_TIME: "ProcessingTimeTimeout",
+}

@@ -31,7 +31,7 @@ from tidemark.spark.streaming.worker.clock import (
     spark_event_timer,
 )
 from tidemark.spark.streaming.worker.config import ProcessorConfig
-from tidemark.spark.streaming.worker.modes import PROCESSING_TIME
+from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
 __all__ = [
@@ -78,7 +78,7 @@ class TimeAdvance:
     """Whether Spark holds the group's event-time timer (else the row only notes it)."""
 
     def __init__(self, config: ProcessorConfig):
-        self._moves_processing_time = config.processing_time
+        self._moves_processing_time = config.time_mode.processing_time
         self._idleness_ms = config.idleness_ms
 
     def clock(self, now: int, spark_watermark_ms: Callable[[], int]) -> BatchClock:
@@ -190,11 +190,11 @@ class IdleClock(PolledWatermark):
 
 def time_advance_for(config: ProcessorConfig) -> TimeAdvance:
     """The time advance of ``config``'s query, chosen once."""
-    if not config.event_time:
+    if not config.time_mode.event_time:
         return TimeAdvance(config)
     if config.idleness_ms is not None:
         return IdleClock(config)
-    if config.spark_time_mode() == PROCESSING_TIME:
+    if config.spark_time_mode() is TimeMode.PROCESSING_TIME:
         return PolledWatermark(config)
     return SparkTimers(config)
 
