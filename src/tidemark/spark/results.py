@@ -185,7 +185,7 @@ def write_outputs(
             "checkpoint='out/_checkpoint'"
         )
     named, schemas = named_sinks(last, sinks)
-    window = execution.streaming_window(last.plan)
+    window = execution.streaming_window(last.plan, checkpoint)
     return start_query(window, named, checkpoint, trigger, schemas=schemas)
 
 

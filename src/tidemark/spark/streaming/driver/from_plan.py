@@ -83,24 +83,26 @@ def _served_time_mode(
     return mode
 
 
-def run_streaming_window(op: WindowOp) -> StreamingWindow:
-    """The combined streaming output (results and side outputs) of one window operation.
+def run_streaming_window(op: WindowOp, checkpoint: str | None = None) -> StreamingWindow:
+    """The combined streaming output (results and side outputs) of one window operation,
+    built for the query that will start on ``checkpoint`` (its recorded number of key
+    groups is read first; None: the session's number).
 
     A window on an earlier window's results runs in the same query: the chain becomes
     one ``transformWithStateInPandas`` per window, each reading the one before in the
     same micro-batch, and the last one's combined frame carries every window's side
     outputs and dropped counts (see ``docs/streaming.md``).
     """
-    return _window_frame(op, feeds_downstream=False)
+    return _window_frame(op, False, checkpoint)
 
 
-def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
+def _window_frame(op: WindowOp, feeds_downstream: bool, checkpoint: str | None) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
     earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        earlier = _window_frame(upstream, feeds_downstream=True)
+        earlier = _window_frame(upstream, True, checkpoint)
         df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
@@ -130,6 +132,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
+        checkpoint=checkpoint,
     )
 
 

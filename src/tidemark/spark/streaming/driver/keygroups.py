@@ -34,6 +34,7 @@ group's row keeps it too (:mod:`~tidemark.spark.streaming.worker.state`).
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -42,6 +43,7 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.session import is_connect
 
 __all__ = [
+    "KeyGroups",
     "spark_int_hash",
     "slots",
     "slot_column",
@@ -127,6 +129,32 @@ def state_partitions_cap(spark: Any, max_parallelism: int | None) -> int:
     if max_parallelism is None and not explicit_max_parallelism(spark):
         return session_state_partitions(spark)
     return max_parallelism if max_parallelism is not None else session_max_parallelism(spark)
+
+
+@dataclass(frozen=True)
+class KeyGroups:
+    """A query's number of key groups, decided before its frame is built, and the most
+    state partitions it starts with (:func:`state_partitions_cap`).
+
+    >>> KeyGroups(8, 2).count
+    8
+    """
+
+    count: int
+    partitions_cap: int
+
+    @classmethod
+    def decide(cls, spark: Any, given: int | None, recorded: int | None = None) -> KeyGroups:
+        """The number ``given`` (or the session's :data:`MAX_PARALLELISM_CONF`), else the
+        session's default; at a restart, the number ``recorded`` beside the checkpoint
+        where the session only gives its default (then as if given)."""
+        follows_session = given is None and not explicit_max_parallelism(spark)
+        if follows_session and recorded is not None:
+            if recorded != session_max_parallelism(spark):
+                given = recorded
+        count = given if given is not None else session_max_parallelism(spark)
+        check_max_parallelism(count)
+        return cls(count, state_partitions_cap(spark, given))
 
 
 def check_max_parallelism(max_parallelism: int) -> None:

@@ -36,7 +36,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.metrics import OBSERVATION, observed
 from tidemark.spark.preflight import streaming_settings
-from tidemark.spark.streaming.driver.checkpoint import check_checkpoint, stored_groups
+from tidemark.spark.streaming.driver.checkpoint import check_checkpoint
 from tidemark.spark.streaming.driver.keygroups import SHUFFLE_PARTITIONS
 from tidemark.spark.streaming.driver.query import StreamingWindow
 from tidemark.spark.streaming.worker.modes import TimeMode
@@ -89,14 +89,17 @@ def write_outputs(
     Parameters
     ----------
     window : StreamingWindow
-        What :func:`window_stream` returned.
+        What :func:`~.query.window_stream` returned.
     sinks : mapping
         Output name ("main", a tag id, ``"__late_records_dropped"``) ->
         ``sink(batch_df, batch_id)``. Outputs without a sink are discarded. A sink that
         writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
         replayed after a failure replaces its own rows.
     checkpoint : str
-        The query's checkpoint location (state, timers, watermark, offsets).
+        The query's checkpoint location (state, timers, watermark, offsets). Its
+        records must match the window: the number of key groups it started with (give
+        ``window_stream`` the same ``checkpoint`` to keep a default number at a
+        restart) and the pipeline.
     trigger : dict, optional
         Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"availableNow": True}``.
     schemas : mapping, optional
@@ -108,8 +111,9 @@ def write_outputs(
     TidemarkStreamingQuery
         The started ``StreamingQuery``: each micro-batch's progress carries tidemark's
         figures under ``observedMetrics["tidemark"]`` (``docs/watching.md``); its
-        ``awaitTermination``, ``processAllAvailable`` and ``exception`` give a failure caused by the data or
-        a user function as tidemark's own error (:mod:`tidemark.spark.surfacing`).
+        ``awaitTermination``, ``processAllAvailable`` and ``exception`` give a failure
+        caused by the data or a user function as tidemark's own error
+        (:mod:`tidemark.spark.surfacing`).
 
     Notes
     -----
@@ -130,10 +134,7 @@ def write_outputs(
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
-    stored = stored_groups(spark, checkpoint)
-    if stored is not None and stored != window.max_parallelism and window.rebuild is not None:
-        window = window.rebuild(stored)  # a default number follows the checkpoint's
-    check_checkpoint(spark, checkpoint, window.max_parallelism, window.pipeline)
+    check_checkpoint(spark, checkpoint, window.key_groups.count, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
     writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
     writer = writer.option("checkpointLocation", checkpoint)
@@ -142,7 +143,7 @@ def write_outputs(
     if query_name:
         writer = writer.queryName(query_name)
     # the RocksDB state store and the capped state partitions, for this query
-    with streaming_settings(spark), _partitions_capped(spark, window.state_partitions_cap):
+    with streaming_settings(spark), _partitions_capped(spark, window.key_groups.partitions_cap):
         try:
             started = writer.outputMode("append").start()
             return TidemarkStreamingQuery(started, batch_failure=splitter.last_failure)
@@ -175,11 +176,11 @@ def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None)
 @contextlib.contextmanager
 def _partitions_capped(spark: Any, cap: int) -> Iterator[None]:
     """Start the query with at most ``cap`` state partitions
-    (:func:`~tidemark.spark.streaming.worker.config.state_partitions_cap`): never more than one
-    per key group (a partition beyond ``max_parallelism`` could never hold a key, yet
-    Spark would open its state store and run its task in every micro-batch), by default
-    at most 32. The query keeps the number it started with (Spark stores it in the
-    checkpoint); the session's setting is restored."""
+    (:func:`~.keygroups.state_partitions_cap`): never more than one per key group (a
+    partition beyond ``max_parallelism`` could never hold a key, yet Spark would open
+    its state store and run its task in every micro-batch), by default at most 32. The
+    query keeps the number it started with (Spark stores it in the checkpoint); the
+    session's setting is restored."""
     conf = spark.conf
     before = conf.get(SHUFFLE_PARTITIONS)
     if before is None or int(before) <= cap:
