@@ -1,4 +1,5 @@
-"""Key groups land evenly on Spark's state partitions (see tidemark.spark.streaming.driver.keygroups)."""
+"""Key groups land evenly on Spark's state partitions, and their number is decided before
+a window is built (see tidemark.spark.streaming.driver.keygroups)."""
 
 from __future__ import annotations
 
