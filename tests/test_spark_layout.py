@@ -197,7 +197,7 @@ def test_the_worker_part_never_imports_the_driver_part():
 
 def test_the_graph_sees_the_driver_using_the_worker():
     graph = import_graph()
-    assert f"{WORKER}.bindings" in graph[f"{DRIVER}.frame"]
+    assert f"{WORKER}.bindings" in graph[f"{DRIVER}.query"]
     assert f"{WORKER}.groups" in graph[f"{WORKER}.bindings"]
 
 
