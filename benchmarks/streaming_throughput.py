@@ -56,8 +56,8 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import window_stream, write_outputs
-from tidemark.spark.streaming.keygroups import session_max_parallelism
-from tidemark.spark.streaming.state import read_group_rows
+from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
+from tidemark.spark.streaming.worker.state import read_group_rows
 
 WINDOW_MS = 10_000
 OUT_OF_ORDERNESS_MS = 2_000

@@ -37,7 +37,7 @@ from pyspark import cloudpickle
 from pyspark.sql import Row
 
 import tidemark as tm
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.testing import Watermark, WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN
 

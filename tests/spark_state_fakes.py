@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tidemark.spark.streaming.clock import spark_watermark
+from tidemark.spark.streaming.worker.clock import spark_watermark
 
 
 class ValueState:

@@ -17,7 +17,7 @@ from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.execution import element_frame
 from tidemark.spark.plan import FAST_PATHS_CONF, OperatorFactory, WindowOp, fast_paths_enabled
-from tidemark.spark.streaming.from_plan import _served_time_mode, time_mode_of
+from tidemark.spark.streaming.driver.from_plan import _served_time_mode, time_mode_of
 from tidemark.windows import AlignedLayout
 
 EVENT, PROCESSING = TimeDomain.EVENT_TIME, TimeDomain.PROCESSING_TIME

@@ -1,4 +1,5 @@
-"""Key groups land evenly on Spark's state partitions (see tidemark.spark.streaming.keygroups)."""
+"""Key groups land evenly on Spark's state partitions, and their number is decided before
+a window is built (see tidemark.spark.streaming.driver.keygroups)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.checkpoint import GROUPS_FILE, check_checkpoint_groups
-from tidemark.spark.streaming.keygroups import (
+from tidemark.spark.streaming.driver.checkpoint import GROUPS_FILE, check_checkpoint_groups
+from tidemark.spark.streaming.driver.keygroups import (
     MAX_PARALLELISM_CONF,
+    KeyGroups,
     session_max_parallelism,
     session_state_partitions,
     slot_column,
@@ -86,3 +88,28 @@ def test_the_default_state_partitions_follow_the_cores_and_the_shuffle_partition
         conf.unset(MAX_PARALLELISM_CONF)
         conf.set("spark.sql.shuffle.partitions", before)
         conf.unset(MAX_PARALLELISM_CONF)
+
+
+@pytest.mark.parametrize(
+    ("given", "session", "recorded", "decided"),
+    [
+        pytest.param(None, None, None, KeyGroups(8, 2), id="default"),
+        pytest.param(None, None, 8, KeyGroups(8, 2), id="restart-on-the-default"),
+        pytest.param(None, None, 3, KeyGroups(3, 3), id="restart-keeps-the-recorded"),
+        pytest.param(6, None, None, KeyGroups(6, 6), id="given"),
+        pytest.param(6, None, 3, KeyGroups(6, 6), id="given-beats-the-record"),
+        pytest.param(None, "5", 3, KeyGroups(5, 5), id="session-beats-the-record"),
+    ],
+)
+def test_the_number_of_key_groups_is_decided_from_what_is_known_first(
+    spark, given, session, recorded, decided
+):
+    """Given (here or by the session) a number is kept, and a restart with another
+    record is refused when the query starts; the session's default gives way to the
+    number a checkpoint recorded (2 state partitions here, 4 groups each)."""
+    if session is not None:
+        spark.conf.set(MAX_PARALLELISM_CONF, session)
+    try:
+        assert KeyGroups.decide(spark, given, recorded) == decided
+    finally:
+        spark.conf.unset(MAX_PARALLELISM_CONF)

@@ -7,6 +7,8 @@ Read from the source with :mod:`ast`, so nothing is imported and no Spark is nee
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -154,3 +156,63 @@ def test_spark_modules_stay_under_the_size_limit():
         if (module := _module_name(path)) not in SIZE_EXEMPT
     }
     assert {m: n for m, n in long.items() if n > MAX_MODULE_LINES} == {}
+
+
+STREAMING = "tidemark.spark.streaming"
+DRIVER, WORKER = f"{STREAMING}.driver", f"{STREAMING}.worker"
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _in(package: str, module: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_the_streaming_runtime_has_a_driver_and_a_worker_part():
+    graph = import_graph()
+    streaming = {m for m in graph if _in(STREAMING, m) and m != STREAMING}
+    parts = {m for m in streaming if _in(DRIVER, m) or _in(WORKER, m)}
+    # outside the two parts: only the old path a pickle names (.state, an alias)
+    assert streaming - parts == {f"{STREAMING}.state"}
+    assert graph[f"{STREAMING}.state"] == {f"{WORKER}.state"}
+    assert {f"{DRIVER}.query", f"{DRIVER}.sinks", f"{WORKER}.bindings", f"{WORKER}.groups"} <= parts
+
+
+def test_the_worker_part_never_imports_the_driver_part():
+    graph = import_graph()
+    for module in (m for m in graph if _in(WORKER, m)):
+        reached = _reachable(graph, module)
+        assert not {m for m in reached if _in(DRIVER, m)}, module
+        # nor the layers above the streaming runtime (the API, the plan's execution)
+        assert not reached & {"tidemark.spark.api", "tidemark.spark.execution"}, module
+
+
+def test_the_graph_sees_the_driver_using_the_worker():
+    graph = import_graph()
+    assert f"{WORKER}.bindings" in graph[f"{DRIVER}.query"]
+    assert f"{WORKER}.groups" in graph[f"{WORKER}.bindings"]
+
+
+def test_a_worker_loads_no_driver_module():
+    """What a Spark worker imports to run a key group (the bindings, and what a pickled
+    configuration names) loads no module of the driver part, in a fresh interpreter:
+    the package's own names from the driver load on first use."""
+    workers = sorted(_module_name(p) for p in (SPARK / "streaming" / "worker").glob("*.py"))
+    code = (
+        "import importlib, sys\n"
+        f"for name in {workers!r}: importlib.import_module(name)\n"
+        "import tidemark.spark.streaming.state\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({DRIVER!r})))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == "[]"

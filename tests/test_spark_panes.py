@@ -36,9 +36,9 @@ from tidemark.spark import aggregations, execution
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.pane_columns import paned_schema
 from tidemark.spark.plan import WindowOp
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS
-from tidemark.spark.streaming.from_plan import time_mode_of
-from tidemark.spark.streaming.modes import EVENT_AND_PROCESSING_TIME, EVENT_TIME
+from tidemark.spark.streaming.driver.from_plan import time_mode_of
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
+from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.testing import Watermark, WindowOperatorHarness
 from tidemark.time import LONG_MAX
 
@@ -363,9 +363,9 @@ def test_a_processing_time_pane_trigger_streams_on_the_processing_time_clock():
     as an EventTimeAndProcessingTime pipeline (a ProcessingTime query in Spark)."""
     early = tm.AfterWatermark(early=tm.AfterProcessingTime(1_000))
     op = WindowOp(None, None, TEN_SECONDS, trigger=early)  # type: ignore[arg-type]
-    assert time_mode_of(op) == EVENT_AND_PROCESSING_TIME
+    assert time_mode_of(op) == TimeMode.EVENT_AND_PROCESSING_TIME
     op = WindowOp(None, None, TEN_SECONDS, trigger=dataflow_trigger())  # type: ignore[arg-type]
-    assert time_mode_of(op) == EVENT_TIME
+    assert time_mode_of(op) == TimeMode.EVENT_TIME
 
 
 # ---------------------------------------------------------------- definition errors

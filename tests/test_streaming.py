@@ -42,7 +42,7 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import window_stream, write_outputs
-from tidemark.spark.streaming.state import read_group_rows
+from tidemark.spark.streaming.worker.state import read_group_rows
 
 pytestmark = pytest.mark.spark
 

@@ -186,7 +186,10 @@ def test_count_window_sees_the_streams_watermark(spark, tmp_path):
 
 
 def test_max_parallelism_comes_from_the_session(spark):
-    from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF, session_max_parallelism
+    from tidemark.spark.streaming.driver.keygroups import (
+        MAX_PARALLELISM_CONF,
+        session_max_parallelism,
+    )
 
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions"))
     cores = spark.sparkContext.defaultParallelism

@@ -37,10 +37,9 @@ from tidemark.spark.columns import (
     encode_side,
 )
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
-from tidemark.spark.streaming.bindings import WindowStatefulProcessor
-from tidemark.spark.streaming.chain import UpstreamInput
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.from_plan import chain_depth
+from tidemark.spark.streaming.driver.from_plan import chain_depth
+from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
 from tidemark.testing import Watermark, WindowOperatorHarness
 
 pytestmark = pytest.mark.spark

@@ -5,15 +5,20 @@ from __future__ import annotations
 
 import pytest
 from checkpoint_compat import LATE, write_input
+from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _op, describe_row
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.checkpoint import (
+from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.driver import from_plan
+from tidemark.spark.streaming.driver.checkpoint import (
     PIPELINE_FILE,
     check_checkpoint,
+    check_checkpoint_groups,
     describe,
     stored_groups,
 )
+from tidemark.spark.streaming.driver.keygroups import KeyGroups
 
 pytestmark = pytest.mark.spark
 
@@ -111,3 +116,59 @@ def test_a_restart_adopts_the_checkpoints_default_number_of_key_groups(spark, tm
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
     assert stored_groups(spark, str(tmp_path / "checkpoint")) == 8
+
+
+def test_a_restart_reads_the_record_before_building_the_window_once(spark, tmp_path, monkeypatch):
+    """The checkpoint's number of key groups is read before the window is built: on a
+    session whose default differs, the restarted query's window is built once, with the
+    recorded number."""
+    (tmp_path / "in").mkdir()
+    write_input(tmp_path / "in", 0)
+    window = tm.TumblingEventTimeWindows.of(10)
+    _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(window_stream(*args, **kwargs))
+        return built[-1]
+
+    monkeypatch.setattr(from_plan, "window_stream", counted)
+    before = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", "1")  # a default of 4 groups now
+    try:
+        write_input(tmp_path / "in", 1)
+        _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", before)
+    assert [w.key_groups for w in built] == [KeyGroups(8, 8)]
+
+
+def _low_level_window(spark, root, **checkpoint):
+    df = spark.readStream.schema("key string, v long, ts long").json(str(root / "in"))
+    return window_stream(
+        df,
+        key_columns=["key"],
+        timestamp_column="ts",
+        make_operator=_op(tm.TumblingEventTimeWindows.of(10)),
+        out_of_orderness_ms=0,
+        value_columns=VALUE_COLUMNS,
+        result_schema=RESULT_SCHEMA,
+        result_to_row=describe_row,
+        late_tag=None,
+        **checkpoint,
+    )
+
+
+def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path):
+    """``window_stream(checkpoint=...)`` reads the record first and builds for it;
+    without it, the session's default meets the record when the query starts and is
+    refused, naming the number to use."""
+    (tmp_path / "in").mkdir()
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint_groups(spark, checkpoint, 3)  # as a first start with 3 groups
+    assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).key_groups == KeyGroups(3, 3)
+    unread = _low_level_window(spark, tmp_path)
+    assert unread.key_groups == KeyGroups(8, 2)  # the session's default
+    with pytest.raises(WindowSpecError, match=r"has 3 key groups, this query 8.*maxParallelism=3"):
+        write_outputs(unread, {"main": lambda d, b: None}, checkpoint)
+    assert spark.streams.active == []

@@ -1,6 +1,6 @@
 """Idleness on a streaming query: an idle input's watermark advances with processing time.
 
-The rule (see :mod:`tidemark.spark.streaming.query`): once Spark's watermark ``W`` has stood
+The rule (see :mod:`tidemark.spark.streaming.driver.query`): once Spark's watermark ``W`` has stood
 still for ``idleness`` since the key first saw it at ``T_W``, the key's operator is
 advanced to ``W + (T - T_W - idleness)`` at processing time ``T``; it never goes back.
 The processor is first driven by hand (fake Spark handle, exact clocks), then a real
@@ -30,10 +30,10 @@ from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
-from tidemark.spark.streaming.bindings import WindowStatefulProcessor
-from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
-from tidemark.spark.streaming.state import StoredGroup, StoredKey
+from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.clock import spark_watermark
+from tidemark.spark.streaming.worker.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
+from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000
 TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)

@@ -42,11 +42,11 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import window_stream, write_outputs
-from tidemark.spark.streaming.bindings import WindowStatefulProcessor
-from tidemark.spark.streaming.clock import spark_watermark
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.modes import EVENT_AND_PROCESSING_TIME, PROCESSING_TIME
-from tidemark.spark.streaming.state import StoredGroup, read_group_rows
+from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.clock import spark_watermark
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.streaming.worker.state import StoredGroup, read_group_rows
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN
 
@@ -103,7 +103,7 @@ class _OneGroup:
     rows (``handleInputRows``), then each expired timer (``handleExpiredTimer``), which
     Spark deletes after the call."""
 
-    def __init__(self, make: Any, time_mode: str = EVENT_AND_PROCESSING_TIME) -> None:
+    def __init__(self, make: Any, time_mode: TimeMode = TimeMode.EVENT_AND_PROCESSING_TIME) -> None:
         config = ProcessorConfig(
             make_operator=make,
             time_mode=time_mode,
@@ -113,7 +113,7 @@ class _OneGroup:
             result_names=tuple(RESULT_SCHEMA.fieldNames()),
             result_to_row=describe_row,
         )
-        assert config.spark_time_mode() == PROCESSING_TIME
+        assert config.spark_time_mode() == TimeMode.PROCESSING_TIME
         self.processor, self.handle = WindowStatefulProcessor(config), Handle()
         self.processor.init(self.handle)  # type: ignore[arg-type]
         self.got: Counter = Counter()
@@ -288,7 +288,7 @@ def test_an_event_time_timer_without_a_watermark_fails_naming_the_fix():
     """A trigger declaring both domains on a stream without a watermark runs in
     ProcessingTime; if it really registers an event-time timer, that fails loudly."""
     make = _op(TumblingProcessingTimeWindows.of(50), trigger=WatermarkFiring())
-    group = _OneGroup(make, time_mode=PROCESSING_TIME)
+    group = _OneGroup(make, time_mode=TimeMode.PROCESSING_TIME)
     with pytest.raises(WindowSpecError, match=r"event-time timer.*key='a'.*WatermarkStrategy"):
         group.batch(None, 1, [("a", 5)])
 
@@ -344,7 +344,7 @@ def test_event_time_window_fires_early_by_processing_time_and_at_its_end(spark, 
         batch 3: end of input   W MAX: [100,200) fires and ends
     """
     make = _op(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(300))
-    query, got = _start(spark, tmp_path, make, EVENT_AND_PROCESSING_TIME)
+    query, got = _start(spark, tmp_path, make, TimeMode.EVENT_AND_PROCESSING_TIME)
     directory = tmp_path / "in"
 
     def fired(n: int, window: int = 0) -> bool:
@@ -390,7 +390,7 @@ def test_processing_time_window_fires_early_by_the_watermark(spark, tmp_path):
     """
     size = 20_000
     make = _op(TumblingProcessingTimeWindows.of(size), trigger=WatermarkFiring())
-    query, got = _start(spark, tmp_path, make, EVENT_AND_PROCESSING_TIME)
+    query, got = _start(spark, tmp_path, make, TimeMode.EVENT_AND_PROCESSING_TIME)
     directory = tmp_path / "in"
     try:
         write_batch_file(directory, 0, [("w", 0, 0)], "long")

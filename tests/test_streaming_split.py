@@ -23,9 +23,9 @@ from tidemark._engine.functions import window_logic
 from tidemark.errors import InputDataError
 from tidemark.functions import ReduceFunction
 from tidemark.spark.columns import EARLY, ON_ELEMENTS, TS
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.inputs import _key_segments, row_reader
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.inputs import _key_segments, row_reader
 
 
 class First(ReduceFunction):

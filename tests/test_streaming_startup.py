@@ -12,7 +12,7 @@ from py4j.clientserver import ClientServerConnection
 from pyspark.sql import functions as F
 
 from tidemark.spark.metrics import figure_columns
-from tidemark.spark.streaming.keygroups import slot_column, slots
+from tidemark.spark.streaming.driver.keygroups import slot_column, slots
 
 
 @pytest.fixture

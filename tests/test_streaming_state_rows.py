@@ -14,7 +14,7 @@ from pyspark.sql import Row
 
 from tidemark._engine.keystate import KeyState
 from tidemark.spark.codec import row_type_of
-from tidemark.spark.streaming.state import StoredGroup, StoredKey, dump_key_state
+from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey, dump_key_state
 from tidemark.windows import TimeWindow
 
 NAMES = ("auction", "num", "starttime", "endtime")

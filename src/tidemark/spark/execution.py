@@ -5,7 +5,7 @@ produces the same combined frame (:mod:`tidemark.spark.columns`):
 
 ========== ============================================================================
 STREAMING  a streaming source: one ``applyInPandasWithState`` query
-           (:mod:`tidemark.spark.streaming.from_plan`)
+           (:mod:`tidemark.spark.streaming.driver.from_plan`)
 SQL        BATCH shorthand aggregations with a closed form: Spark's own aggregation,
            the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
 REPLAY     a bounded source with ``order_by``: the engine per partition, watermarks as
@@ -48,9 +48,9 @@ from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
 from tidemark.spark.preflight import ensure_workers_import_tidemark
-from tidemark.spark.streaming.from_plan import run_streaming_window
-from tidemark.spark.streaming.metrics import observed_chain
-from tidemark.spark.streaming.query import StreamingWindow
+from tidemark.spark.streaming.driver.from_plan import run_streaming_window
+from tidemark.spark.streaming.driver.query import StreamingWindow
+from tidemark.spark.streaming.driver.sinks import observed_chain
 
 __all__ = [
     "ExecutionMode",
@@ -72,7 +72,9 @@ class ExecutionMode(enum.Enum):
 
 
 _combined: weakref.WeakKeyDictionary[WindowOp, Any] = weakref.WeakKeyDictionary()
-_streaming: weakref.WeakKeyDictionary[WindowOp, StreamingWindow] = weakref.WeakKeyDictionary()
+_streaming: weakref.WeakKeyDictionary[WindowOp, dict[str | None, StreamingWindow]] = (
+    weakref.WeakKeyDictionary()
+)
 _elements: weakref.WeakKeyDictionary[PlanNode, ElementFrame] = weakref.WeakKeyDictionary()
 _engine_runs: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # BATCH and REPLAY runs
 _kept: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # persisted, released or not
@@ -123,12 +125,14 @@ def _run(op: WindowOp, spark: Any) -> Any:
     return run_partitioned(op, frame, spark, driver)
 
 
-def streaming_window(op: WindowOp) -> StreamingWindow:
+def streaming_window(op: WindowOp, checkpoint: str | None = None) -> StreamingWindow:
     """The streaming window of ``op`` on a streaming source: its combined frame and the
-    settings its query starts with, built once."""
-    window = _streaming.get(op)
+    settings its query starts with, built once for a query on ``checkpoint`` (whose
+    recorded number of key groups is read first; None: the session's number)."""
+    windows = _streaming.setdefault(op, {})
+    window = windows.get(checkpoint)
     if window is None:
-        window = _streaming[op] = run_streaming_window(op)
+        window = windows[checkpoint] = run_streaming_window(op, checkpoint)
     return window
 
 

@@ -21,8 +21,8 @@ from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution, metrics
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
-from tidemark.spark.streaming.from_plan import chain_output_name
-from tidemark.spark.streaming.query import write_outputs as start_query
+from tidemark.spark.streaming.driver.from_plan import chain_output_name
+from tidemark.spark.streaming.driver.sinks import write_outputs as start_query
 from tidemark.spark.surfacing import raising_tidemark_errors
 
 __all__ = [
@@ -185,7 +185,7 @@ def write_outputs(
             "checkpoint='out/_checkpoint'"
         )
     named, schemas = named_sinks(last, sinks)
-    window = execution.streaming_window(last.plan)
+    window = execution.streaming_window(last.plan, checkpoint)
     return start_query(window, named, checkpoint, trigger, schemas=schemas)
 
 

@@ -1,31 +1,32 @@
 """Structured Streaming: the window operator per key group in Spark's stateful operators.
 
-What a query computes is stated in the streaming guide (``docs/streaming.md``). Following
-one micro-batch through the package:
+What a query computes is stated in the streaming guide (``docs/streaming.md``); how one
+micro-batch runs, in ``docs/internals.md``. The package has two parts:
 
-- :mod:`.from_plan` turns a pipeline's window operation into :func:`window_stream`'s
-  arguments; :mod:`.query` builds the :class:`StreamingWindow` (the combined frame and
-  its settings, as values) and :func:`write_outputs` starts its query;
-- Spark calls a binding (:mod:`.bindings`) once per key group (:mod:`.keygroups`) and
-  micro-batch; the binding is a :class:`~.groups.GroupStore` of its operator's state;
-- :class:`~.groups.WindowGroups` runs the call: rows by key (:mod:`.inputs`), each
-  key's clocks (:mod:`.time_advance`, on Spark's clock: :mod:`.clock`), one engine
-  operator, output rows (:mod:`.outputs`), the group's row back (:mod:`.state`).
+- :mod:`.driver`: what runs on the driver: a pipeline's window operation as a
+  :class:`StreamingWindow` (:func:`window_stream`), its key groups, the records kept
+  beside the checkpoint, and :func:`write_outputs`, which starts the query;
+- :mod:`.worker`: what runs in Spark's Python workers: the bindings Spark calls once per
+  key group and micro-batch, and what they use (rows by key, each key's clocks, output
+  rows, the group's state row, the call's figures), with the values the driver hands
+  them (:class:`~.worker.config.ProcessorConfig`, the time mode, Spark's clock).
 
-Chains of windows (:mod:`.chain`) and the time modes a query serves (:mod:`.modes`)
-are the remaining pieces; :class:`~.config.ProcessorConfig` is what a worker is given.
+The driver imports the worker's modules (it builds what the workers run), never the
+reverse: a worker loads no driver module, so the driver's names below are loaded on
+first use.
 """
 
-from tidemark.spark.streaming.query import (
-    DROPPED_OUTPUT,
-    END_OF_INPUT_MS,
-    MAIN,
-    STATE_NAME,
-    StreamingWindow,
-    select_output,
-    window_stream,
-    write_outputs,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tidemark.spark.columns import DROPPED_OUTPUT, MAIN
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
+from tidemark.spark.streaming.worker.state import STATE_NAME
+
+if TYPE_CHECKING:
+    from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
+    from tidemark.spark.streaming.driver.sinks import select_output, write_outputs
 
 __all__ = [
     "StreamingWindow",
@@ -37,3 +38,21 @@ __all__ = [
     "DROPPED_OUTPUT",
     "STATE_NAME",
 ]
+
+_DRIVER_NAMES = {
+    "StreamingWindow": "query",
+    "window_stream": "query",
+    "select_output": "sinks",
+    "write_outputs": "sinks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # The driver's names, loaded on first use: a worker importing this package (to
+    # reach .worker) loads no driver module.
+    module = _DRIVER_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"{__name__}.driver.{module}"), name)

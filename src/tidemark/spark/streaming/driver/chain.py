@@ -29,8 +29,9 @@ micro-batch ``n`` both windows are presented the same ``W``; the earlier one mar
 result with ``__tm_phase`` (:data:`~tidemark.spark.columns.EARLY` when it fired on
 advancing to ``W``, :data:`~tidemark.spark.columns.ON_ELEMENTS` on the batch's
 elements), and the later one feeds the early results, advances to ``W``, then feeds the
-rest (:mod:`.groups`, :mod:`.inputs`). The earlier window's side outputs and dropped counts pass
-through the later one's processor, renamed by
+rest (the workers' :mod:`~tidemark.spark.streaming.worker.groups` and
+:mod:`~tidemark.spark.streaming.worker.inputs`). The earlier window's side outputs and
+dropped counts pass through the later one's processor, renamed by
 :func:`~tidemark.spark.columns.upstream_output_name`, so the last window's combined
 frame carries every output of the chain and one query writes them all.
 
@@ -42,23 +43,19 @@ it is never late under any earlier watermark, and this gives Flink's results.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import column_values
 from tidemark.spark.columns import (
     DROPPED,
     FORWARDED,
     KEY_GROUP,
     MAIN,
-    ON_ELEMENTS,
     OUTPUT,
     PHASE,
     SIDE,
@@ -66,67 +63,14 @@ from tidemark.spark.columns import (
     is_upstream_output,
     upstream_output_name,
 )
-from tidemark.spark.streaming.keygroups import slot_column
-from tidemark.spark.streaming.modes import EVENT_TIME
+from tidemark.spark.streaming.driver.keygroups import slot_column
+from tidemark.spark.streaming.worker.modes import TimeMode
 
-__all__ = ["UpstreamInput", "check_chain_mode", "prepare_upstream", "upstream_schemas"]
-
-
-@dataclass(frozen=True)
-class UpstreamInput:
-    """How a chained processor reads an earlier window's combined frame.
-
-    Attributes
-    ----------
-    depth : int
-        The earlier window's place in the chain (1 = the first window); its outputs
-        other than the results pass through under
-        :func:`~tidemark.spark.columns.upstream_output_name`.
-    timestamp_position : int
-        Where ``__tm_ts`` is in the processor's input; ``__tm_output``, ``__tm_side``,
-        ``__tm_dropped``, ``__tm_phase`` and ``__tm_forwarded`` follow it
-        (:func:`prepare_upstream`).
-    result_count : int
-        The number of this window's result columns (blank on a passed-through row).
-    phased : bool
-        Whether this window's output carries ``__tm_phase`` (it feeds a later window).
-    """
-
-    depth: int
-    timestamp_position: int
-    result_count: int
-    phased: bool
-
-    def split(
-        self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]
-    ) -> tuple[Any, list[Any], list[Any]]:
-        """The earlier window's results in ``pdf``, their phases and the watermarks they
-        follow; its other outputs are appended to ``passed`` as rows of this
-        processor's output, renamed."""
-        at = self.timestamp_position
-        is_main = (pdf.iloc[:, at + 1] == MAIN).to_numpy()
-        if not is_main.all():
-            blanks = (None,) * self.result_count
-            phase = (ON_ELEMENTS, None) if self.phased else ()
-            others = pdf[~is_main]
-            for ts, name, side, dropped in zip(
-                column_values(others.iloc[:, at], "LongType"),
-                others.iloc[:, at + 1].tolist(),
-                others.iloc[:, at + 2].tolist(),
-                column_values(others.iloc[:, at + 3], "LongType"),
-                strict=True,
-            ):
-                if not is_upstream_output(name):
-                    name = upstream_output_name(self.depth, name)
-                ts = None if dropped is not None else ts  # a count row has no timestamp
-                passed.append((name, ts, *blanks, side, dropped, *phase))
-            pdf = pdf[is_main]
-        phases = column_values(pdf.iloc[:, at + 4], "LongType")
-        return pdf, phases, column_values(pdf.iloc[:, at + 5], "LongType")
+__all__ = ["check_chain_mode", "prepare_upstream", "upstream_schemas"]
 
 
 def check_chain_mode(
-    assigner: WindowAssigner, time_mode: str, idleness_ms: int | None, upstream: Any
+    assigner: WindowAssigner, time_mode: TimeMode, idleness_ms: int | None, upstream: Any
 ) -> None:
     """Refuse a window of a chain (one that reads, or feeds, another in the same query)
     that is not on event time, or an earlier window not built to feed a later one."""
@@ -135,12 +79,12 @@ def check_chain_mode(
             "`df` must be an earlier window built with feeds_downstream=True to chain a "
             "window on it: its rows then carry the phase a later window needs"
         )
-    if time_mode != EVENT_TIME or idleness_ms is not None:
+    if time_mode is not TimeMode.EVENT_TIME or idleness_ms is not None:
         raise WindowSpecError(
             "windows chained on a streaming window's results run on the event-time "
             f"watermark the first window forwards: every window of the chain needs event "
             f"time (a timestamp and a WatermarkStrategy, no with_idleness); got "
-            f"{assigner!r} in Spark time mode {time_mode!r}, idleness={idleness_ms}ms"
+            f"{assigner!r} in Spark time mode {time_mode.value!r}, idleness={idleness_ms}ms"
         )
 
 
@@ -172,7 +116,7 @@ def prepare_upstream(
 
 def upstream_schemas(upstream: Any) -> dict[str, StructType]:
     """The side-output schemas of the earlier windows of a chain (``upstream``, a
-    :class:`~tidemark.spark.streaming.query.StreamingWindow`, or None), under the names
+    :class:`~.query.StreamingWindow`, or None), under the names
     their outputs pass by."""
     if upstream is None:
         return {}

@@ -1,5 +1,8 @@
 """What a streaming query's key groups are configured with: :class:`ProcessorConfig`,
-frozen, built once when the query is defined and shipped to Spark's workers."""
+frozen, built once on the driver when the query is defined and shipped to Spark's
+workers, with the values and callables it holds (:class:`UpstreamInput`,
+:func:`result_row`, the engine keys of :func:`decoded_key` and :func:`no_key`): the
+worker needs nothing of the driver's modules to read it."""
 
 from __future__ import annotations
 
@@ -8,15 +11,48 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidemark._engine.operator import WindowOperator
-from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS
-from tidemark.spark.streaming.chain import UpstreamInput
-from tidemark.spark.streaming.modes import PROCESSING_TIME, TIME_MODES
-from tidemark.time import TimeDomain
+from tidemark.spark.codec import result_tuple
+from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
+from tidemark.spark.streaming.worker.modes import TimeMode
 
-__all__ = ["ProcessorConfig", "DEFAULT_MAX_PARALLELISM"]
+__all__ = [
+    "ProcessorConfig",
+    "UpstreamInput",
+    "DEFAULT_MAX_PARALLELISM",
+    "result_row",
+    "decoded_key",
+    "no_key",
+]
 
 DEFAULT_MAX_PARALLELISM = 32
 """The key groups of a :class:`ProcessorConfig` built without a number."""
+
+
+@dataclass(frozen=True)
+class UpstreamInput:
+    """How a chained processor reads an earlier window's combined frame (a chain,
+    :mod:`tidemark.spark.streaming.driver.chain`).
+
+    Attributes
+    ----------
+    depth : int
+        The earlier window's place in the chain (1 = the first window); its outputs
+        other than the results pass through under
+        :func:`~tidemark.spark.columns.upstream_output_name`.
+    timestamp_position : int
+        Where ``__tm_ts`` is in the processor's input; ``__tm_output``, ``__tm_side``,
+        ``__tm_dropped``, ``__tm_phase`` and ``__tm_forwarded`` follow it
+        (:func:`~tidemark.spark.streaming.driver.chain.prepare_upstream`).
+    result_count : int
+        The number of this window's result columns (blank on a passed-through row).
+    phased : bool
+        Whether this window's output carries ``__tm_phase`` (it feeds a later window).
+    """
+
+    depth: int
+    timestamp_position: int
+    result_count: int
+    phased: bool
 
 
 @dataclass(frozen=True)
@@ -27,8 +63,8 @@ class ProcessorConfig:
     ----------
     make_operator : callable
         ``() -> WindowOperator``; called once per key group and micro-batch.
-    time_mode : {"EventTime", "ProcessingTime", "EventTimeAndProcessingTime", "None"}
-        Which engine clocks the query moves (:data:`TIME_MODES`): event time follows
+    time_mode : TimeMode
+        Which engine clocks the query moves (its name is taken too): event time follows
         Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
         :meth:`spark_time_mode`.
     key_positions, key_types : tuple
@@ -67,7 +103,7 @@ class ProcessorConfig:
     """
 
     make_operator: Callable[[], WindowOperator]
-    time_mode: str
+    time_mode: TimeMode
     value_names: tuple[str, ...]
     value_types: tuple[str, ...]
     value_positions: tuple[int, ...]
@@ -84,23 +120,29 @@ class ProcessorConfig:
     result_schema: Any = None
     metrics: bool = False
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))
+
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []
         return [OUTPUT, TS, *self.result_names, SIDE, DROPPED, *phase]
 
-    @property
-    def event_time(self) -> bool:
-        """Whether the engine's watermark follows Spark's."""
-        return TimeDomain.EVENT_TIME in TIME_MODES[self.time_mode]
-
-    @property
-    def processing_time(self) -> bool:
-        """Whether the engine's processing time follows the batches'."""
-        return TimeDomain.PROCESSING_TIME in TIME_MODES[self.time_mode]
-
-    def spark_time_mode(self) -> str:
+    def spark_time_mode(self) -> TimeMode:
         """The ``timeMode`` Spark runs: ProcessingTime whenever a micro-batch must run
         without data (processing-time timers, or idleness), else ``time_mode``."""
-        if self.processing_time or self.idleness_ms is not None:
-            return PROCESSING_TIME
-        return self.time_mode
+        return self.time_mode.spark_time_mode(self.idleness_ms)
+
+
+def result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:
+    """``result_to_row`` of a pipeline: the result's values in the order of ``names``."""
+    return result_tuple(value, names)
+
+
+def decoded_key(key: tuple[Any, ...]) -> Any:
+    """``engine_key`` of a function key: its pickled column, decoded."""
+    return decode_key(key[0])
+
+
+def no_key(key: tuple[Any, ...]) -> Any:
+    """``engine_key`` of a window on the whole stream (``window_all``): one key, None."""
+    return None

@@ -25,7 +25,7 @@ expired. Each call
 Keys the call does not visit keep their stored bytes untouched.
 
 What varies between queries is chosen once, when a worker first calls, from the frozen
-:class:`~tidemark.spark.streaming.config.ProcessorConfig`, so the per-call path has no
+:class:`~.config.ProcessorConfig`, so the per-call path has no
 branch on it: where the rows come from (:mod:`.inputs`: the source, or an earlier
 window in a chain, whose early results step 4 feeds before advancing), how time advances
 (:mod:`.time_advance`: Spark-held timers, the watermark polled in a ProcessingTime query,
@@ -36,9 +36,7 @@ Spark operators that call it are thin adapters (:mod:`.bindings`) over one
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import pandas as pd
@@ -46,15 +44,14 @@ import pandas as pd
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.clock import engine_watermark
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.inputs import KeyRun, RowReader, row_reader
-from tidemark.spark.streaming.metrics import CallFigures, figures_for
-from tidemark.spark.streaming.outputs import Outputs, outputs_for
-from tidemark.spark.streaming.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
-from tidemark.spark.streaming.time_advance import (
+from tidemark.spark.streaming.worker.clock import engine_watermark
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.inputs import KeyRun, row_reader
+from tidemark.spark.streaming.worker.metrics import CallFigures, figures_for
+from tidemark.spark.streaming.worker.outputs import outputs_for
+from tidemark.spark.streaming.worker.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
+from tidemark.spark.streaming.worker.time_advance import (
     BatchClock,
-    TimeAdvance,
     Timers,
     Visit,
     time_advance_for,
@@ -85,50 +82,35 @@ class GroupStore(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _Parts:
-    """The variations of one query, built once per worker from its configuration."""
-
-    reader: RowReader
-    advance: TimeAdvance
-    outputs: Outputs
-    figures: Callable[[int], CallFigures]
-
-
 class WindowGroups:
     """The window operator per key group, whatever Spark operator calls it: split a
     call's rows by key, visit the keys, and work out the group's row and Spark timers
-    (module docstring, steps 1-6)."""
+    (module docstring, steps 1-6). Built in the worker, at its first call."""
 
     def __init__(self, config: ProcessorConfig):
-        self._config = config
-
-    @functools.cached_property
-    def _parts(self) -> _Parts:
-        # Built on the worker, at its first call. A call builds and drops many small
-        # objects (Rows, key states) and no cycles.
+        # A call builds and drops many small objects (Rows, key states) and no cycles.
         fewer_gc_passes()
-        config = self._config
-        return _Parts(
-            row_reader(config), time_advance_for(config), outputs_for(config), figures_for(config)
-        )
+        self._config = config
+        self._reader = row_reader(config)
+        self._advance = time_advance_for(config)
+        self._outputs = outputs_for(config)
+        self._figures = figures_for(config)
 
     @property
     def holds_event_timers(self) -> bool:
         """Whether Spark holds the groups' event-time timers (see :mod:`.time_advance`)."""
-        return self._parts.advance.holds_event_timers
+        return self._advance.holds_event_timers
 
     def call(self, store: GroupStore, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         """One call of Spark's for one key group: its rows (``frames``, empty for a
         timer) through the group's keys; returns the output rows."""
-        parts = self._parts
-        runs, passed, forwarded = parts.reader.split_frames(frames)
+        runs, passed, forwarded = self._reader.split_frames(frames)
         group = StoredGroup.decode(store.read(), self._config.max_parallelism)
-        clock = parts.advance.clock(store.now, store.watermark)
-        figures = parts.figures(clock.watermark)
+        clock = self._advance.clock(store.now, store.watermark)
+        figures = self._figures(clock.watermark)
         figures.fed(runs.values())
         records = self._run(group, runs, clock, passed, forwarded, figures)
-        timers = parts.outputs.group_timers(parts.advance.group_timers(group, clock), group, clock)
+        timers = self._outputs.group_timers(self._advance.group_timers(group, clock), group, clock)
         store.save(group, timers, clock)
         stats = figures.record()
         if stats is not None:
@@ -147,7 +129,7 @@ class WindowGroups:
         """Visit the keys (steps 2-5); ``group`` then holds the keys' new state."""
         cohorts: dict[tuple[int, int, int | None], list[Visit]] = {}
         for key in self._keys_to_visit(group, runs, clock):
-            visit = self._parts.advance.visit(key, group.keys.get(key, NEW_KEY), clock)
+            visit = self._advance.visit(key, group.keys.get(key, NEW_KEY), clock)
             cohort = _cohort(visit, runs.get(key), forwarded.get(key))
             cohorts.setdefault(cohort, []).append(visit)
         # What this window forwarded last (the watermark of its previous call)
@@ -201,7 +183,7 @@ class WindowGroups:
         clocks in that order would give it; a key joins the operator just before the
         first clock it advances, so a clock it does not advance fires none of its timers.
         A chain's early rows go in just before the watermark moves, under ``early``, the
-        watermark the earlier window forwarded before them (:mod:`.chain`); this window's
+        watermark the earlier window forwarded before them (a chain); this window's
         results fired on the watermark follow ``follows``, the one it forwarded last.
         """
         first = visits[0]
@@ -213,8 +195,8 @@ class WindowGroups:
             waiting = _restore_where(operator, waiting, lambda v: v.advances_watermark, figures)
             for visit in visits:
                 run = runs.get(visit.key)
-                if visit.advances_watermark and run is not None and run[0]:
-                    operator.process_elements(visit.key, run[0], run[1])
+                if visit.advances_watermark and run is not None and run.early_rows:
+                    operator.process_elements(visit.key, run.early_rows, run.early_timestamps)
             operator.process_watermark(first.watermark)
         if any(v.advances_processing_time for v in visits):
             waiting = _restore_where(
@@ -227,10 +209,10 @@ class WindowGroups:
             run = runs.get(visit.key)
             if run is None:
                 continue
-            if run[0] and not visit.advances_watermark:
-                operator.process_elements(visit.key, run[0], run[1])
-            operator.process_elements(visit.key, run[2], run[3])
-        records.extend(self._parts.outputs.records(operator, before_elements, follows))
+            if run.early_rows and not visit.advances_watermark:
+                operator.process_elements(visit.key, run.early_rows, run.early_timestamps)
+            operator.process_elements(visit.key, run.rows, run.timestamps)
+        records.extend(self._outputs.records(operator, before_elements, follows))
         figures.emitted(operator)
         for visit in visits:
             self._take_back(operator, visit, group, clock, figures)
@@ -251,7 +233,7 @@ class WindowGroups:
         event_times = [t for t, _ in key_state.event_timers] if key_state else []
         processing_times = [t for t, _ in key_state.processing_timers] if key_state else []
         self._check_timer_domains(visit.key, event_times, processing_times)
-        advance = self._parts.advance
+        advance = self._advance
         keep_clock = advance.keeps_clock(visit, clock)
         if key_state is None and not keep_clock:
             group.keys.pop(visit.key, None)
@@ -273,19 +255,19 @@ class WindowGroups:
         self, key: Any, event_times: list[int], processing_times: list[int]
     ) -> None:
         """Fail on a timer in a time domain the query does not serve, naming the fix."""
-        config, mode = self._config, self._config.time_mode
-        if processing_times and not config.processing_time:
+        mode = self._config.time_mode
+        if processing_times and not mode.processing_time:
             raise WindowSpecError(
                 f"a processing-time timer was registered (key={key!r}, times="
-                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode!r}, which "
+                f"{sorted(processing_times)[:3]}) in a query with time_mode={mode.value!r}, which "
                 "serves no processing time: the trigger must declare "
                 "TimeDomain.PROCESSING_TIME in timer_domains() (window_stream: "
                 "time_mode='EventTimeAndProcessingTime')"
             )
-        if event_times and not config.event_time:
+        if event_times and not mode.event_time:
             raise WindowSpecError(
                 f"an event-time timer was registered (key={key!r}, times="
-                f"{sorted(event_times)[:3]}) in a query with time_mode={mode!r}, which has "
+                f"{sorted(event_times)[:3]}) in a query with time_mode={mode.value!r}, which has "
                 "no watermark: give the stream an event-time column and a WatermarkStrategy "
                 "with bounded out-of-orderness (window_stream: out_of_orderness_ms and "
                 "time_mode='EventTimeAndProcessingTime'), or declare timer_domains() "
@@ -297,7 +279,7 @@ def _cohort(visit: Visit, run: KeyRun | None, forwarded: int | None) -> tuple[in
     """The operator ``visit``'s key shares: its clocks and, when it advances with rows
     to feed before the watermark (a chain), the watermark they are fed under: the one
     the earlier window forwarded before them, or the key's own if that is later."""
-    if not (visit.advances_watermark and run is not None and run[0]):
+    if not (visit.advances_watermark and run is not None and run.early_rows):
         return visit.watermark, visit.processing_time, None
     early = visit.stored.watermark if forwarded is None else max(forwarded, visit.stored.watermark)
     return visit.watermark, visit.processing_time, early

@@ -2,10 +2,11 @@
 
 A window's operator emits results, side outputs and a late-record count; they leave a
 call as rows of the combined schema (:mod:`tidemark.spark.columns`). A window that feeds
-a later one in the same query (a chain, :mod:`.chain`) marks each row with its phase:
-whether it fired on advancing to the batch's watermark (``EARLY``, with the watermark it
-follows) or on the batch's elements; and it is called at every watermark advance while
-it holds keys, so its row knows the watermark it forwarded last.
+a later one in the same query (a chain, :mod:`~tidemark.spark.streaming.driver.chain`)
+marks each row with its phase: whether it fired on advancing to the batch's watermark
+(``EARLY``, with the watermark it follows) or on the batch's elements; and it is called
+at every watermark advance while it holds keys, so its row knows the watermark it
+forwarded last.
 :func:`outputs_for` picks :class:`Outputs` or :class:`PhasedOutputs`.
 """
 
@@ -19,9 +20,9 @@ from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import checked_array
 from tidemark.spark.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.state import StoredGroup
-from tidemark.spark.streaming.time_advance import BatchClock, Timers
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.state import StoredGroup
+from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
 
 __all__ = ["Outputs", "PhasedOutputs", "outputs_for"]
 

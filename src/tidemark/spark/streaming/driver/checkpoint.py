@@ -31,7 +31,7 @@ from pyspark.errors import AnalysisException
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.session import is_connect
-from tidemark.spark.streaming.keygroups import parallelism_changed
+from tidemark.spark.streaming.worker.state import parallelism_changed
 
 __all__ = [
     "GROUPS_FILE",

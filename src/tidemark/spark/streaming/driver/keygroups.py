@@ -21,7 +21,7 @@ The number of groups is fixed when a query first starts. A group's state lives u
 slot, and slots of another number of groups mostly differ, so a restart with another
 number would find little of its state and could not tell: the number is kept beside the
 checkpoint and another one refused before the query starts (:mod:`.checkpoint`), and each
-group's row keeps it too (:mod:`.state`).
+group's row keeps it too (:mod:`~tidemark.spark.streaming.worker.state`).
 
 >>> spark_int_hash(0), spark_int_hash(-5)
 (933211791, 1369497261)
@@ -34,6 +34,7 @@ group's row keeps it too (:mod:`.state`).
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -42,18 +43,19 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.session import is_connect
 
 __all__ = [
+    "KeyGroups",
     "spark_int_hash",
     "slots",
     "slot_column",
     "DEFAULT_STATE_PARTITIONS",
     "GROUPS_PER_PARTITION",
     "MAX_PARALLELISM_CONF",
+    "SHUFFLE_PARTITIONS",
     "session_max_parallelism",
     "session_state_partitions",
     "explicit_max_parallelism",
     "state_partitions_cap",
     "check_max_parallelism",
-    "parallelism_changed",
 ]
 
 _MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
@@ -65,10 +67,11 @@ GROUPS_PER_PARTITION = 4
 """Key groups per state partition by default (see :func:`session_max_parallelism`)."""
 
 MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
-"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.state`):
+"""The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.worker.state`):
 read when the query is built, fixed at its first start."""
 
-_SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+"""Spark's number of shuffle partitions: a new query's state partitions (capped)."""
 _DEFAULT_PARALLELISM = "spark.default.parallelism"
 
 
@@ -83,7 +86,7 @@ def session_state_partitions(spark: Any) -> int:
     partitions cost a 2-core machine seconds per micro-batch). Spark keeps the number
     a query started with in its checkpoint, whatever the session says at a restart.
     """
-    shuffle = int(spark.conf.get(_SHUFFLE_PARTITIONS, "200"))
+    shuffle = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))
     return max(1, min(shuffle, _session_cores(spark, shuffle), DEFAULT_STATE_PARTITIONS))
 
 
@@ -128,15 +131,30 @@ def state_partitions_cap(spark: Any, max_parallelism: int | None) -> int:
     return max_parallelism if max_parallelism is not None else session_max_parallelism(spark)
 
 
-def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError:
-    """The error for a restart with another number of key groups than ``where`` (the
-    checkpoint, or a group's row) holds: the one message, naming the fix."""
-    return WindowSpecError(
-        f"`max_parallelism` must stay what the query first started with: {where} has "
-        f"{stored} key groups, this query {wanted}. Restart with "
-        f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
-        "the session: 4 x min(shuffle partitions, cores, 32)), or start a new checkpoint"
-    )
+@dataclass(frozen=True)
+class KeyGroups:
+    """A query's number of key groups, decided before its frame is built, and the most
+    state partitions it starts with (:func:`state_partitions_cap`).
+
+    >>> KeyGroups(8, 2).count
+    8
+    """
+
+    count: int
+    partitions_cap: int
+
+    @classmethod
+    def decide(cls, spark: Any, given: int | None, recorded: int | None = None) -> KeyGroups:
+        """The number ``given`` (or the session's :data:`MAX_PARALLELISM_CONF`), else the
+        session's default; at a restart, the number ``recorded`` beside the checkpoint
+        where the session only gives its default (then as if given)."""
+        follows_session = given is None and not explicit_max_parallelism(spark)
+        if follows_session and recorded is not None:
+            if recorded != session_max_parallelism(spark):
+                given = recorded
+        count = given if given is not None else session_max_parallelism(spark)
+        check_max_parallelism(count)
+        return cls(count, state_partitions_cap(spark, given))
 
 
 def check_max_parallelism(max_parallelism: int) -> None:

@@ -1,5 +1,6 @@
-"""The DataStream API on a streaming DataFrame: a window operation becomes one streaming
-query (see :mod:`tidemark.spark.streaming`)."""
+"""The DataStream API on a streaming DataFrame: a window operation (a plan's
+:class:`~tidemark.spark.plan.WindowOp`) becomes :func:`~.query.window_stream`'s
+arguments, one streaming query (see :mod:`tidemark.spark.streaming`)."""
 
 from __future__ import annotations
 
@@ -10,27 +11,19 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import (
     ALL_KEY,
     KEY,
     MAIN,
     TS,
-    decode_key,
     upstream_output_name,
     with_function_key,
 )
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
-from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF
-from tidemark.spark.streaming.modes import (
-    EVENT_AND_PROCESSING_TIME,
-    EVENT_TIME,
-    NONE,
-    PROCESSING_TIME,
-    TIME_MODES,
-    time_mode_for,
-)
-from tidemark.spark.streaming.query import StreamingWindow, window_stream
+from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
+from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
+from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
+from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
@@ -43,7 +36,7 @@ __all__ = [
 ]
 
 
-def time_mode_of(op: WindowOp) -> str:
+def time_mode_of(op: WindowOp) -> TimeMode:
     """Which engine timers the pipeline needs: the time domains its assigner (cleanup
     timers) and its trigger declare (``timer_domains()``), as a ``time_mode``.
 
@@ -56,15 +49,17 @@ def time_mode_of(op: WindowOp) -> str:
     """
     trigger, windows = _trigger_of(op), op.assigner.timer_domains()
     if windows and not trigger.declares_timer_domains():
-        return time_mode_for(windows)
-    return time_mode_for(windows | trigger.timer_domains())
+        return TimeMode.serving(windows)
+    return TimeMode.serving(windows | trigger.timer_domains())
 
 
 def _trigger_of(op: WindowOp) -> Any:
     return op.trigger if op.trigger is not None else op.assigner.get_default_trigger()
 
 
-def _served_time_mode(op: WindowOp, timestamp: str | None, out_of_orderness_ms: int | None) -> str:
+def _served_time_mode(
+    op: WindowOp, timestamp: str | None, out_of_orderness_ms: int | None
+) -> TimeMode:
     """The time mode the stream can serve the pipeline.
 
     With event time and a watermark strategy, a pipeline without timers (count windows)
@@ -77,47 +72,37 @@ def _served_time_mode(op: WindowOp, timestamp: str | None, out_of_orderness_ms: 
     """
     mode = time_mode_of(op)
     if timestamp is not None and out_of_orderness_ms is not None:
-        return EVENT_TIME if mode == NONE else mode
+        return TimeMode.EVENT_TIME if mode is TimeMode.NONE else mode
     trigger_domains = _trigger_of(op).timer_domains()
     if (
-        mode == EVENT_AND_PROCESSING_TIME
+        mode is TimeMode.EVENT_AND_PROCESSING_TIME
         and not op.assigner.is_event_time()
         and TimeDomain.PROCESSING_TIME in trigger_domains
     ):
-        return PROCESSING_TIME
+        return TimeMode.PROCESSING_TIME
     return mode
 
 
-def _result_row(names: list[str], value: Any, timestamp: int) -> tuple[Any, ...]:
-    return result_tuple(value, names)
-
-
-def _unpickle_key(key: tuple[Any, ...]) -> Any:
-    return decode_key(key[0])
-
-
-def _no_key(key: tuple[Any, ...]) -> Any:
-    return None
-
-
-def run_streaming_window(op: WindowOp) -> StreamingWindow:
-    """The combined streaming output (results and side outputs) of one window operation.
+def run_streaming_window(op: WindowOp, checkpoint: str | None = None) -> StreamingWindow:
+    """The combined streaming output (results and side outputs) of one window operation,
+    built for the query that will start on ``checkpoint`` (its recorded number of key
+    groups is read first; None: the session's number).
 
     A window on an earlier window's results runs in the same query: the chain becomes
     one ``transformWithStateInPandas`` per window, each reading the one before in the
     same micro-batch, and the last one's combined frame carries every window's side
     outputs and dropped counts (see ``docs/streaming.md``).
     """
-    return _window_frame(op, feeds_downstream=False)
+    return _window_frame(op, False, checkpoint)
 
 
-def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
+def _window_frame(op: WindowOp, feeds_downstream: bool, checkpoint: str | None) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
     earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        earlier = _window_frame(upstream, feeds_downstream=True)
+        earlier = _window_frame(upstream, True, checkpoint)
         df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
@@ -126,10 +111,10 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
             timestamp = TS
     engine_key = None
     if op.key is None:
-        df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], _no_key
+        df, keys, engine_key = df.withColumn(ALL_KEY, F.lit(0)), [ALL_KEY], no_key
     elif op.key.function is not None:
         df = with_function_key(df, values, op.key.function, combined=earlier is not None)
-        keys, engine_key = [KEY], _unpickle_key
+        keys, engine_key = [KEY], decoded_key
     else:
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
@@ -138,19 +123,16 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         key_columns=keys,
         timestamp_column=timestamp,
         make_operator=op.operator_factory(),
-        out_of_orderness_ms=(
-            source.strategy.out_of_orderness_ms
-            if TimeDomain.EVENT_TIME in TIME_MODES[mode]
-            else None
-        ),
+        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
         value_columns=values,
         result_schema=op.output_schema,
-        result_to_row=functools.partial(_result_row, op.output_schema.fieldNames()),
+        result_to_row=functools.partial(result_row, op.output_schema.fieldNames()),
         late_tag=op.late_tag,
         time_mode=mode,
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
+        checkpoint=checkpoint,
     )
 
 

@@ -14,7 +14,7 @@ moves each key to, and which Spark timers bring the group back.
 ======================= ===================================================================
 
 :func:`time_advance_for` picks one from the
-:class:`~tidemark.spark.streaming.config.ProcessorConfig`; the per-call path asks it and
+:class:`~.config.ProcessorConfig`; the per-call path asks it and
 never branches on which it is. The rules are those of the streaming guide
 (``docs/streaming.md``: the watermark equivalence, mixed time domains, idleness).
 """
@@ -25,10 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tidemark.spark.streaming.clock import engine_watermark, idle_watermark, spark_event_timer
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.modes import PROCESSING_TIME
-from tidemark.spark.streaming.state import StoredGroup, StoredKey
+from tidemark.spark.streaming.worker.clock import (
+    engine_watermark,
+    idle_watermark,
+    spark_event_timer,
+)
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
 __all__ = [
     "BatchClock",
@@ -74,7 +78,7 @@ class TimeAdvance:
     """Whether Spark holds the group's event-time timer (else the row only notes it)."""
 
     def __init__(self, config: ProcessorConfig):
-        self._moves_processing_time = config.processing_time
+        self._moves_processing_time = config.time_mode.processing_time
         self._idleness_ms = config.idleness_ms
 
     def clock(self, now: int, spark_watermark_ms: Callable[[], int]) -> BatchClock:
@@ -106,7 +110,7 @@ class TimeAdvance:
 
 class SparkTimers(TimeAdvance):
     """Keys move to the engine watermark of Spark's; an engine event-time timer is a
-    Spark timer on Spark's clock (:func:`~tidemark.spark.streaming.clock.spark_event_timer`)."""
+    Spark timer on Spark's clock (:func:`~.clock.spark_event_timer`)."""
 
     def clock(self, now: int, spark_watermark_ms: Callable[[], int]) -> BatchClock:
         watermark_ms = spark_watermark_ms()
@@ -151,7 +155,7 @@ class PolledWatermark(SparkTimers):
 
 class IdleClock(PolledWatermark):
     """Event time with idleness: a key moves to the idle watermark of its idle clock
-    (:func:`~tidemark.spark.streaming.clock.idle_watermark`), which moves with
+    (:func:`~.clock.idle_watermark`), which moves with
     processing time, so a key with pending event-time timers is visited in every
     micro-batch; a key without state keeps its clock while its watermark is ahead of
     Spark's, checked once per idleness."""
@@ -186,11 +190,11 @@ class IdleClock(PolledWatermark):
 
 def time_advance_for(config: ProcessorConfig) -> TimeAdvance:
     """The time advance of ``config``'s query, chosen once."""
-    if not config.event_time:
+    if not config.time_mode.event_time:
         return TimeAdvance(config)
     if config.idleness_ms is not None:
         return IdleClock(config)
-    if config.spark_time_mode() == PROCESSING_TIME:
+    if config.spark_time_mode() is TimeMode.PROCESSING_TIME:
         return PolledWatermark(config)
     return SparkTimers(config)
 

@@ -8,10 +8,11 @@ domain Spark serves. A call makes no round trip to the JVM, Spark turns each Arr
 into pandas frames per group without visiting rows one by one, and the query is planned
 without a Python process on the driver. Spark allows one ``applyInPandasWithState`` per
 query, and its output carries no event-time column a later stateful operator could
-follow, so the windows of a chain (:mod:`.chain`) run in ``transformWithStateInPandas``
-(:class:`WindowStatefulProcessor`): the group's row is a ValueState, its timers Spark
-timers (one per time domain). Both run the same key groups, so the equivalence of
-the streaming guide (``docs/streaming.md``) holds in either.
+follow, so the windows of a chain (:mod:`~tidemark.spark.streaming.driver.chain`) run
+in ``transformWithStateInPandas`` (:class:`WindowStatefulProcessor`): the group's row
+is a ValueState, its timers Spark timers (one per time domain). Both run the same key
+groups, so the equivalence of the streaming guide (``docs/streaming.md``) holds in
+either.
 
 A timeout is due once Spark's clock passes it (``timeout < watermark``, or ``< batch
 time``); a Spark timer once the clock reaches it (``timer <= watermark``), so a group's
@@ -20,61 +21,24 @@ timeout is its timer less 1 ms.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from typing import Any
 
 import pandas as pd
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from pyspark.sql.streaming.stateful_processor import (
     ExpiredTimerInfo,
     StatefulProcessor,
     StatefulProcessorHandle,
     TimerValues,
 )
-from pyspark.sql.types import StructType
 
-from tidemark.spark.columns import KEY_GROUP, WATERMARK_MARK
-from tidemark.spark.streaming.config import ProcessorConfig
-from tidemark.spark.streaming.groups import WindowGroups
-from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME
-from tidemark.spark.streaming.state import STATE_NAME, STATE_SCHEMA, StoredGroup
-from tidemark.spark.streaming.time_advance import BatchClock, Timers
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.groups import WindowGroups
+from tidemark.spark.streaming.worker.state import STATE_NAME, STATE_SCHEMA, StoredGroup
+from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
 
-__all__ = ["WindowStatefulProcessor", "WindowGroupFunction", "key_group_operator"]
-
-WATERMARK_DELAY = "spark.watermarkDelayMs"  # Spark's metadata key on a watermark column
-
-
-def key_group_operator(
-    prepared: DataFrame,
-    config: ProcessorConfig,
-    output_schema: StructType,
-    watermark_delay: int | None,
-) -> DataFrame:
-    """``prepared`` (rows with their key group) through the window's key groups: in
-    ``applyInPandasWithState``, or in ``transformWithStateInPandas`` for a window of a
-    chain.
-
-    Spark only accepts an event-time timeout, and only shows the function its watermark,
-    when a column of the operator's input carries the watermark's metadata; and it drops
-    input rows behind the watermark on that column. The watermark's own column is
-    projected away before (:func:`.query._prepare_input`), so a null column carries the
-    metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
-    row is behind a null, so Spark drops none."""
-    grouped = prepared.groupBy(F.col(KEY_GROUP))
-    if config.upstream is not None or config.feeds_downstream:
-        return grouped.transformWithStateInPandas(
-            WindowStatefulProcessor(config), output_schema, "Append", config.spark_time_mode()
-        )
-    function = WindowGroupFunction(config)
-    if watermark_delay is not None:
-        metadata = {WATERMARK_DELAY: watermark_delay}
-        marker = F.lit(None).cast("timestamp").alias(WATERMARK_MARK, metadata=metadata)
-        grouped = prepared.select("*", marker).groupBy(F.col(KEY_GROUP))
-    return grouped.applyInPandasWithState(
-        function, output_schema, STATE_SCHEMA, "append", function.timeout()
-    )
+__all__ = ["WindowStatefulProcessor", "WindowGroupFunction"]
 
 
 class WindowStatefulProcessor(StatefulProcessor):
@@ -82,8 +46,11 @@ class WindowStatefulProcessor(StatefulProcessor):
     group's row is a ValueState, its timers Spark timers (one per time domain)."""
 
     def __init__(self, config: ProcessorConfig):
-        self._groups = WindowGroups(config)
-        self._max_parallelism = config.max_parallelism
+        self._config = config
+
+    @functools.cached_property
+    def _groups(self) -> WindowGroups:
+        return WindowGroups(self._config)  # in the worker, at its first call
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
@@ -92,43 +59,57 @@ class WindowStatefulProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        return self._groups.call(_ValueStateStore(self, timerValues, None), rows)
+        return self._groups.call(self._store(timerValues, None), rows)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
     ) -> Iterator[pd.DataFrame]:
         expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
-        return self._groups.call(_ValueStateStore(self, timerValues, expired), [])
+        return self._groups.call(self._store(timerValues, expired), [])
 
     def close(self) -> None:
         pass
 
+    def _store(self, timers: TimerValues, expired: int | None) -> _ValueStateStore:
+        holds_event_timers = self._groups.holds_event_timers
+        groups = self._config.max_parallelism
+        return _ValueStateStore(
+            self._handle, self._state, timers, expired, holds_event_timers, groups
+        )
+
 
 class _ValueStateStore:
-    """A group's row in a ValueState, its timers Spark timers: a timer is due once the
-    clock reaches it (``timer <= watermark``)."""
+    """A group's row in a ValueState, its timers Spark timers (``handle``'s): a timer is
+    due once the clock reaches it (``timer <= watermark``). ``expired``: the timer this
+    call is for; ``holds_event_timers``: whether Spark holds the group's event-time
+    timer (else the row only notes it, see :mod:`.time_advance`)."""
 
     def __init__(
-        self, processor: WindowStatefulProcessor, timers: TimerValues, expired: int | None
+        self,
+        handle: StatefulProcessorHandle,
+        state: Any,
+        timers: TimerValues,
+        expired: int | None,
+        holds_event_timers: bool,
+        max_parallelism: int,
     ):
-        self._processor = processor
-        self._timers = timers
-        self._expired = expired
+        self._handle, self._state, self._timers = handle, state, timers
+        self._expired, self._holds_event_timers = expired, holds_event_timers
+        self._max_parallelism = max_parallelism
         self.now = timers.getCurrentProcessingTimeInMs()
 
     def watermark(self) -> int:
         return self._timers.getCurrentWatermarkInMs()
 
     def read(self) -> Any:
-        return self._processor._state.get()
+        return self._state.get()
 
     def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
         """Write the group's row once and move its Spark timers to ``timers``."""
-        processor, expired = self._processor, self._expired
+        expired = self._expired
         event_timer, processing_timer = timers
         registered_event, registered_processing = group.event_timer, group.processing_timer
-        holds_event_timers = processor._groups.holds_event_timers
-        if not holds_event_timers:
+        if not self._holds_event_timers:
             registered_event = None  # the row's note of the earliest, not a Spark timer
         if expired is not None:
             # Spark deletes the expired timer after this call: re-registering the same
@@ -139,24 +120,23 @@ class _ValueStateStore:
             if registered_processing == expired:
                 registered_processing = None
                 processing_timer = expired + 1 if processing_timer == expired else processing_timer
-        if holds_event_timers:
+        if self._holds_event_timers:
             self._move_timer(registered_event, event_timer)
         self._move_timer(registered_processing, processing_timer)
         if not group.keys:
             if group.exists:
-                processor._state.clear()
+                self._state.clear()
             return
         group.event_timer, group.processing_timer = event_timer, processing_timer
-        processor._state.update(group.encode(processor._max_parallelism))
+        self._state.update(group.encode(self._max_parallelism))
 
     def _move_timer(self, registered: int | None, wanted: int | None) -> None:
         if registered == wanted:
             return
-        handle = self._processor._handle
         if registered is not None:
-            handle.deleteTimer(registered)  # harmless when it already fired
+            self._handle.deleteTimer(registered)  # harmless when it already fired
         if wanted is not None:
-            handle.registerTimer(wanted)
+            self._handle.registerTimer(wanted)
 
 
 class WindowGroupFunction:
@@ -164,9 +144,12 @@ class WindowGroupFunction:
     group's rows and its ``GroupState`` (the group's row and its one timeout)."""
 
     def __init__(self, config: ProcessorConfig):
-        self._groups = WindowGroups(config)
-        self._max_parallelism = config.max_parallelism
-        self._timeout = _TIMEOUTS.get(config.spark_time_mode(), "NoTimeout")
+        self._config = config
+        self._timeout = config.spark_time_mode().timeout
+
+    @functools.cached_property
+    def _groups(self) -> WindowGroups:
+        return WindowGroups(self._config)  # in the worker, at its first call
 
     def timeout(self) -> str:
         """The ``GroupStateTimeout`` of the query."""
@@ -177,20 +160,17 @@ class WindowGroupFunction:
     ) -> Iterator[pd.DataFrame]:
         # a timed-out group comes with an empty frame
         frames = [] if state.hasTimedOut else rows
-        return self._groups.call(_GroupStateStore(self, state), frames)
-
-
-_TIMEOUTS = {EVENT_TIME: "EventTimeTimeout", PROCESSING_TIME: "ProcessingTimeTimeout"}
+        store = _GroupStateStore(state, self._timeout, self._config.max_parallelism)
+        return self._groups.call(store, frames)
 
 
 class _GroupStateStore:
-    """A group's row in a ``GroupState`` with one timeout, which Spark unsets at every
-    call: a timeout is due once Spark's clock passes it (``timeout < watermark``, or
-    ``< batch time``), so it is the group's timer less 1 ms."""
+    """A group's row in a ``GroupState`` with one timeout (of kind ``timeout``), which
+    Spark unsets at every call: a timeout is due once Spark's clock passes it
+    (``timeout < watermark``, or ``< batch time``), so it is the group's timer less 1 ms."""
 
-    def __init__(self, function: WindowGroupFunction, state: Any):
-        self._function = function
-        self._state = state
+    def __init__(self, state: Any, timeout: str, max_parallelism: int):
+        self._state, self._timeout, self._max_parallelism = state, timeout, max_parallelism
         self.now = state.getCurrentProcessingTimeMs()
 
     def watermark(self) -> int:
@@ -202,14 +182,14 @@ class _GroupStateStore:
     def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
         """Write the group's row and set its timeout: the timer less 1 ms, at least the
         current watermark, at least 1 ms ahead in processing time."""
-        state, timeout = self._state, self._function.timeout()
+        state, timeout = self._state, self._timeout
         event_timer, processing_timer = timers
         if not group.keys:
             if state.exists:
                 state.remove()
             return
         group.event_timer, group.processing_timer = event_timer, processing_timer
-        state.update(group.encode(self._function._max_parallelism))
+        state.update(group.encode(self._max_parallelism))
         if timeout == "EventTimeTimeout" and event_timer is not None:
             state.setTimeoutTimestamp(max(event_timer - 1, clock.spark_watermark_ms))
         elif timeout == "ProcessingTimeTimeout" and processing_timer is not None:

@@ -1,11 +1,11 @@
 """Where a key group's rows come from, chosen once per query: the source's rows
 (:class:`SourceRows`) or an earlier window's combined frame (:class:`UpstreamRows`, a
-chain, :mod:`.chain`).
+chain, :mod:`tidemark.spark.streaming.driver.chain`).
 
 Either reader turns the frames Spark hands one call into *key runs*: each key's Rows and
 timestamps in Spark's order, a chain's early rows (fired on the watermark by the earlier
 window) apart from the others. :func:`row_reader` picks the reader from the
-:class:`~tidemark.spark.streaming.config.ProcessorConfig`; the per-call path has no
+:class:`~.config.ProcessorConfig`; the per-call path has no
 branch on which it is.
 """
 
@@ -14,24 +14,45 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from tidemark.spark.codec import column_values, row_type_of
-from tidemark.spark.columns import EARLY
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
-from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.columns import (
+    EARLY,
+    MAIN,
+    ON_ELEMENTS,
+    is_upstream_output,
+    upstream_output_name,
+)
+from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
+from tidemark.spark.streaming.worker.config import ProcessorConfig
 
 __all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
 
-KeyRun = tuple[list[Any], list[Any], list[Any], list[Any]]
-"""A key's rows in one call: (Rows, timestamps) fed before the watermark, and after it."""
 
-KeyRuns = tuple[dict[Any, KeyRun], list[tuple[Any, ...]], dict[Any, int]]
-"""A call's rows split by key: the keys' runs, an upstream's passed-through output rows,
-and the watermark each key's early rows follow."""
+class KeyRun(NamedTuple):
+    """A key's rows in one call, each list in Spark's order: the Rows handed to the
+    user's functions and their timestamps (ms), fed after the watermark advances, and
+    a chain's early rows (:class:`UpstreamRows`), fed before it."""
+
+    early_rows: list[Any]
+    early_timestamps: list[Any]
+    rows: list[Any]
+    timestamps: list[Any]
+
+
+class KeyRuns(NamedTuple):
+    """A call's rows split by key."""
+
+    runs: dict[Any, KeyRun]
+    """Each engine key's run, keys in the order of their first row."""
+    passed: list[tuple[Any, ...]]
+    """An earlier window's other outputs, as rows of this window's output (a chain)."""
+    forwarded: dict[Any, int]
+    """The watermark each key's early rows follow (a chain)."""
 
 
 class RowReader:
@@ -55,7 +76,7 @@ class RowReader:
         forwarded: dict[Any, int] = {}
         for pdf in frames:
             self._split(pdf, runs, passed, forwarded)
-        return runs, passed, forwarded
+        return KeyRuns(runs, passed, forwarded)
 
     def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
         """The rows of ``pdf`` that are elements, their phases and the watermarks their
@@ -96,14 +117,16 @@ class RowReader:
         for key, early, start, end in segments:
             run = runs.get(key)
             if run is None:
-                run = runs[key] = ([], [], [], [])
-            at = 0 if early else 2
-            run[at].extend(rows[start:end])
-            run[at + 1].extend(timestamps[start:end])
-            if early:
-                follow = max((f for f in follows[start:end] if f is not None), default=None)
-                if follow is not None:
-                    forwarded[key] = max(follow, forwarded.get(key, follow))
+                run = runs[key] = KeyRun([], [], [], [])
+            if not early:
+                run.rows.extend(rows[start:end])
+                run.timestamps.extend(timestamps[start:end])
+                continue
+            run.early_rows.extend(rows[start:end])
+            run.early_timestamps.extend(timestamps[start:end])
+            follow = max((f for f in follows[start:end] if f is not None), default=None)
+            if follow is not None:
+                forwarded[key] = max(follow, forwarded.get(key, follow))
 
     def _kept_rows(self, timestamps: list[Any], keys: list[Any]) -> list[int] | None:
         """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
@@ -120,7 +143,7 @@ class RowReader:
         kept = []
         for row, (timestamp, key) in enumerate(zip(timestamps, keys, strict=True)):
             if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
-                check_timestamp(timestamp, key, self._config.event_time)
+                check_timestamp(timestamp, key, self._config.time_mode.event_time)
             elif markers is not None and timestamp >= markers:
                 continue
             kept.append(row)
@@ -137,20 +160,43 @@ class RowReader:
 
 class SourceRows(RowReader):
     """The source's rows: every row is an element, fed after the watermark; a row
-    stamped at or after :data:`~tidemark.spark.streaming.clock.END_OF_INPUT_MS` ends a
+    stamped at or after :data:`~.clock.END_OF_INPUT_MS` ends a
     bounded input."""
 
     end_of_input = END_OF_INPUT_MS
 
 
 class UpstreamRows(RowReader):
-    """An earlier window's combined frame: its results are the elements (its early ones
-    fed before the watermark), its other outputs pass through (:mod:`.chain`)."""
+    """An earlier window's combined frame (:class:`~.config.UpstreamInput`): its results
+    are the elements (its early ones fed before the watermark), its other outputs pass
+    through."""
 
     def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
+        """The earlier window's results in ``pdf``, their phases and the watermarks they
+        follow; its other outputs are appended to ``passed`` as rows of this
+        processor's output, renamed."""
         upstream = self._config.upstream
         assert upstream is not None
-        return upstream.split(pdf, passed)
+        at = upstream.timestamp_position
+        is_main = (pdf.iloc[:, at + 1] == MAIN).to_numpy()
+        if not is_main.all():
+            blanks = (None,) * upstream.result_count
+            phase = (ON_ELEMENTS, None) if upstream.phased else ()
+            others = pdf[~is_main]
+            for ts, name, side, dropped in zip(
+                column_values(others.iloc[:, at], "LongType"),
+                others.iloc[:, at + 1].tolist(),
+                others.iloc[:, at + 2].tolist(),
+                column_values(others.iloc[:, at + 3], "LongType"),
+                strict=True,
+            ):
+                if not is_upstream_output(name):
+                    name = upstream_output_name(upstream.depth, name)
+                ts = None if dropped is not None else ts  # a count row has no timestamp
+                passed.append((name, ts, *blanks, side, dropped, *phase))
+            pdf = pdf[is_main]
+        phases = column_values(pdf.iloc[:, at + 4], "LongType")
+        return pdf, phases, column_values(pdf.iloc[:, at + 5], "LongType")
 
 
 def row_reader(config: ProcessorConfig) -> RowReader:

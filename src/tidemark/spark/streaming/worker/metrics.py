@@ -5,12 +5,9 @@ The call (:mod:`.groups`) tells a :class:`CountedFigures` what it does: the elem
 feeds, each key state it restores and takes back, each operator's output. Keys the call
 does not visit keep their state, so the state figures are the visited keys' state
 after, less before. A query observes the rows' sums in every micro-batch
-(:func:`tidemark.spark.metrics.observed`); :func:`figures_for` picks, once per query,
-whether its calls count at all (a :class:`ProcessorConfig` built without ``metrics``
-emits no row).
-
-The last window of a query observes its own rows as ``"tidemark"`` and, in a chain,
-each earlier window's as ``"tidemark_window<depth>"`` (:func:`observed_chain`).
+(:func:`tidemark.spark.streaming.driver.sinks.observed_chain`); :func:`figures_for`
+picks, once per query, whether its calls count at all (a :class:`ProcessorConfig` built
+without ``metrics`` emits no row).
 """
 
 from __future__ import annotations
@@ -20,26 +17,20 @@ from typing import Any
 
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
-from tidemark.spark.columns import (
-    ON_ELEMENTS,
-    OUTPUT,
-    PHASE,
-    SIDE,
-    STATS_OUTPUT,
-    upstream_output_name,
-)
-from tidemark.spark.metrics import OBSERVATION, Figures, observed
-from tidemark.spark.streaming.config import ProcessorConfig
+from tidemark.spark.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
+from tidemark.spark.metrics import Figures
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.inputs import KeyRun
 
-__all__ = ["CountedFigures", "CallFigures", "figures_for", "observed_chain", "observation_name"]
+__all__ = ["CountedFigures", "CallFigures", "figures_for"]
 
 
 class CallFigures:
     """What a call tells its figures; this one counts nothing and emits no row (a query
     built without ``metrics``)."""
 
-    def fed(self, runs: Iterable[Any]) -> None:
-        """The call feeds ``runs`` (:data:`~.inputs.KeyRun` of each key)."""
+    def fed(self, runs: Iterable[KeyRun]) -> None:
+        """The call feeds ``runs`` (:class:`~.inputs.KeyRun` of each key)."""
 
     def restored(self, key_state: KeyState) -> None:
         """A key's stored state goes back into an operator."""
@@ -64,8 +55,8 @@ class CountedFigures(CallFigures):
         self._template = template
         self._side_at = side_at
 
-    def fed(self, runs: Iterable[Any]) -> None:
-        self.figures.num_records_in += sum(len(run[0]) + len(run[2]) for run in runs)
+    def fed(self, runs: Iterable[KeyRun]) -> None:
+        self.figures.num_records_in += sum(len(run.early_rows) + len(run.rows) for run in runs)
 
     def restored(self, key_state: KeyState) -> None:
         figures = self.figures
@@ -105,23 +96,3 @@ def figures_for(config: ProcessorConfig) -> Callable[[int], CallFigures]:
 
 
 _NO_FIGURES = CallFigures()
-
-
-def observation_name(depth: int | None = None) -> str:
-    """The observation of a chain's ``depth``-th window (1 = the first) that is not its
-    last; of the last window (or a window alone) without ``depth``.
-
-    >>> observation_name(), observation_name(1)
-    ('tidemark', 'tidemark_window1')
-    """
-    return OBSERVATION if depth is None else f"{OBSERVATION}_window{depth}"
-
-
-def observed_chain(frame: Any, depth: int) -> Any:
-    """The combined frame of the ``depth``-th (last) window of a chain (1: a window
-    alone) observing each window's figures (:func:`observation_name`)."""
-    frame = observed(frame)
-    for earlier in range(1, depth):
-        name = upstream_output_name(earlier, STATS_OUTPUT)
-        frame = observed(frame, observation_name(earlier), name)
-    return frame

@@ -1,0 +1,429 @@
+"""Structured Streaming: a window operation as ONE streaming query.
+
+:func:`window_stream` turns a streaming DataFrame into a :class:`StreamingWindow`: ONE
+streaming frame that carries the window results and every side output (the late data,
+what process functions emit with ``ctx.output``, and the count of dropped late records),
+with the settings its query starts with; :func:`~.sinks.write_outputs` starts the query
+and sends each output to its own sink with ``foreachBatch``, so the operator runs once
+per micro-batch.
+
+The number of key groups is decided first (:class:`~.keygroups.KeyGroups`: given, the
+session's, or at a restart the one recorded beside the ``checkpoint``), then the
+window is built once for it: its input (with Spark's watermark and each row's key group)
+through Spark's stateful operator (:func:`key_group_operator`), whose workers run the
+key groups (:mod:`tidemark.spark.streaming.worker`).
+
+Contract: the query emits exactly what the engine emits when fed each micro-batch's
+elements followed by the watermark Spark moved to (and the final watermark after an
+end-of-input row); tidemark, not Spark, decides what is late. The statement, with key
+groups, end of input, chains, processing time and idleness, is the streaming guide:
+``docs/streaming.md``.
+
+Examples
+--------
+A sink per output, written idempotently by batch id::
+
+    window = window_stream(df, key_columns=["user"], timestamp_column="ts", ...)
+    query = write_outputs(window, {
+        "main": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/main/batch={b}"),
+        "late": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/late/batch={b}"),
+    }, checkpoint=f"{out}/_checkpoint", trigger={"availableNow": True})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from tidemark._engine.operator import WindowOperator
+from tidemark.assigners import WindowAssigner
+from tidemark.errors import WindowSpecError
+from tidemark.outputs import OutputTag
+from tidemark.spark.columns import (
+    KEY_GROUP,
+    TS,
+    WATERMARK_MARK,
+    WATERMARK_TIME,
+    combined_schema,
+)
+from tidemark.spark.streaming.driver.chain import (
+    check_chain_mode,
+    prepare_upstream,
+    upstream_schemas,
+)
+from tidemark.spark.streaming.driver.checkpoint import describe_window, stored_groups
+from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
+from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
+from tidemark.spark.streaming.worker.clock import (
+    COLUMN_SHIFT_MS,
+    END_OF_INPUT_COLUMN_MICROS,
+    END_OF_INPUT_MS,
+    watermark_delay_ms,
+)
+from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
+from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.streaming.worker.state import STATE_SCHEMA
+from tidemark.spark.timestamps import timestamp_ms
+
+__all__ = ["StreamingWindow", "window_stream", "key_group_operator", "check_time_mode"]
+
+WATERMARK_DELAY = "spark.watermarkDelayMs"  # Spark's metadata key on a watermark column
+
+
+@dataclass(frozen=True, eq=False)
+class StreamingWindow:
+    """A streaming window as :func:`window_stream` built it: its combined frame and
+    what starting its query needs, carried as values from definition to
+    :func:`~.sinks.write_outputs`.
+
+    Attributes
+    ----------
+    frame : DataFrame
+        The combined streaming frame: results, side outputs and dropped counts
+        (:mod:`tidemark.spark.columns`).
+    side_schemas : mapping of str to StructType
+        The schemas of the side outputs known when the window was built (its late data,
+        and a chain's earlier windows' side outputs under their pass-through names).
+    key_groups : KeyGroups
+        The query's number of key groups, fixed at its first start, and the most state
+        partitions it starts with.
+    spark_time_mode : TimeMode
+        The time mode Spark runs the query in (ProcessingTime: a micro-batch at every
+        trigger interval, so ``availableNow`` would never end).
+    depth : int
+        The window's place in its chain (1: on the source).
+    feeds_downstream : bool
+        Whether a later window of a chain may read it (its rows carry ``__tm_phase``).
+    pipeline : tuple of dict
+        What the state of each window of its chain depends on
+        (:func:`~.checkpoint.describe_window`): a restart with another is refused.
+    """
+
+    frame: DataFrame
+    key_groups: KeyGroups
+    spark_time_mode: TimeMode
+    side_schemas: Mapping[str, StructType] = field(default_factory=dict)
+    depth: int = 1
+    feeds_downstream: bool = False
+    pipeline: tuple[dict[str, str], ...] = ()
+
+
+def window_stream(
+    df: DataFrame | StreamingWindow,
+    *,
+    key_columns: list[str],
+    timestamp_column: str | None,
+    make_operator: Callable[[], WindowOperator],
+    out_of_orderness_ms: int | None,
+    value_columns: list[str],
+    result_schema: StructType,
+    result_to_row: Callable[[Any, int], tuple],
+    late_tag: OutputTag | None,
+    time_mode: TimeMode | str = TimeMode.EVENT_TIME,
+    idleness_ms: int | None = None,
+    engine_key: Callable[[tuple], Any] | None = None,
+    max_parallelism: int | None = None,
+    feeds_downstream: bool = False,
+    checkpoint: str | None = None,
+) -> StreamingWindow:
+    """Run a window operator per key (in key groups) on a streaming DataFrame; results
+    and side outputs.
+
+    Parameters
+    ----------
+    df : DataFrame or StreamingWindow
+        A streaming DataFrame without a watermark of its own; or, for a window of a
+        chain, the earlier window (built with ``feeds_downstream=True``): then
+        ``timestamp_column`` is its ``__tm_ts`` and ``value_columns`` its result columns
+        (see "Chains of windows" in the streaming guide).
+    key_columns : list of str
+        The grouping columns; the engine's key is the value of one column, or the tuple.
+    timestamp_column : str or None
+        Event time: long milliseconds or a timestamp. None only for processing time.
+    make_operator : callable
+        ``() -> WindowOperator``, shipped to the workers (it must pickle).
+    out_of_orderness_ms : int or None
+        The bounded out-of-orderness of the watermark strategy; required for EventTime.
+    value_columns : list of str
+        The columns of the Rows handed to the user's functions (and of late rows).
+    result_schema : StructType
+        The columns of a main result.
+    result_to_row : callable
+        ``(result, timestamp_ms) -> tuple`` in the order of ``result_schema``.
+    late_tag : OutputTag, optional
+        The operator's late-data tag; its rows decode to ``value_columns``.
+    time_mode : TimeMode or its name
+        Which engine timers the query serves ("None": count windows without timers). With
+        processing time among them Spark runs the query in ProcessingTime mode: give it
+        a processing-time trigger (see the streaming guide).
+    idleness_ms : int, optional
+        Event time only: let the watermark advance with processing time once it stood
+        still this long (see the streaming guide); the query then runs in Spark's
+        ProcessingTime mode and needs a processing-time trigger.
+    engine_key : callable, optional
+        Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
+    max_parallelism : int, optional
+        The number of key groups (Flink's ``maxParallelism``): one processor call per
+        group and micro-batch serves all its keys. Fixed when the query first starts
+        and kept with its state; a restart with another value fails. More groups: a
+        smaller state row per call (Spark copies it whole), more calls. Default: the
+        session's ``spark.tidemark.streaming.maxParallelism``, else 4 groups per state
+        partition, ``4 x min(spark.sql.shuffle.partitions, cores, 32)``, and a restart
+        on ``checkpoint`` takes the number recorded there; given (here or by the
+        session), the query gets at most one state partition per group. A window of a
+        chain takes its earlier window's.
+    feeds_downstream : bool
+        A later window of a chain reads the result: add ``__tm_phase``.
+    checkpoint : str, optional
+        The checkpoint the query will start on (:func:`~.sinks.write_outputs`'s): read
+        before the frame is built, so that a restart keeps the number of key groups it
+        recorded where the number is the session's default. Without it, a restart on a
+        checkpoint recorded with another default number is refused, naming the number.
+
+    Returns
+    -------
+    StreamingWindow
+        Its ``frame`` is streaming, append mode: ``__tm_output`` ("main", a tag id, or
+        ``"__late_records_dropped"``), ``__tm_ts`` (long ms), the result columns (null
+        on side-output rows), ``__tm_side`` (a pickled side-output value) and
+        ``__tm_dropped`` (late records dropped by that key in that batch). Split it with
+        :func:`~.sinks.select_output` or :func:`~.sinks.write_outputs`.
+    """
+    upstream = df if isinstance(df, StreamingWindow) else None
+    source = df.frame if isinstance(df, StreamingWindow) else df
+    time_mode = _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
+    operator = make_operator()
+    assigner = operator.assigner
+    check_time_mode(assigner, time_mode, out_of_orderness_ms, idleness_ms)
+    if upstream is not None or feeds_downstream:
+        check_chain_mode(assigner, time_mode, idleness_ms, upstream)
+    groups = _key_groups(source.sparkSession, max_parallelism, checkpoint, upstream)
+    input_names = _input_names(key_columns, value_columns)
+    chained = None
+    if upstream is None:
+        prepared = _prepare_input(
+            source, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+        )
+        prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, groups.count))
+    else:
+        prepared = prepare_upstream(source, input_names, key_columns, groups.count)
+        chained = UpstreamInput(
+            upstream.depth, len(input_names), len(result_schema.fields), feeds_downstream
+        )
+    config = ProcessorConfig(
+        make_operator=make_operator,
+        time_mode=time_mode,
+        value_names=tuple(value_columns),
+        value_types=_type_names(source, value_columns),
+        value_positions=tuple(input_names.index(c) for c in value_columns),
+        result_names=tuple(result_schema.fieldNames()),
+        result_to_row=result_to_row,
+        key_positions=tuple(input_names.index(c) for c in key_columns),
+        key_types=_type_names(source, key_columns),
+        timestamp_position=len(input_names),
+        engine_key=engine_key,
+        idleness_ms=idleness_ms,
+        max_parallelism=groups.count,
+        upstream=chained,
+        feeds_downstream=feeds_downstream,
+        result_schema=result_schema,
+        metrics=True,
+    )
+    output_schema = combined_schema(result_schema, phase=feeds_downstream)
+    delay = None
+    if time_mode.event_time and out_of_orderness_ms is not None:
+        delay = watermark_delay_ms(out_of_orderness_ms)
+    schemas = upstream_schemas(upstream)
+    if late_tag is not None:
+        schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
+    described = describe_window(
+        operator,
+        key=_columns_of(source, key_columns),
+        values=_columns_of(source, value_columns),
+        time_mode=time_mode.value,
+    )
+    return StreamingWindow(
+        frame=key_group_operator(prepared, config, output_schema, delay),
+        key_groups=groups,
+        spark_time_mode=config.spark_time_mode(),
+        side_schemas=schemas,
+        depth=1 if upstream is None else upstream.depth + 1,
+        feeds_downstream=feeds_downstream,
+        pipeline=(*(upstream.pipeline if upstream else ()), described),
+    )
+
+
+def _key_groups(
+    spark: Any, given: int | None, checkpoint: str | None, upstream: StreamingWindow | None
+) -> KeyGroups:
+    """The number of key groups, decided before anything is built: a chain's windows
+    share the first one's; a restart reads the number its checkpoint recorded."""
+    if upstream is not None:
+        return KeyGroups.decide(spark, upstream.key_groups.count)
+    recorded = None if checkpoint is None else stored_groups(spark, checkpoint)
+    return KeyGroups.decide(spark, given, recorded)
+
+
+def _columns_of(df: DataFrame, names: list[str]) -> str:
+    return ", ".join(f"{name} {df.schema[name].dataType.simpleString()}" for name in names)
+
+
+def _type_names(df: DataFrame, names: list[str]) -> tuple[str, ...]:
+    return tuple(type(df.schema[c].dataType).__name__ for c in names)
+
+
+# ---------------------------------------------------------------------- validation
+
+
+def _check_arguments(
+    df: DataFrame,
+    key_columns: list[str],
+    timestamp_column: str | None,
+    value_columns: list[str],
+    time_mode: TimeMode | str,
+) -> TimeMode:
+    """The time mode named, once the arguments are checked."""
+    if not df.isStreaming:
+        raise WindowSpecError(
+            "`df` must be a streaming DataFrame (spark.readStream...); run bounded "
+            "DataFrames with the batch runner"
+        )
+    mode = TimeMode.of(time_mode)
+    names = df.columns
+    wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
+    missing = [c for c in wanted if c not in names]
+    if missing or not key_columns:
+        raise WindowSpecError(
+            f"`key_columns`, `value_columns` and `timestamp_column` must name columns of "
+            f"`df` (at least one key column); missing {missing} in {names}"
+        )
+    marked = [f.name for f in df.schema.fields if WATERMARK_DELAY in f.metadata]
+    if marked:
+        raise WindowSpecError(
+            f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "
+            "WatermarkStrategy; remove withWatermark (Spark would take the minimum of both)"
+        )
+    return mode
+
+
+def check_time_mode(
+    assigner: WindowAssigner,
+    time_mode: TimeMode,
+    out_of_orderness_ms: int | None,
+    idleness_ms: int | None,
+) -> None:
+    """Refuse a time mode the stream or the assigner cannot serve, naming the fix."""
+    if time_mode.event_time and out_of_orderness_ms is None:
+        raise WindowSpecError(
+            f"time_mode={time_mode.value!r} needs a watermark: give a WatermarkStrategy with "
+            "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
+            "Spark never fires event-time timers, so no event-time window would ever close"
+        )
+    if out_of_orderness_ms is not None and out_of_orderness_ms < 0:
+        raise WindowSpecError(
+            f"`out_of_orderness_ms` must be >= 0; got out_of_orderness={out_of_orderness_ms}ms"
+        )
+    if idleness_ms is not None and idleness_ms <= 0:
+        raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
+    if idleness_ms is not None and not time_mode.event_time:
+        raise WindowSpecError(
+            f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
+            f"or 'EventTimeAndProcessingTime' (event-time windows or triggers); got "
+            f"idleness={idleness_ms}ms, "
+            f"time_mode={time_mode.value!r}: remove with_idleness from the WatermarkStrategy"
+        )
+    if not assigner.timer_domains() <= time_mode.domains:
+        wanted = TimeMode.EVENT_TIME if assigner.is_event_time() else TimeMode.PROCESSING_TIME
+        raise WindowSpecError(
+            f"the assigner {assigner!r} needs time_mode={wanted.value!r} (or "
+            f"'EventTimeAndProcessingTime'); got time_mode={time_mode.value!r}"
+        )
+
+
+# ---------------------------------------------------------------------- input
+
+
+def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
+    """The processor's input columns, before the timestamp: keys, then values, once each."""
+    return list(dict.fromkeys([*key_columns, *value_columns]))
+
+
+def _input_column(df: DataFrame, name: str, is_key: bool, timestamp_ms: Any) -> Any:
+    col = F.col(f"`{name}`")
+    kind = type(df.schema[name].dataType).__name__
+    if is_key or kind not in ("TimestampType", "TimestampNTZType"):
+        return col
+    # An end-of-input marker's timestamp (year 9999) is beyond pandas' nanosecond range,
+    # which PySpark converts timestamps to; the marker's values are never used.
+    is_marker = timestamp_ms.isNotNull() & (timestamp_ms >= F.lit(END_OF_INPUT_MS))
+    return F.when(~is_marker, col).alias(name)
+
+
+def _prepare_input(
+    df: DataFrame,
+    key_columns: list[str],
+    timestamp_column: str | None,
+    value_columns: list[str],
+    time_mode: TimeMode,
+    out_of_orderness_ms: int | None,
+) -> DataFrame:
+    names = _input_names(key_columns, value_columns)
+    timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
+    columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
+    prepared = df.select(*columns, timestamp.alias(TS))
+    if not time_mode.event_time:
+        return prepared
+    assert out_of_orderness_ms is not None
+    ts = F.col(TS)
+    end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
+    shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
+    event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
+    delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
+    # The watermark column is dropped right away: Spark still tracks the watermark, and
+    # with nothing to filter on it drops no late row before the processor.
+    return (
+        prepared.withColumn(WATERMARK_TIME, event_time)
+        .withWatermark(WATERMARK_TIME, delay)
+        .drop(WATERMARK_TIME)
+    )
+
+
+# ---------------------------------------------------------------------- operator
+
+
+def key_group_operator(
+    prepared: DataFrame,
+    config: ProcessorConfig,
+    output_schema: StructType,
+    watermark_delay: int | None,
+) -> DataFrame:
+    """``prepared`` (rows with their key group) through the window's key groups: in
+    ``applyInPandasWithState``, or in ``transformWithStateInPandas`` for a window of a
+    chain.
+
+    Spark only accepts an event-time timeout, and only shows the function its watermark,
+    when a column of the operator's input carries the watermark's metadata; and it drops
+    input rows behind the watermark on that column. The watermark's own column is
+    projected away before (:func:`_prepare_input`), so a null column carries the
+    metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
+    row is behind a null, so Spark drops none."""
+    grouped = prepared.groupBy(F.col(KEY_GROUP))
+    if config.upstream is not None or config.feeds_downstream:
+        processor = WindowStatefulProcessor(config)
+        spark_time_mode = config.spark_time_mode().value
+        return grouped.transformWithStateInPandas(
+            processor, output_schema, "Append", spark_time_mode
+        )
+    function = WindowGroupFunction(config)
+    if watermark_delay is not None:
+        metadata = {WATERMARK_DELAY: watermark_delay}
+        marker = F.lit(None).cast("timestamp").alias(WATERMARK_MARK, metadata=metadata)
+        grouped = prepared.select("*", marker).groupBy(F.col(KEY_GROUP))
+    return grouped.applyInPandasWithState(
+        function, output_schema, STATE_SCHEMA, "append", function.timeout()
+    )

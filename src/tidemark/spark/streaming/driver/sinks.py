@@ -1,0 +1,238 @@
+"""A streaming window's outputs: :func:`select_output` picks one from its combined frame,
+:func:`write_outputs` starts the window's ONE query and sends each output to its own
+sink with ``foreachBatch`` (the operator runs once per micro-batch, however many sinks
+read it).
+
+Before the query starts, its checkpoint's records are compared with the window
+(:mod:`.checkpoint`: the number of key groups, the pipeline); the query then starts with
+its state partitions capped (:func:`~.keygroups.state_partitions_cap`) and observes
+each window's figures (:func:`observed_chain`, ``docs/watching.md``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from tidemark.errors import WindowSpecError
+from tidemark.spark.columns import (
+    DROPPED,
+    MAIN,
+    OUTPUT,
+    PHASE,
+    SIDE,
+    STATS_OUTPUT,
+    TS,
+    SideDecoder,
+    dropped_counts,
+    is_dropped_output,
+    upstream_output_name,
+)
+from tidemark.spark.metrics import OBSERVATION, observed
+from tidemark.spark.preflight import streaming_settings
+from tidemark.spark.streaming.driver.checkpoint import check_checkpoint
+from tidemark.spark.streaming.driver.keygroups import SHUFFLE_PARTITIONS
+from tidemark.spark.streaming.driver.query import StreamingWindow
+from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.surfacing import TidemarkStreamingQuery
+
+__all__ = ["select_output", "write_outputs", "observed_chain", "observation_name"]
+
+
+def select_output(
+    combined: DataFrame | StreamingWindow, name: str, schema: StructType | None = None
+) -> DataFrame:
+    """One output of a :class:`StreamingWindow` (or of a micro-batch of its frame).
+
+    Parameters
+    ----------
+    combined : StreamingWindow or DataFrame
+        What :func:`window_stream` returned, or a micro-batch of its frame.
+    name : str
+        "main" for the results; a tag id for a side output; ``"__late_records_dropped"``
+        for the count of dropped late records: one row per micro-batch (0 included).
+    schema : StructType, optional
+        The columns of side output ``name``; a window knows its late data's. Without
+        one, a side output comes as ``timestamp`` (long ms) and ``value`` (pickled bytes).
+    """
+    if isinstance(combined, StreamingWindow):
+        schema = schema if schema is not None else combined.side_schemas.get(name)
+        combined = combined.frame
+    rows = combined.where(F.col(OUTPUT) == F.lit(name))
+    if name == MAIN:
+        internal = (OUTPUT, TS, SIDE, DROPPED, PHASE)
+        return rows.select(*[F.col(f"`{c}`") for c in combined.columns if c not in internal])
+    if is_dropped_output(name):
+        return dropped_counts(combined, name)
+    if schema is None:
+        return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
+    return rows.select(SIDE).mapInPandas(SideDecoder(schema.fieldNames()), schema)
+
+
+def write_outputs(
+    window: StreamingWindow,
+    sinks: Mapping[str, Callable[[DataFrame, int], None]],
+    checkpoint: str,
+    trigger: dict[str, Any] | None = None,
+    *,
+    schemas: Mapping[str, StructType] | None = None,
+    query_name: str | None = None,
+) -> TidemarkStreamingQuery:
+    """Start ONE query that sends each output of a :class:`StreamingWindow` to its sink.
+
+    Parameters
+    ----------
+    window : StreamingWindow
+        What :func:`~.query.window_stream` returned.
+    sinks : mapping
+        Output name ("main", a tag id, ``"__late_records_dropped"``) ->
+        ``sink(batch_df, batch_id)``. Outputs without a sink are discarded. A sink that
+        writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
+        replayed after a failure replaces its own rows.
+    checkpoint : str
+        The query's checkpoint location (state, timers, watermark, offsets). Its
+        records must match the window: the number of key groups it started with (give
+        ``window_stream`` the same ``checkpoint`` to keep a default number at a
+        restart) and the pipeline.
+    trigger : dict, optional
+        Keyword arguments of ``DataStreamWriter.trigger``, e.g. ``{"availableNow": True}``.
+    schemas : mapping, optional
+        Schemas of side outputs the window does not know (what process functions emit
+        with ``ctx.output``; see :func:`select_output`).
+
+    Returns
+    -------
+    TidemarkStreamingQuery
+        The started ``StreamingQuery``: each micro-batch's progress carries tidemark's
+        figures under ``observedMetrics["tidemark"]`` (``docs/watching.md``); its
+        ``awaitTermination``, ``processAllAvailable`` and ``exception`` give a failure
+        caused by the data or a user function as tidemark's own error
+        (:mod:`tidemark.spark.surfacing`).
+
+    Notes
+    -----
+    The query starts with ``min(spark.sql.shuffle.partitions, cores, 32)`` state partitions
+    by default, ``min(spark.sql.shuffle.partitions, max_parallelism)`` when the number of
+    key groups was given: more could hold no key group. Spark keeps that number in the
+    checkpoint.
+    """
+    if not isinstance(window, StreamingWindow):
+        raise WindowSpecError(
+            f"`window` must be the StreamingWindow window_stream returned; got "
+            f"{type(window).__name__}"
+        )
+    if not sinks:
+        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
+    bad = [name for name, sink in sinks.items() if not callable(sink)]
+    if bad:
+        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
+    _check_trigger_ends(window, trigger)
+    spark = window.frame.sparkSession
+    check_checkpoint(spark, checkpoint, window.key_groups.count, window.pipeline)
+    splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
+    writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
+    writer = writer.option("checkpointLocation", checkpoint)
+    if trigger:
+        writer = writer.trigger(**trigger)
+    if query_name:
+        writer = writer.queryName(query_name)
+    # the RocksDB state store and the capped state partitions, for this query
+    with streaming_settings(spark), _partitions_capped(spark, window.key_groups.partitions_cap):
+        try:
+            started = writer.outputMode("append").start()
+            return TidemarkStreamingQuery(started, batch_failure=splitter.last_failure)
+        except AnalysisException as exc:
+            if "Multiple applyInPandasWithStates" not in str(exc):
+                raise
+            raise WindowSpecError(
+                "a streaming query runs one window (or one chain) per query: Spark runs one "
+                "applyInPandasWithState per query, and this DataFrame combines several "
+                "windows' outputs (a union?). Start a query per window with write_outputs"
+            ) from exc
+
+
+def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None) -> None:
+    """Refuse ``availableNow`` where Spark would never end the query: in ProcessingTime
+    mode Spark runs a micro-batch at every trigger interval, data or not."""
+    if (
+        trigger
+        and trigger.get("availableNow")
+        and window.spark_time_mode is TimeMode.PROCESSING_TIME
+    ):
+        raise WindowSpecError(
+            "trigger={'availableNow': True} would never end this query: it serves "
+            "processing-time timers (or idleness), so Spark runs it in ProcessingTime mode, "
+            "with a micro-batch at every trigger interval, data or not. Use "
+            "trigger={'processingTime': '1 second'} and stop the query when done"
+        )
+
+
+@contextlib.contextmanager
+def _partitions_capped(spark: Any, cap: int) -> Iterator[None]:
+    """Start the query with at most ``cap`` state partitions
+    (:func:`~.keygroups.state_partitions_cap`): never more than one per key group (a
+    partition beyond ``max_parallelism`` could never hold a key, yet Spark would open
+    its state store and run its task in every micro-batch), by default at most 32. The
+    query keeps the number it started with (Spark stores it in the checkpoint); the
+    session's setting is restored."""
+    conf = spark.conf
+    before = conf.get(SHUFFLE_PARTITIONS)
+    if before is None or int(before) <= cap:
+        yield
+        return
+    conf.set(SHUFFLE_PARTITIONS, str(cap))
+    try:
+        yield
+    finally:
+        conf.set(SHUFFLE_PARTITIONS, before)
+
+
+class _BatchSplitter:
+    """foreachBatch function: each micro-batch is computed once, then split by output."""
+
+    def __init__(self, sinks: dict[str, Any], schemas: dict[str, StructType]):
+        self._sinks = sinks
+        self._schemas = schemas
+        self._failure: BaseException | None = None
+
+    def last_failure(self) -> BaseException | None:
+        """What a call raised last (it runs on the driver), for the query's errors."""
+        return self._failure
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        # Persisted so that the stateful operator runs once however many sinks read it.
+        batch.persist()
+        try:
+            for name, sink in self._sinks.items():
+                sink(select_output(batch, name, self._schemas.get(name)), batch_id)
+        except Exception as exc:
+            self._failure = exc
+            raise
+        finally:
+            batch.unpersist()
+
+
+def observation_name(depth: int | None = None) -> str:
+    """The observation of a chain's ``depth``-th window (1 = the first) that is not its
+    last; of the last window (or a window alone) without ``depth``.
+
+    >>> observation_name(), observation_name(1)
+    ('tidemark', 'tidemark_window1')
+    """
+    return OBSERVATION if depth is None else f"{OBSERVATION}_window{depth}"
+
+
+def observed_chain(frame: Any, depth: int) -> Any:
+    """The combined frame of the ``depth``-th (last) window of a chain (1: a window
+    alone) observing each window's figures (:func:`observation_name`)."""
+    frame = observed(frame)
+    for earlier in range(1, depth):
+        name = upstream_output_name(earlier, STATS_OUTPUT)
+        frame = observed(frame, observation_name(earlier), name)
+    return frame

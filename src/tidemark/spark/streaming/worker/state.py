@@ -1,0 +1,236 @@
+"""The engine's state in Spark's state store: one row per key group.
+
+Spark's state and timer calls cost about half a millisecond each (a socket round trip
+between the Python worker and the JVM), so tidemark does not keep a row per key. As
+Flink's ``KeyGroupRangeAssignment`` does, keys are hashed into a fixed number of key
+groups (``max_parallelism``), and Spark groups rows by key group: one processor call
+serves every key of a group in a micro-batch, and one row holds the whole group:
+
+* ``keys``: a pickled dict, engine key -> :class:`StoredKey`, whose ``key_state`` is the
+  key's pickled :class:`~tidemark._engine.keystate.KeyState` (window contents, trigger
+  state, merging set, function state, timers). A call unpickles the dict, but only the
+  keys it touches are unpickled further and pickled again; the others keep their bytes.
+* beside each key its clocks (the watermark and processing time it last saw), the Spark
+  timers it would have registered on its own, and with idleness its idle clock;
+* the group's Spark timers: the earliest of its keys' (one timer per time domain), so a
+  timer expiry visits only the keys whose own timer is due (in a ProcessingTime query,
+  where Spark holds no event-time timer, the event-time one is only noted here, and the
+  group's processing-time timer brings it back in the next micro-batch to compare it
+  with the watermark);
+* the ``max_parallelism`` the query started with, so that a restart with another
+  value fails instead of reading state into the wrong groups;
+* Spark's watermark at the group's last call: in a chain, a window whose results feed
+  a later one is called at every watermark advance while it holds keys, so this is the
+  watermark it forwarded last, which its results fired on the next advance follow
+  (:mod:`~tidemark.spark.streaming.driver.chain`).
+
+The row is read once and written (or cleared, when no key is left) once per call.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import io
+import pickle
+import threading
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from pyspark import cloudpickle
+from pyspark.sql.types import BinaryType, LongType, StructField, StructType
+
+from tidemark._engine.keystate import KeyState
+from tidemark.errors import WindowSpecError
+from tidemark.spark.codec import row_reductions
+from tidemark.time import LONG_MIN
+
+__all__ = [
+    "STATE_NAME",
+    "STATE_SCHEMA",
+    "StoredKey",
+    "StoredGroup",
+    "dump_key_state",
+    "read_group_rows",
+    "parallelism_changed",
+]
+
+STATE_NAME = "tidemark"
+"""The ValueState's name (``stateVarName`` for ``spark.read.format("statestore")``)."""
+
+STATE_SCHEMA = StructType(
+    [
+        StructField("max_parallelism", LongType(), False),
+        StructField("keys", BinaryType(), False),
+        StructField("event_timer", LongType(), True),
+        StructField("processing_timer", LongType(), True),
+        StructField("watermark", LongType(), True),
+    ]
+)
+
+
+class StoredKey(NamedTuple):
+    """What a key group's row holds for one key.
+
+    Attributes
+    ----------
+    key_state : bytes or None
+        The pickled KeyState of the key; None when the key only keeps its clocks.
+    watermark, processing_time : int
+        The engine clocks the key last saw (``Long.MIN_VALUE`` / 0 before any).
+    event_timer, processing_timer : int or None
+        The Spark timer the key needs on its own (the event-time one on Spark's
+        watermark clock, even where Spark cannot hold it): the group's is the earliest.
+    seen_watermark, seen_at : int or None
+        Idleness only: Spark's watermark the key last saw, and the processing time (ms)
+        of the first micro-batch in which the key saw it.
+    """
+
+    key_state: bytes | None = None
+    watermark: int = LONG_MIN
+    processing_time: int = 0
+    event_timer: int | None = None
+    processing_timer: int | None = None
+    seen_watermark: int | None = None
+    seen_at: int | None = None
+
+    def load_state(self) -> KeyState | None:
+        return None if self.key_state is None else pickle.loads(self.key_state)
+
+
+NEW_KEY = StoredKey()
+
+
+def dump_key_state(key_state: KeyState) -> bytes:
+    """A KeyState's bytes (see :func:`_dumps`)."""
+    return _dumps(key_state)
+
+
+class _Dumper(threading.local):
+    """A pickler per thread that writes the reader's Rows as their row type
+    (:func:`tidemark.spark.codec.row_reductions`: they come back as the same kind of Row), reused
+    while what it writes is small: a call pickles every key it visits, and a pickler
+    costs more to build than a small key state to write, but it then sizes its buffer
+    by the largest pickle it wrote."""
+
+    def __init__(self) -> None:
+        self._table: dict[Any, Any] = {}
+        self._new_pickler()
+
+    def _new_pickler(self) -> None:
+        self.out = io.BytesIO()
+        self.pickler = pickle.Pickler(self.out, protocol=pickle.HIGHEST_PROTOCOL)
+        self.pickler.dispatch_table = self._table
+
+    def dumps(self, value: Any) -> bytes:
+        table, rows = self._table, row_reductions()
+        if len(table) != len(copyreg.dispatch_table) + len(rows):  # a class added since
+            table.clear()
+            table.update(copyreg.dispatch_table)
+            table.update(rows)
+        out, pickler = self.out, self.pickler
+        out.seek(0)
+        out.truncate()
+        try:
+            pickler.dump(value)
+        finally:
+            pickler.clear_memo()  # holds what it wrote until cleared
+        written = out.getvalue()
+        if len(written) > _REUSED_UP_TO:
+            self._new_pickler()
+        return written
+
+
+_REUSED_UP_TO = 1 << 14  # bytes a reused pickler may write
+
+_DUMPER = _Dumper()
+
+
+def _dumps(value: Any) -> bytes:
+    """pickle (:class:`_Dumper`), or cloudpickle for values of classes that only
+    exist by value (defined in a driver script, whose module a worker cannot import);
+    ``pickle.loads`` reads both, and what plain pickle wrote before."""
+    try:
+        return _DUMPER.dumps(value)
+    except Exception:
+        return cloudpickle.dumps(value)
+
+
+@dataclass
+class StoredGroup:
+    """A key group's row, decoded: its keys and the Spark timers registered for it.
+
+    >>> g = StoredGroup.decode(None, 128)
+    >>> (g.exists, g.keys)
+    (False, {})
+    >>> g.keys["a"] = StoredKey(None, 5, 0, 9)
+    >>> g.event_timer = 9
+    >>> back = StoredGroup.decode(g.encode(128), 128)
+    >>> (back.keys["a"].watermark, back.event_timer, back.exists)
+    (5, 9, True)
+    >>> from tidemark.errors import WindowSpecError
+    >>> try:
+    ...     StoredGroup.decode(g.encode(128), 64)
+    ... except WindowSpecError as exc:
+    ...     print(str(exc)[:62])
+    `max_parallelism` must stay what the query first started with:
+    """
+
+    keys: dict[Any, StoredKey] = field(default_factory=dict)
+    event_timer: int | None = None
+    processing_timer: int | None = None
+    exists: bool = False
+    watermark: int | None = None  # Spark's watermark (ms) at the group's last call
+
+    @classmethod
+    def decode(cls, row: Any, max_parallelism: int) -> StoredGroup:
+        """The group from ``ValueState.get()`` (None for a group without state)."""
+        if row is None:
+            return cls()
+        stored_parallelism, blob, event_timer, processing_timer, watermark = row
+        if stored_parallelism != max_parallelism:
+            raise parallelism_changed(stored_parallelism, max_parallelism, "the state row")
+        return cls(pickle.loads(blob), event_timer, processing_timer, True, watermark)
+
+    def encode(self, max_parallelism: int) -> tuple[Any, ...]:
+        """The tuple to ``ValueState.update`` with."""
+        return (
+            max_parallelism,
+            _dumps(self.keys),
+            self.event_timer,
+            self.processing_timer,
+            self.watermark,
+        )
+
+    def earliest_timers(self) -> tuple[int | None, int | None]:
+        """The earliest event-time and processing-time Spark timers of the group's keys."""
+        event = [k.event_timer for k in self.keys.values() if k.event_timer is not None]
+        processing = [
+            k.processing_timer for k in self.keys.values() if k.processing_timer is not None
+        ]
+        return (min(event) if event else None, min(processing) if processing else None)
+
+
+def read_group_rows(spark: Any, checkpoint: str) -> list[Any]:
+    """The key-group rows a query holds in its state store, read with Spark's state data
+    source: Rows with the fields of :data:`STATE_SCHEMA` (``keys``: the pickled dict of
+    the group's keys). Either Spark operator a window runs in is read
+    (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain: then the
+    first window's)."""
+    operators = spark.read.format("state-metadata").load(checkpoint).collect()
+    first = min(operators, key=lambda o: o.operatorId)
+    reader = spark.read.format("statestore").option("path", checkpoint)
+    reader = reader.option("operatorId", first.operatorId)
+    if "transformWithState" in first.operatorName:
+        return [row.value for row in reader.option("stateVarName", STATE_NAME).load().collect()]
+    return [row.value.groupState for row in reader.load().collect()]
+
+
+def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError:
+    """The error for a restart with another number of key groups than ``where`` (the
+    checkpoint, or a group's row) holds: the one message, naming the fix."""
+    return WindowSpecError(
+        f"`max_parallelism` must stay what the query first started with: {where} has "
+        f"{stored} key groups, this query {wanted}. Restart with "
+        f"spark.tidemark.streaming.maxParallelism={stored} (by default it follows "
+        "the session: 4 x min(shuffle partitions, cores, 32)), or start a new checkpoint"
+    )
