@@ -23,6 +23,7 @@ from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
+from tidemark.spark.partitions import SourcePartitions
 from tidemark.triggers import Trigger
 from tidemark.watermarks import WatermarkStrategy
 
@@ -50,7 +51,8 @@ class Source:
     has a timestamp assigner that reads the column in its unit
     (:class:`~tidemark.spark.timestamps.ScaledTimestamp`), which every mode applies.
     ``watermark_strategy_given`` is False when ``strategy`` is the default (monotonous
-    timestamps), not the user's choice.
+    timestamps), not the user's choice. ``partitions`` says which column holds a row's
+    source partition, for per-partition watermarks (:mod:`tidemark.spark.partitions`).
     """
 
     df: Any
@@ -61,6 +63,7 @@ class Source:
     watermark: str | None = None
     timestamp_unit: str = "ms"
     watermark_strategy_given: bool = True
+    partitions: SourcePartitions | None = None
 
     @property
     def schema(self) -> Any:

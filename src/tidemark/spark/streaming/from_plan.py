@@ -151,6 +151,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
+        partitions=source.partitions if earlier is None else None,
     )
 
 

@@ -54,6 +54,7 @@ from tidemark.spark.columns import (
     dropped_counts,
     is_dropped_output,
 )
+from tidemark.spark.partitions import SourcePartitions, check_partitions, union_by_partition
 from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.bindings import WATERMARK_DELAY, key_group_operator
 from tidemark.spark.streaming.chain import (
@@ -177,6 +178,7 @@ def window_stream(
     engine_key: Callable[[tuple], Any] | None = None,
     max_parallelism: int | None = None,
     feeds_downstream: bool = False,
+    partitions: SourcePartitions | None = None,
 ) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
@@ -226,6 +228,9 @@ def window_stream(
         chain takes its earlier window's.
     feeds_downstream : bool
         A later window of a chain reads the result: add ``__tm_phase``.
+    partitions : SourcePartitions, optional
+        Per-partition watermarks (event time only): the watermark is the minimum over
+        the partitions of ``df`` (:mod:`tidemark.spark.partitions`).
 
     Returns
     -------
@@ -256,8 +261,15 @@ def window_stream(
     input_names = _input_names(key_columns, value_columns)
     chained = None
     if upstream is None:
+        check_partitions(partitions, time_mode)
         prepared = _prepare_input(
-            source, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+            source,
+            key_columns,
+            timestamp_column,
+            value_columns,
+            time_mode,
+            out_of_orderness_ms,
+            partitions,
         )
         prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, max_parallelism))
     else:
@@ -388,19 +400,30 @@ def _prepare_input(
     value_columns: list[str],
     time_mode: str,
     out_of_orderness_ms: int | None,
+    partitions: SourcePartitions | None = None,
 ) -> DataFrame:
     names = _input_names(key_columns, value_columns)
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
     columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
-    prepared = df.select(*columns, timestamp.alias(TS))
     if TimeDomain.EVENT_TIME not in TIME_MODES[time_mode]:
-        return prepared
+        return df.select(*columns, timestamp.alias(TS))
     assert out_of_orderness_ms is not None
+    delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
+
+    def watermarked(rows: DataFrame) -> DataFrame:
+        return _with_watermark(rows.select(*columns, timestamp.alias(TS)), delay)
+
+    if partitions is None:
+        return watermarked(df)
+    marker = timestamp.isNotNull() & (timestamp >= F.lit(END_OF_INPUT_MS))
+    return union_by_partition(df, partitions, timestamp, marker, watermarked)
+
+
+def _with_watermark(prepared: DataFrame, delay: str) -> DataFrame:
     ts = F.col(TS)
     end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
     shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
     event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
-    delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
     # The watermark column is dropped right away: Spark still tracks the watermark, and
     # with nothing to filter on it drops no late row before the processor.
     return (
