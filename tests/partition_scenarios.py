@@ -97,3 +97,43 @@ def count_by_partition(events: list[Event]) -> dict[int, int]:
     for p, _key, _ts in events:
         counts[p] += 1
     return dict(counts)
+
+
+Arrival = tuple[int, str, int, int]  # (partition, key, ts, arrival_ms)
+
+
+def idle_arrivals() -> list[Arrival]:
+    """Two partitions, one arrival a second: partition 1 stops after 4 s of arrival time
+    while partition 0 goes on to 14 s. Every key's window [0, 5) waits for partition 1."""
+    rows: list[Arrival] = []
+    for second in range(15):
+        rows.append((0, f"k{second % 3}", second * 1000, second * 1000))
+        if second < 5:
+            rows.append((1, f"k{second % 3}", second * 1000 + 1, second * 1000 + 500))
+    return rows
+
+
+def engine_replay(
+    rows: list[Arrival], strategy: tm.WatermarkStrategy, partitions: list[int]
+) -> list[tuple[Any, ...]]:
+    """The engine fed each element after the per-partition watermark in force when it
+    arrived, then ``MAX``: ``(key, start, end, n, watermark at firing)``."""
+    harness = WindowOperatorHarness(
+        tm.TumblingEventTimeWindows.of(WINDOW_MS), _CountAt(), key_selector=lambda e: e[1]
+    )
+    watermarks = PartitionWatermarks(strategy, partitions)
+    for row in rows:
+        partition, _key, ts, arrival = row
+        watermark = watermarks.watermark_at(arrival)
+        if watermark > harness.current_watermark:
+            harness.process_watermark(watermark)
+        harness.process_element(row, ts)
+        watermarks.on_event(partition, ts, arrival)
+    harness.process_watermark(tm.LONG_MAX)
+    return sorted(v for v, _ in harness.output())
+
+
+class _CountAt(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        window = context.window()
+        yield (key, window.start, window.end, len(list(elements)), context.current_watermark())

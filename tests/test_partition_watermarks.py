@@ -20,9 +20,12 @@ from partition_scenarios import (
     STRATEGY,
     WINDOW_MS,
     _Count,
+    _CountAt,
     batch_watermarks,
     count_by_partition,
     engine_counts,
+    engine_replay,
+    idle_arrivals,
     lagging_batches,
 )
 
@@ -199,3 +202,82 @@ def test_stream_row_of_an_unlisted_partition_fails_the_query(spark, tmp_path):
     _write_batches(tmp_path / "in", [[(0, "a", 1_000), (9, "b", 2_000)]], end=False)
     with pytest.raises(InputDataError, match=r"a row of partition 9 .*timestamp=2000ms"):
         _run_stream(spark, tmp_path, per_partition=True, partitions=2)
+
+
+# ---------------------------------------------------------------------- replay
+
+RESULT_AT = "key string, start long, end long, n long, wm long"
+
+
+def _replay(spark, rows, strategy, per_partition=True, partitions=None):
+    """A recorded stream of ``(partition, key, ts, arrival)`` replayed in arrival order."""
+    df = spark.createDataFrame(
+        [(*row, n) for n, row in enumerate(rows)],
+        "partition int, key string, ts long, arrival long, position long",
+    )
+    extra = {"partition_column": "partition", "partitions": partitions} if per_partition else {}
+    late = tm.OutputTag("late")
+    result = (
+        tm.from_dataframe(
+            df,
+            "ts",
+            order_by="position",
+            processing_time="arrival",
+            watermark_strategy=strategy,
+            **extra,
+        )  # fmt: skip
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(WINDOW_MS))
+        .side_output_late_data(late)
+        .process(_CountAt(), RESULT_AT)
+    )
+    main = sorted(tuple(r) for r in result.to_dataframe().collect())
+    return main, [tuple(r) for r in result.get_side_output(late).to_dataframe().collect()]
+
+
+def _arrivals(batches):
+    """The lagging batches as one recorded stream: batch after batch, a second apart."""
+    return [(p, k, ts, 1000 * n) for n, rows in enumerate(batches) for p, k, ts in rows]
+
+
+@pytest.mark.spark
+def test_replay_per_partition_equals_the_engine_and_nothing_is_late(spark):
+    rows = _arrivals(lagging_batches())
+    main, late = _replay(spark, rows, STRATEGY)
+    assert main == engine_replay(rows, STRATEGY, list(range(PARTITIONS)))
+    assert late == []
+    global_main, global_late = _replay(spark, rows, STRATEGY, per_partition=False)
+    as_one = [(0, k, ts, arrival) for _p, k, ts, arrival in rows]
+    assert global_main == engine_replay(as_one, STRATEGY, [0])
+    assert {r[0] for r in global_late} == {3} and len(global_late) > 0
+
+
+@pytest.mark.spark
+def test_replay_idle_partition_closes_windows_only_with_idleness(spark):
+    rows = idle_arrivals()
+    idle = STRATEGY.with_idleness(2_000)
+    main, _ = _replay(spark, rows, idle)
+    assert main == engine_replay(rows, idle, [0, 1])
+    first = [r for r in main if r[1] == 0]
+    # partition 1 last arrived at 4.5 s: idle from 6.5 s on, the watermark then follows
+    # partition 0 alone and window [0, 5) fires at 7 s's element, watermark 7 s - 2 s - 1
+    assert {r[4] for r in first} == {7_000 - BOUND_MS - 1}
+    waiting, _ = _replay(spark, rows, STRATEGY)
+    assert waiting == engine_replay(rows, STRATEGY, [0, 1])
+    assert {r[4] for r in waiting if r[1] == 0} == {tm.LONG_MAX}  # held until the end
+
+
+def test_replay_idleness_needs_arrival_times(spark):
+    df = spark.createDataFrame([(0, "a", 1, 0)], "partition int, key string, ts long, n long")
+    with pytest.raises(WindowSpecError, match="give `processing_time`"):
+        tm.from_dataframe(
+            df, "ts", order_by="n", partition_column="partition",
+            watermark_strategy=STRATEGY.with_idleness(1_000),
+        )  # fmt: skip
+
+
+@pytest.mark.spark
+def test_replay_row_of_an_unlisted_partition_is_an_error(spark):
+    rows = [(0, "a", 1_000, 0), (5, "a", 2_000, 1)]
+    with pytest.raises(InputDataError, match=r"partition 5 \(timestamp=2000ms\) is not of"):
+        _replay(spark, rows, STRATEGY, partitions=[0, 1])

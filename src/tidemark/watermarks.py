@@ -220,15 +220,18 @@ class PartitionWatermarks:
     def partitions(self) -> list[Hashable]:
         return list(self._max)
 
-    def on_event(self, partition: Hashable, timestamp: int, arrival_ms: int | None = None) -> None:
-        """An element of ``partition`` with ``timestamp`` arrived at ``arrival_ms``."""
+    def on_event(
+        self, partition: Hashable, timestamp: int | None, arrival_ms: int | None = None
+    ) -> None:
+        """An element of ``partition`` with ``timestamp`` arrived at ``arrival_ms`` (an
+        element without a timestamp moves no watermark; whoever reads it refuses it)."""
         if partition not in self._max:
             raise InputDataError(
                 f"an element of partition {partition!r} (timestamp={timestamp}ms) is not of "
                 f"the source's partitions {self.partitions}: list every partition"
             )
         seen = self._max[partition]
-        if seen is None or timestamp > seen:
+        if timestamp is not None and (seen is None or timestamp > seen):
             self._max[partition] = timestamp
         if arrival_ms is not None:
             self._last_arrival[partition] = arrival_ms

@@ -119,6 +119,11 @@ def from_dataframe(
             "`watermark` replays recorded watermarks and `partition_column` computes "
             "per-partition ones: give one of them"
         )
+    if by_partition and order and strategy.idleness_ms is not None and processing_time is None:
+        raise WindowSpecError(
+            "a replay's per-partition idleness needs each row's arrival time: give "
+            "`processing_time` (e.g. Kafka's record timestamp), or drop with_idleness"
+        )
     if timestamp_unit is None:
         warn_if_unit_looks_wrong(df, timestamp)
     elif timestamp_unit != "ms":
