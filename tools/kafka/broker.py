@@ -14,6 +14,7 @@ with Kafka's own ``TopicCommand``.
 from __future__ import annotations
 
 import argparse
+import base64
 import os
 import signal
 import socket
@@ -65,7 +66,7 @@ def java() -> str:
 
 
 def _java(main: str, *args: str, log4j: Path | None = None) -> list[str]:
-    classpath = os.pathsep.join(setup.classpath(["broker"]))
+    classpath = str(setup.JARS / "broker" / "*")  # every jar of the directory
     options = ["-Xmx512m", "-XX:+UseSerialGC"]
     if log4j is not None:
         options.append(f"-Dlog4j.configuration=file:{log4j}")
@@ -98,10 +99,7 @@ def start(directory: Path = RUN, port: int = PORT) -> str:
         _PROPERTIES.format(port=port, controller=controller, logs=directory / "data")
     )
     log4j.write_text(_LOG4J.format(log=directory / "broker.log"))
-    cluster = str(uuid.uuid4())
-    formatting = _java("kafka.tools.StorageTool", "format", "-t", _base64(cluster), "-c",
-                       str(properties), "--ignore-formatted", log4j=log4j)  # fmt: skip
-    subprocess.run(formatting, check=True, capture_output=True)
+    _format(directory, properties, log4j)
     with open(directory / "stdout.log", "ab") as out:
         broker = subprocess.Popen(
             _java("kafka.Kafka", str(properties), log4j=log4j),
@@ -115,11 +113,18 @@ def start(directory: Path = RUN, port: int = PORT) -> str:
     return address
 
 
-def _base64(cluster: str) -> str:
-    """A cluster id as Kafka writes one: a UUID's 16 bytes in URL-safe base64."""
-    import base64
-
-    return base64.urlsafe_b64encode(uuid.UUID(cluster).bytes).decode().rstrip("=")
+def _format(directory: Path, properties: Path, log4j: Path) -> None:
+    """Format the broker's storage once; a restart in the same directory keeps its data
+    (and its cluster id, kept beside it)."""
+    stored = directory / "cluster-id"
+    if not stored.is_file():
+        raw = uuid.uuid4().bytes  # Kafka's form: a UUID's bytes in URL-safe base64
+        stored.write_text(base64.urlsafe_b64encode(raw).decode().rstrip("="))
+    command = _java("kafka.tools.StorageTool", "format", "-t", stored.read_text(), "-c",
+                    str(properties), "--ignore-formatted", log4j=log4j)  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    if done.returncode != 0:
+        raise RuntimeError(f"formatting the broker's storage failed: {done.stdout}{done.stderr}")
 
 
 def _wait_ready(broker: subprocess.Popen, address: str, directory: Path) -> None:

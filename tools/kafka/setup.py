@@ -1,19 +1,17 @@
 """Fetch and cache the jars of tidemark's Kafka set-up with Maven (idempotent).
 
-Three sets, each from a small generated pom and ``mvn dependency:copy-dependencies``,
+Two sets, each from a small generated pom and ``mvn dependency:copy-dependencies``,
 under ``tools/kafka/.jars/<set>/`` (``make clean`` removes them; Maven's own cache is
 ``~/.m2``):
 
 * ``connector``: Spark's Kafka source and sink (``SPARK_KAFKA`` in ``versions.env``),
-* ``delta``: the table format's Spark runtime (``DELTA``),
+  without the jars the installed PySpark already ships (the same artifact in another
+  version would shadow or clash with Spark's);
 * ``broker``: Apache Kafka's broker and tools (``KAFKA``, ``KAFKA_TOOLS``), run from
   their jars by ``broker.py``.
 
-The two sets that go on Spark's class path leave out every jar the installed PySpark
-already ships (the same artifact in another version would shadow or clash with Spark's).
-
-    python tools/kafka/setup.py            # fetch what is missing
-    python tools/kafka/setup.py --classpath connector delta   # print spark.jars
+    python tools/kafka/setup.py                          # fetch what is missing
+    python tools/kafka/setup.py --classpath connector     # print spark.jars
 """
 
 from __future__ import annotations
@@ -30,10 +28,9 @@ HERE = Path(__file__).resolve().parent
 JARS = HERE / ".jars"
 SETS = {
     "connector": ("SPARK_KAFKA",),
-    "delta": ("DELTA",),
     "broker": ("KAFKA", "KAFKA_TOOLS"),
 }
-ON_SPARK = ("connector", "delta")
+ON_SPARK = ("connector",)
 UNREACHABLE = (
     "tools/kafka/setup.py: Maven could not fetch {what} from Maven Central "
     "(https://repo.maven.apache.org/maven2). Check that this machine reaches it (a proxy "

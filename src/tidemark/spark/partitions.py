@@ -33,7 +33,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from tidemark.errors import WindowSpecError
+from tidemark.errors import InputDataError, WindowSpecError
+from tidemark.spark.surfacing import raise_error_column
 
 __all__ = [
     "SourcePartitions",
@@ -172,7 +173,7 @@ def _refuse_unlisted(column: Any, partitions: SourcePartitions, timestamp_ms: An
     listed = column.isin(list(partitions.values))
     unlisted = (column.isNull() | ~listed) & ~marker
     message = F.concat(
-        F.lit("tidemark.errors.InputDataError: a row of partition "),
+        F.lit("a row of partition "),
         F.coalesce(column.cast("string"), F.lit("null")),
         F.lit(f" (column {partitions.column!r}, timestamp="),
         F.coalesce(timestamp_ms.cast("string"), F.lit("null")),
@@ -182,4 +183,4 @@ def _refuse_unlisted(column: Any, partitions: SourcePartitions, timestamp_ms: An
             "with every partition in `partitions`"
         ),
     )
-    return F.when(unlisted, F.raise_error(message)).otherwise(F.lit(False))
+    return F.when(unlisted, raise_error_column(InputDataError, message)).otherwise(F.lit(False))
