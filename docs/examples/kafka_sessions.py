@@ -64,17 +64,22 @@ def sessions(spark, bootstrap_servers, topic, partitions, options=None):
     )
 
 
-def start(spark, bootstrap_servers, topic, partitions, out, trigger=None, options=None):
-    """Start the query: each output to its own table under ``out``."""
+def tables(out):
+    """Each output to its own table under ``out``, written by micro-batch id."""
+    return {
+        "main": parquet_table(f"{out}/sessions"),
+        LATE: parquet_table(f"{out}/late"),
+        "__late_records_dropped": parquet_table(f"{out}/dropped"),
+    }
+
+
+def start(spark, bootstrap_servers, topic, partitions, out, options=None, sinks=None):
+    """Start the query, reading what the topic holds now (``availableNow``)."""
     result = sessions(spark, bootstrap_servers, topic, partitions, options)
     return result.write_outputs(
-        {
-            "main": parquet_table(f"{out}/sessions"),
-            LATE: parquet_table(f"{out}/late"),
-            "__late_records_dropped": parquet_table(f"{out}/dropped"),
-        },
+        sinks or tables(out),
         checkpoint=f"{out}/checkpoint",
-        trigger=trigger or {"availableNow": True},
+        trigger={"availableNow": True},
     )
 
 
