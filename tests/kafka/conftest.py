@@ -29,7 +29,13 @@ _TOPICS = itertools.count()
 
 # Spark's workers import what these tests define by module name.
 os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(Path(__file__).parent), str(ROOT / "docs" / "examples"), os.environ["PYTHONPATH"]]
+    p
+    for p in (
+        str(Path(__file__).parent),
+        str(ROOT / "docs" / "examples"),
+        os.environ.get("PYTHONPATH"),
+    )
+    if p
 )
 
 

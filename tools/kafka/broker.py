@@ -154,11 +154,12 @@ def create_topic(address: str, name: str, partitions: int) -> None:
         raise RuntimeError(f"creating topic {name!r} failed: {done.stdout}{done.stderr}")
 
 
-def stop(directory: Path = RUN) -> None:
-    """Stop the broker of ``directory`` (SIGTERM, then SIGKILL after 20 s)."""
+def stop(directory: Path = RUN) -> bool:
+    """Stop the broker of ``directory`` (SIGTERM, then SIGKILL after 20 s); False when
+    none was running."""
     pid_file = directory / "pid"
     if not pid_file.is_file():
-        return
+        return False
     pid = int(pid_file.read_text())
     try:
         os.kill(pid, signal.SIGTERM)
@@ -169,6 +170,7 @@ def stop(directory: Path = RUN) -> None:
     except ProcessLookupError:
         pass
     pid_file.unlink()
+    return True
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -181,8 +183,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.action == "start":
         print(f"kafka: broker at {start(args.dir, args.port)} (data in {args.dir})")
     elif args.action == "stop":
-        stop(args.dir)
-        print("kafka: broker stopped")
+        print("kafka: broker stopped" if stop(args.dir) else "kafka: no broker was running")
     else:
         name, partitions = args.args
         create_topic(f"127.0.0.1:{args.port}", name, int(partitions))
