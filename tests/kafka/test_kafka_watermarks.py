@@ -22,10 +22,13 @@ from partition_scenarios import (
     STRATEGY,
     WINDOW_MS,
     _Count,
+    _CountAt,
     count_by_partition,
     engine_counts,
+    engine_replay,
     lagging_batches,
 )
+from pyspark.sql import functions as F
 
 import tidemark as tm
 from tidemark.spark.kafka import read_kafka
@@ -133,3 +136,37 @@ def test_idle_partition_closes_windows_only_with_idleness(
     # partition 3 holds the watermark at 3 s - 2 s - 1 = 999 ms: nothing closes, as in Flink
     assert BOUND_MS == 2_000 and collected["waiting"] == []
     assert collected["late"] == []
+
+
+def test_replay_of_the_recorded_topic_equals_the_engine(spark, bootstrap, topic, produce):
+    """The lagging topic read back in batch and replayed in the order its records were
+    stamped (Kafka's record timestamp, then partition and offset), per partition: the
+    engine fed each row after the watermark in force when it arrived gives the same."""
+    name = topic(PARTITIONS)
+    for rows in lagging_batches():
+        produce(name, [(p, {"key": k, "ts": ts}) for p, k, ts in rows])
+    records = read_kafka(
+        spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
+        timestamp="ts", streaming=False,
+    )  # fmt: skip
+    order = ["kafka_timestamp", "partition", "offset"]
+    strategy = STRATEGY.with_idleness(60_000)
+    result = (
+        tm.from_dataframe(
+            records.rows,
+            "ts",
+            order_by=order,
+            processing_time="kafka_timestamp",
+            watermark_strategy=strategy,
+            partition_column="partition",
+        )  # fmt: skip
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(WINDOW_MS))
+        .process(_CountAt(), "key string, start long, end long, n long, wm long")
+    )
+    got = sorted(tuple(r) for r in result.to_dataframe().collect())
+    rows = records.rows.withColumn("arrival", F.unix_millis("kafka_timestamp"))
+    arrived = sorted(rows.collect(), key=lambda r: tuple(r[c] for c in order))
+    sequence = [(r.partition, r.key, r.ts, r.arrival) for r in arrived]
+    assert got == engine_replay(sequence, strategy, list(range(PARTITIONS)))
+    assert sum(r[3] for r in got) == sum(len(b) for b in lagging_batches())
