@@ -52,7 +52,7 @@ test-beam: $(STAMP)
 # `make kafka-start` / `kafka-stop` run a single KRaft broker on 127.0.0.1:19092;
 # `make test-kafka` runs tests/kafka against a broker of its own (a missing jar fails it).
 kafka-setup: $(STAMP)
-	$(BIN)/python tools/kafka/setup.py
+	$(BIN)/python tools/kafka/jars.py
 
 kafka-start: kafka-setup
 	$(BIN)/python tools/kafka/broker.py start

@@ -85,14 +85,14 @@ def start(spark, bootstrap_servers, topic, partitions, out, options=None, sinks=
 
 if __name__ == "__main__":
     servers, topic_name, count, directory = sys.argv[1:5]
-    # The connector's jars: `make kafka-setup` caches them (tools/kafka/setup.py);
+    # The connector's jars: `make kafka-setup` caches them (tools/kafka/jars.py);
     # elsewhere spark.jars.packages=org.apache.spark:spark-sql-kafka-0-10_2.13:<version>.
     sys.path.insert(0, "tools/kafka")
-    import setup  # noqa: E402
+    import jars  # noqa: E402
 
     session = (
         SparkSession.builder.master("local[2]")
-        .config("spark.jars", ",".join(setup.classpath(["connector"])))
+        .config("spark.jars", ",".join(jars.classpath(["connector"])))
         .config("spark.sql.shuffle.partitions", "2")
         .getOrCreate()
     )

@@ -22,7 +22,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "kafka"))
 import broker as kafka_broker  # noqa: E402  (tools/kafka/broker.py)
-import setup as kafka_setup  # noqa: E402  (tools/kafka/setup.py)
+import jars as kafka_jars_set  # noqa: E402  (tools/kafka/jars.py)
 
 REQUIRED = os.environ.get("TIDEMARK_REQUIRE_KAFKA") == "1"
 _TOPICS = itertools.count()
@@ -48,11 +48,11 @@ def unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def kafka_jars() -> list[str]:
     """The connector's jars for ``spark.jars``."""
-    if not (kafka_setup.fetched("connector") and kafka_setup.fetched("broker")):
+    if not (kafka_jars_set.fetched("connector") and kafka_jars_set.fetched("broker")):
         unavailable("the Kafka jars are not fetched: run `make kafka-setup`")
     if shutil.which(kafka_broker.java()) is None and not os.environ.get("JAVA_HOME"):
         unavailable("no `java` for the Kafka broker")
-    return kafka_setup.classpath(["connector"])
+    return kafka_jars_set.classpath(["connector"])
 
 
 @pytest.fixture(scope="session")

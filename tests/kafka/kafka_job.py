@@ -17,8 +17,8 @@ from pyspark import cloudpickle
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT / "tools" / "kafka"), str(ROOT / "docs" / "examples")]
+import jars  # noqa: E402  (tools/kafka/jars.py)
 import kafka_sessions  # noqa: E402
-import setup  # noqa: E402
 
 from tidemark.spark.session import get_spark  # noqa: E402
 
@@ -43,7 +43,7 @@ def main(bootstrap: str, topic: str, out: str, pause: str) -> None:
         master="local[2]",
         app_name="tidemark-kafka-job",
         conf={
-            "spark.jars": ",".join(setup.classpath(["connector"])),
+            "spark.jars": ",".join(jars.classpath(["connector"])),
             "spark.sql.shuffle.partitions": "2",
             "spark.default.parallelism": "2",
         },

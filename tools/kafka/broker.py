@@ -3,7 +3,7 @@
 For tidemark's Kafka tests and the docs' example: ``make kafka-start`` / ``make
 kafka-stop`` (a broker in ``tools/kafka/.run`` on ``127.0.0.1:19092``), and the tests'
 session fixture (a broker in a temporary directory on a free port). The jars come from
-``setup.py`` (``make kafka-setup``); nothing here speaks Kafka's protocol: topics are made
+``jars.py`` (``make kafka-setup``); nothing here speaks Kafka's protocol: topics are made
 with Kafka's own ``TopicCommand``.
 
     python tools/kafka/broker.py start [--dir D] [--port P]
@@ -26,7 +26,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-import setup  # noqa: E402  (tools/kafka/setup.py, beside this file)
+import jars  # noqa: E402  (tools/kafka/jars.py)
 
 RUN = HERE / ".run"
 PORT = 19092
@@ -66,7 +66,7 @@ def java() -> str:
 
 
 def _java(main: str, *args: str, log4j: Path | None = None) -> list[str]:
-    classpath = str(setup.JARS / "broker" / "*")  # every jar of the directory
+    classpath = str(jars.JARS / "broker" / "*")  # every jar of the directory
     options = ["-Xmx512m", "-XX:+UseSerialGC"]
     if log4j is not None:
         options.append(f"-Dlog4j.configuration=file:{log4j}")
@@ -88,7 +88,7 @@ def _listening(port: int) -> bool:
 def start(directory: Path = RUN, port: int = PORT) -> str:
     """Start a broker keeping its data, log and pid in ``directory``; return its
     bootstrap address once it answers Kafka's own topic tool."""
-    if not setup.fetched("broker"):
+    if not jars.fetched("broker"):
         raise RuntimeError("the Kafka broker's jars are not fetched: run `make kafka-setup`")
     if _listening(port):
         raise RuntimeError(f"port {port} is taken: stop what listens there or pick another")

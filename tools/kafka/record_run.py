@@ -31,7 +31,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path[:0] = [str(HERE)]
 import broker  # noqa: E402
-import setup  # noqa: E402
+import jars  # noqa: E402  (tools/kafka/jars.py)
 
 BOUND_MS, WINDOW_MS = 2_000, 10_000
 OUT = ROOT / "docs" / "examples" / "kafka_runs.json"
@@ -171,7 +171,7 @@ def _changes(marks: list[dict]) -> list[dict]:
 def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = get_spark(master="local[2]", conf={
-        "spark.jars": ",".join(setup.classpath(["connector"])),
+        "spark.jars": ",".join(jars.classpath(["connector"])),
         "spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"})  # fmt: skip
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)

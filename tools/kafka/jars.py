@@ -10,8 +10,8 @@ under ``tools/kafka/.jars/<set>/`` (``make clean`` removes them; Maven's own cac
 * ``broker``: Apache Kafka's broker and tools (``KAFKA``, ``KAFKA_TOOLS``), run from
   their jars by ``broker.py``.
 
-    python tools/kafka/setup.py                          # fetch what is missing
-    python tools/kafka/setup.py --classpath connector     # print spark.jars
+    python tools/kafka/jars.py                          # fetch what is missing
+    python tools/kafka/jars.py --classpath connector     # print spark.jars
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ SETS = {
 }
 ON_SPARK = ("connector",)
 UNREACHABLE = (
-    "tools/kafka/setup.py: Maven could not fetch {what} from Maven Central "
+    "tools/kafka/jars.py: Maven could not fetch {what} from Maven Central "
     "(https://repo.maven.apache.org/maven2). Check that this machine reaches it (a proxy "
     "goes in ~/.m2/settings.xml), then run `make kafka-setup` again. Maven said:\n{said}"
 )
@@ -75,7 +75,7 @@ def fetched(name: str, pins: dict[str, str] | None = None) -> bool:
 def fetch(name: str, pins: dict[str, str]) -> None:
     """Copy set ``name``'s jars and their runtime dependencies into ``.jars/<name>``."""
     if shutil.which("mvn") is None:
-        sys.exit("tools/kafka/setup.py: needs Maven (`mvn`): apt-get install maven")
+        sys.exit("tools/kafka/jars.py: needs Maven (`mvn`): apt-get install maven")
     target = JARS / name
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
