@@ -26,7 +26,6 @@ of what streaming computes, and where idleness differs from Flink's: ``docs/kafk
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
@@ -34,10 +33,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from tidemark.errors import InputDataError, WindowSpecError
+from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.surfacing import raise_error_column
 
 __all__ = [
-    "SourcePartitions",
     "source_partitions",
     "union_by_partition",
     "check_watermark_policy",
@@ -48,19 +47,6 @@ __all__ = [
 WATERMARK_POLICY_CONF = "spark.sql.streaming.multipleWatermarkPolicy"
 
 _KINDS = ("IntegerType", "LongType", "ShortType", "ByteType", "StringType")
-
-
-@dataclass(frozen=True)
-class SourcePartitions:
-    """Which column holds a row's source partition, and the partitions there are
-    (None: a replay takes the values its rows hold)."""
-
-    column: str
-    values: tuple[Hashable, ...] | None = None
-
-    def describe(self) -> str:
-        listed = "its values" if self.values is None else list(self.values)
-        return f"partition_column={self.column!r}, partitions={listed}"
 
 
 def source_partitions(

@@ -10,7 +10,7 @@ pipeline, and the execution layer remembers what it computed for it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +23,6 @@ from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.spark.partitions import SourcePartitions
 from tidemark.triggers import Trigger
 from tidemark.watermarks import WatermarkStrategy
 
@@ -31,6 +30,7 @@ __all__ = [
     "key_spec",
     "warn_default_watermarks",
     "Source",
+    "SourcePartitions",
     "WindowOp",
     "KeySpec",
     "OperatorFactory",
@@ -40,6 +40,19 @@ __all__ = [
     "slice_incremental_enabled",
     "FAST_PATHS_CONF",
 ]
+
+
+@dataclass(frozen=True)
+class SourcePartitions:
+    """Which column holds a row's source partition, and the partitions there are
+    (None: a replay takes the values its rows hold)."""
+
+    column: str
+    values: tuple[Hashable, ...] | None = None
+
+    def describe(self) -> str:
+        listed = "its values" if self.values is None else list(self.values)
+        return f"partition_column={self.column!r}, partitions={listed}"
 
 
 @dataclass(frozen=True, eq=False)

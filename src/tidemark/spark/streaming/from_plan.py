@@ -20,6 +20,7 @@ from tidemark.spark.columns import (
     upstream_output_name,
     with_function_key,
 )
+from tidemark.spark.partitions import check_partitions
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
 from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.modes import (
@@ -133,6 +134,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
     else:
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
+    check_partitions(source.partitions, mode)
     return window_stream(
         df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,

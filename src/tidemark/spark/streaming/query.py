@@ -54,7 +54,8 @@ from tidemark.spark.columns import (
     dropped_counts,
     is_dropped_output,
 )
-from tidemark.spark.partitions import SourcePartitions, check_partitions, union_by_partition
+from tidemark.spark.partitions import union_by_partition
+from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.bindings import WATERMARK_DELAY, key_group_operator
 from tidemark.spark.streaming.chain import (
@@ -229,8 +230,7 @@ def window_stream(
     feeds_downstream : bool
         A later window of a chain reads the result: add ``__tm_phase``.
     partitions : SourcePartitions, optional
-        Per-partition watermarks (event time only): the watermark is the minimum over
-        the partitions of ``df`` (:mod:`tidemark.spark.partitions`).
+        Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
 
     Returns
     -------
@@ -261,7 +261,6 @@ def window_stream(
     input_names = _input_names(key_columns, value_columns)
     chained = None
     if upstream is None:
-        check_partitions(partitions, time_mode)
         prepared = _prepare_input(
             source,
             key_columns,
@@ -411,26 +410,23 @@ def _prepare_input(
     delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
 
     def watermarked(rows: DataFrame) -> DataFrame:
-        return _with_watermark(rows.select(*columns, timestamp.alias(TS)), delay)
+        ts = F.col(TS)
+        end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
+        shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
+        event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
+        # The watermark column is dropped right away: Spark still tracks the watermark,
+        # and with nothing to filter on it drops no late row before the processor.
+        return (
+            rows.select(*columns, timestamp.alias(TS))
+            .withColumn(WATERMARK_TIME, event_time)
+            .withWatermark(WATERMARK_TIME, delay)
+            .drop(WATERMARK_TIME)
+        )
 
     if partitions is None:
         return watermarked(df)
     marker = timestamp.isNotNull() & (timestamp >= F.lit(END_OF_INPUT_MS))
     return union_by_partition(df, partitions, timestamp, marker, watermarked)
-
-
-def _with_watermark(prepared: DataFrame, delay: str) -> DataFrame:
-    ts = F.col(TS)
-    end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
-    shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
-    event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
-    # The watermark column is dropped right away: Spark still tracks the watermark, and
-    # with nothing to filter on it drops no late row before the processor.
-    return (
-        prepared.withColumn(WATERMARK_TIME, event_time)
-        .withWatermark(WATERMARK_TIME, delay)
-        .drop(WATERMARK_TIME)
-    )
 
 
 # ---------------------------------------------------------------------- output
