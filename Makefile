@@ -6,7 +6,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-flink test-beam bench nexmark clean java dist docs
+.PHONY: test demo lint test-slow test-flink test-beam test-kafka kafka-setup kafka-start \
+	kafka-stop bench nexmark clean java dist docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,7 +34,7 @@ java: $(STAMP)
 	fi
 
 test: java
-	$(PYTEST) -q -m "not slow and not flink and not beam"
+	$(PYTEST) -q -m "not slow and not flink and not beam and not kafka"
 
 test-slow: java
 	$(PYTEST) -q -m "slow"
@@ -45,6 +46,22 @@ test-flink: $(STAMP)
 test-beam: $(STAMP)
 	bash tools/beamref/setup.sh
 	$(PYTEST) -q -m "beam" tests/beam
+
+# Kafka (docs/kafka.md): `make kafka-setup` fetches Spark's Kafka connector and Apache
+# Kafka's broker with Maven into tools/kafka/.jars (pinned in tools/kafka/versions.env);
+# `make kafka-start` / `kafka-stop` run a single KRaft broker on 127.0.0.1:19092;
+# `make test-kafka` runs tests/kafka against a broker of its own (a missing jar fails it).
+kafka-setup: $(STAMP)
+	$(BIN)/python tools/kafka/jars.py
+
+kafka-start: kafka-setup
+	$(BIN)/python tools/kafka/broker.py start
+
+kafka-stop:
+	@if [ -x $(BIN)/python ]; then $(BIN)/python tools/kafka/broker.py stop; fi
+
+test-kafka: java kafka-setup
+	TIDEMARK_REQUIRE_KAFKA=1 $(PYTEST) -q -m kafka tests/kafka
 
 demo: java
 	$(BIN)/tidemark demo
@@ -85,5 +102,6 @@ dist: $(STAMP)
 	cp dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip
 	@echo "dist: dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip"
 
-clean:
-	rm -rf $(VENV) build dist *.egg-info docs/_build docs/_generated docs/api/generated
+clean: kafka-stop
+	rm -rf $(VENV) build dist *.egg-info docs/_build docs/_generated docs/api/generated \
+	  tools/kafka/.jars tools/kafka/.run

@@ -2,11 +2,14 @@
 
 Each picture is made by running its example in ``docs/examples/concepts.py`` on the
 engine (``tidemark.testing.replay_trace`` or the harness with a tracer) and drawing the
-trace with ``tidemark.timeline``, into ``docs/_generated/`` (not committed).
+trace with ``tidemark.timeline``, into ``docs/_generated/`` (not committed). The Kafka
+page's pictures are traces of a real run, recorded by ``tools/kafka/record_run.py`` into
+``docs/examples/kafka_runs.json``.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,15 @@ def _draw(app: Any) -> None:
     import concepts  # docs/examples/concepts.py
 
     concepts.draw_all(docs / "_generated")
+    _draw_kafka_runs(docs)
+
+
+def _draw_kafka_runs(docs: Path) -> None:
+    from tidemark.timeline import timeline
+
+    runs = json.loads((docs / "examples" / "kafka_runs.json").read_text())
+    for name, trace in runs.items():
+        timeline(trace, docs / "_generated" / f"kafka-{name.replace('_', '-')}.png")
 
 
 def setup(app: Any) -> dict[str, Any]:

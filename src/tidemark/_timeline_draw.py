@@ -203,6 +203,8 @@ class _Scene:
     xlabel: str
     statuses: tuple[str, ...]
     kinds: tuple[str, ...]
+    # a source read in partitions: (partition name, its own watermark's step line)
+    partitions: tuple[tuple[str, tuple[tuple[float, float], ...]], ...] = ()
 
     def clip(self, x: float) -> float:
         return min(max(x, self.xlim[0]), self.xlim[1])
@@ -370,7 +372,60 @@ def _scene(trace: Mapping[str, Any], title: str | None) -> _Scene:
         xlabel=clock.axis_label(*xlim),
         statuses=tuple(s for s in ELEMENT_STATUSES if s in present),
         kinds=tuple(k for k in FIRING_KINDS if k in fired),
+        partitions=_partition_lines(trace, xlim),
     )
+
+
+_PARTITION_COLOURS = ("#17becf", "#bcbd22", "#e377c2", "#8c564b", "#7f7f7f", "#aec7e8")
+
+
+def _partition_lines(
+    trace: Mapping[str, Any], xlim: tuple[float, float]
+) -> tuple[tuple[str, tuple[tuple[float, float], ...]], ...]:
+    """Each partition's own watermark as a step line, as :func:`_watermark_line` draws
+    the source's (their minimum)."""
+    marks: dict[Hashable, list[Any]] = {}
+    for rec in trace.get("partition_watermarks", ()):
+        marks.setdefault(rec["partition"], []).append(rec)
+    return tuple(
+        (
+            f"partition {p}",
+            _watermark_line({"watermarks": m, "elements": trace["elements"]}, xlim)[0],
+        )
+        for p, m in marks.items()
+    )
+
+
+def _partition_style(index: int) -> str:
+    return _PARTITION_COLOURS[index % len(_PARTITION_COLOURS)]
+
+
+def _draw_partition_lines_mpl(ax: Any, scene: _Scene) -> None:
+    for i, (_name, points) in enumerate(scene.partitions):
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, color=_partition_style(i), lw=1.1, ls=":", zorder=2)
+
+
+def _partition_handles_mpl(scene: _Scene) -> list[Any]:
+    from matplotlib.lines import Line2D
+
+    return [
+        Line2D([], [], color=_partition_style(i), ls=":", label=f"watermark of {name}")
+        for i, (name, _points) in enumerate(scene.partitions)
+    ]
+
+
+def _svg_partition_lines(scene: _Scene, sx: Any, sy: Any) -> list[str]:
+    out = []
+    for i, (name, points) in enumerate(scene.partitions):
+        pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in points)
+        out.append(
+            f'<polyline points="{pts}" fill="none" stroke="{_partition_style(i)}" '
+            f'stroke-width="1.2" stroke-dasharray="1.5,2.5"><title>watermark of '
+            f"{escape(name)}</title></polyline>"
+        )
+    return out
 
 
 @dataclass(frozen=True)
@@ -390,7 +445,8 @@ def _plot_height(n_rows: float) -> float:
 def _layout(scene: _Scene) -> tuple[float, float, tuple[_Box, ...]]:
     """Return figure height, top of the first lane, and each lane's box (inches)."""
     plot_h = _plot_height(scene.ylim[1] - scene.ylim[0])
-    legend_rows = math.ceil((len(scene.statuses) + len(scene.kinds) + 2) / 5)
+    entries = len(scene.statuses) + len(scene.kinds) + 2 + len(scene.partitions)
+    legend_rows = math.ceil(entries / 5)
     top = 0.55 + 0.26 * legend_rows
     boxes, y = [], top
     for lane in scene.lanes:
@@ -439,6 +495,7 @@ def _draw_lane_mpl(ax: Any, scene: _Scene, lane: _Lane, box: _Box) -> None:
     if scene.watermark:
         xs, ys = zip(*scene.watermark, strict=True)
         ax.plot(xs, ys, color=_WATERMARK_COLOUR, lw=1.3, ls="--", zorder=2)
+    _draw_partition_lines_mpl(ax, scene)
     if scene.end_of_input:
         ax.plot(*scene.end_of_input, marker=">", color=_WATERMARK_COLOUR, clip_on=False)
         ax.annotate(
@@ -527,6 +584,7 @@ def _legend_mpl(fig: Any, scene: _Scene, top: float, height: float) -> None:
     handles: list[Any] = [
         Patch(color=_BAND_COLOURS[0], alpha=0.25, label="window [start, end)"),
         Line2D([], [], color=_WATERMARK_COLOUR, ls="--", label="watermark"),
+        *_partition_handles_mpl(scene),
     ]
     for status in scene.statuses:
         colour, marker, text = _STATUS_STYLE[status]
@@ -663,6 +721,7 @@ def _svg_lane(scene: _Scene, lane: _Lane, box: _Box, last: bool) -> list[str]:
             f'stroke-width="1.4" stroke-dasharray="5,3"><title>watermark</title>'
             f"</polyline>"
         )
+    out += _svg_partition_lines(scene, sx, sy)
     if scene.end_of_input:
         ex, ey = sx(scene.end_of_input[0]), sy(scene.end_of_input[1])
         out.append(_svg_marker(">", ex, ey, 4.5, _WATERMARK_COLOUR, _WATERMARK_COLOUR))
@@ -720,6 +779,10 @@ def _svg_legend(scene: _Scene, y: float) -> list[str]:
     entries: list[tuple[str, str, str]] = [
         ("band", _BAND_COLOURS[0], "window [start, end)"),
         ("line", _WATERMARK_COLOUR, "watermark"),
+    ]
+    entries += [
+        ("line", _partition_style(i), f"watermark of {name}")
+        for i, (name, _) in enumerate(scene.partitions)
     ]
     entries += [(m, c, t) for c, m, t in (_STATUS_STYLE[s] for s in scene.statuses)]
     entries += [(m, c, t) for c, m, t in (_KIND_STYLE[k] for k in scene.kinds)]

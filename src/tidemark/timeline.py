@@ -161,6 +161,26 @@ def _check_watermarks(watermarks: list[Any], n: int) -> None:
         last = (arrival, ts)
 
 
+def _check_partition_watermarks(top: Mapping[str, Any], n: int) -> None:
+    """The optional ``partition_watermarks``: each partition's own watermark after the
+    arrivals where it changed (a source read in partitions, ``docs/kafka.md``)."""
+    if "partition_watermarks" not in top:
+        return
+    by_partition: dict[Hashable, list[Any]] = {}
+    for i, raw in enumerate(_list(top, "partition_watermarks")):
+        where = f"trace['partition_watermarks'][{i}]"
+        rec = _record(raw, where, ("partition", "arrival", "ts"))
+        partition = rec["partition"]
+        if not isinstance(partition, (int, str)) or isinstance(partition, bool):
+            raise TraceError(f"{where}['partition'] must be an int or str; got {partition!r}")
+        by_partition.setdefault(partition, []).append({"arrival": rec["arrival"], "ts": rec["ts"]})
+    for partition, marks in by_partition.items():
+        try:
+            _check_watermarks(marks, n)
+        except TraceError as exc:
+            raise TraceError(f"partition {partition!r}'s watermarks: {exc}") from None
+
+
 def _window_id(rec: Mapping[str, Any], where: str) -> tuple[Hashable, int | None, int | None]:
     start = _int(rec, "start", where, none_ok=True)
     end = _int(rec, "end", where, none_ok=True)
@@ -230,9 +250,8 @@ def validate_trace(trace: object) -> None:
     trace['elements'][0]['status'] must be one of 'on_time', 'late_firing', 'side_output', \
 'dropped'; got 'late'
     """
-    top = _record(
-        trace, "trace", ("elements", "watermarks", "windows", "firings"), ("title", "time_zone")
-    )
+    optional = ("title", "time_zone", "partition_watermarks")
+    top = _record(trace, "trace", ("elements", "watermarks", "windows", "firings"), optional)
     if top.get("title") is not None:
         _str(top, "title", "trace")
     if "time_zone" in top:
@@ -241,6 +260,7 @@ def validate_trace(trace: object) -> None:
     _check_elements(elements)
     _check_watermarks(_list(top, "watermarks"), len(elements))
     _check_firings(_list(top, "firings"), len(elements), _check_windows(_list(top, "windows")))
+    _check_partition_watermarks(top, len(elements))
 
 
 def _zone(name: str) -> tzinfo:

@@ -10,7 +10,7 @@ pipeline, and the execution layer remembers what it computed for it.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +30,7 @@ __all__ = [
     "key_spec",
     "warn_default_watermarks",
     "Source",
+    "SourcePartitions",
     "WindowOp",
     "KeySpec",
     "OperatorFactory",
@@ -41,6 +42,19 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class SourcePartitions:
+    """Which column holds a row's source partition, and the partitions there are
+    (None: a replay takes the values its rows hold)."""
+
+    column: str
+    values: tuple[Hashable, ...] | None = None
+
+    def describe(self) -> str:
+        listed = "its values" if self.values is None else list(self.values)
+        return f"partition_column={self.column!r}, partitions={listed}"
+
+
 @dataclass(frozen=True, eq=False)
 class Source:
     """A DataFrame read as a stream of its rows.
@@ -50,7 +64,8 @@ class Source:
     has a timestamp assigner that reads the column in its unit
     (:class:`~tidemark.spark.timestamps.ScaledTimestamp`), which every mode applies.
     ``watermark_strategy_given`` is False when ``strategy`` is the default (monotonous
-    timestamps), not the user's choice.
+    timestamps), not the user's choice. ``partitions`` says which column holds a row's
+    source partition, for per-partition watermarks (:mod:`tidemark.spark.partitions`).
     """
 
     df: Any
@@ -61,6 +76,7 @@ class Source:
     watermark: str | None = None
     timestamp_unit: str = "ms"
     watermark_strategy_given: bool = True
+    partitions: SourcePartitions | None = None
 
     @property
     def schema(self) -> Any:

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.api import DataStream
+from tidemark.spark.partitions import source_partitions
 from tidemark.spark.plan import Source
 from tidemark.spark.session import get_spark
 from tidemark.spark.timestamps import (
@@ -36,6 +37,8 @@ def from_dataframe(
     processing_time: str | None = None,
     watermark: str | None = None,
     timestamp_unit: str | None = None,
+    partition_column: str | None = None,
+    partitions: int | list[Any] | None = None,
     spark: Any = None,
 ) -> DataStream:
     """Read a DataFrame as a stream of Rows.
@@ -72,6 +75,16 @@ def from_dataframe(
         :class:`~tidemark.errors.TidemarkWarning` names the unit they look like (epoch
         seconds read as ms make one-minute windows span 16.7 hours); give the unit, even
         "ms", to skip that check. ``processing_time`` and ``watermark`` stay ms.
+    partition_column : str, optional
+        The column holding each row's source partition (Kafka's ``partition``): the
+        watermark is then Flink's per-partition one, the minimum over the partitions of
+        each one's own ``max_ts(p) - out_of_orderness - 1``, an idle partition left out
+        under ``with_idleness`` (``docs/kafka.md``). Streaming and replay; BATCH has no
+        watermarks.
+    partitions : int or list, optional
+        The partitions there are: a number ``n`` (values ``0 .. n-1``, Kafka's) or the
+        list of values. Required on a stream; a replay takes the values its rows hold. A
+        row of another partition is an :class:`~tidemark.errors.InputDataError`.
 
     Returns
     -------
@@ -85,7 +98,8 @@ def from_dataframe(
         column that does not exist, a timestamp column of another type, replay options
         without ``order_by``, a ``watermark_strategy`` that is not one, or a
         ``timestamp_unit`` that is not one of the four (or given for a column that is
-        not integral, or with integral ``processing_time`` / ``watermark`` columns).
+        not integral, or with integral ``processing_time`` / ``watermark`` columns);
+        ``partitions`` without ``partition_column``, or missing on a stream.
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
@@ -99,6 +113,17 @@ def from_dataframe(
     timestamp_ms(df.schema, processing_time, "processing_time")
     check_timestamp_unit(df.schema, timestamp, timestamp_unit)
     _check_other_units(df, timestamp_unit, processing_time=processing_time, watermark=watermark)
+    by_partition = source_partitions(df, partition_column, partitions, streaming=df.isStreaming)
+    if by_partition is not None and watermark is not None:
+        raise WindowSpecError(
+            "`watermark` replays recorded watermarks and `partition_column` computes "
+            "per-partition ones: give one of them"
+        )
+    if by_partition and order and strategy.idleness_ms is not None and processing_time is None:
+        raise WindowSpecError(
+            "a replay's per-partition idleness needs each row's arrival time: give "
+            "`processing_time` (e.g. Kafka's record timestamp), or drop with_idleness"
+        )
     if timestamp_unit is None:
         warn_if_unit_looks_wrong(df, timestamp)
     elif timestamp_unit != "ms":
@@ -115,6 +140,7 @@ def from_dataframe(
         watermark,
         timestamp_unit=timestamp_unit or "ms",
         watermark_strategy_given=watermark_strategy is not None,
+        partitions=by_partition,
     )
     return DataStream(source, spark)
 

@@ -29,7 +29,13 @@ from typing import Any
 from tidemark import errors
 from tidemark.errors import TidemarkError
 
-__all__ = ["tidemark_error_of", "raising_tidemark_errors", "TidemarkStreamingQuery", "WORKER_NOTE"]
+__all__ = [
+    "tidemark_error_of",
+    "raising_tidemark_errors",
+    "raise_error_column",
+    "TidemarkStreamingQuery",
+    "WORKER_NOTE",
+]
 
 WORKER_NOTE = (
     "(raised in a Spark task and read back from Spark's error, chained as __cause__; "
@@ -98,6 +104,19 @@ def _message_at(text: str, start: int) -> str:
             break
         message.append(line)
     return _SQLSTATE.sub("", "\n".join(message)).strip()
+
+
+def raise_error_column(error: type[TidemarkError], message: Any) -> Any:
+    """Spark's ``raise_error`` with ``message`` (a string Column), which tidemark reads
+    back as ``error``.
+
+    The prefix ``tidemark.errors.<Name>: `` is two literals: a streaming query's failure
+    prints its whole plan, whatever the cause, and one literal would make any failure
+    of a plan holding this check read as ``error``.
+    """
+    from pyspark.sql import functions as F
+
+    return F.raise_error(F.concat(F.lit("tidemark.errors."), F.lit(f"{error.__name__}: "), message))
 
 
 @contextmanager

@@ -16,6 +16,7 @@ import numpy as np
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType, LongType, StructType
 
+from tidemark.spark.batch.partition_replay import with_partition_watermarks
 from tidemark.spark.batch.replay import ArrivalTimes, share_with_tasks, stamp_replay_watermarks
 from tidemark.spark.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
 from tidemark.spark.plan import Source
@@ -74,8 +75,11 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
     if source.watermark is not None:
         columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
     with raising_tidemark_errors():  # the scan's jobs run here
+        elements = df.select(*columns)
+        if source.partitions is not None:  # computed, then replayed as if recorded
+            elements = with_partition_watermarks(elements, source, spark)
         stamped, sequence, ranged = stamp_replay_watermarks(
-            df.select(*columns), source.strategy.out_of_orderness_ms, spark, order_by
+            elements, source.strategy.out_of_orderness_ms, spark, order_by
         )
         final_pt, arrivals = None, None
         if source.processing_time is not None:

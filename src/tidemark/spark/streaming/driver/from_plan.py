@@ -19,6 +19,7 @@ from tidemark.spark.columns import (
     upstream_output_name,
     with_function_key,
 )
+from tidemark.spark.partitions import check_partitions
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
@@ -118,6 +119,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool, checkpoint: str | None) 
     else:
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
+    check_partitions(source.partitions, mode)
     return window_stream(
         df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,
@@ -133,6 +135,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool, checkpoint: str | None) 
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
         checkpoint=checkpoint,
+        partitions=source.partitions if earlier is None else None,
     )
 
 

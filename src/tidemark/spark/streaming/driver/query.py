@@ -51,6 +51,8 @@ from tidemark.spark.columns import (
     WATERMARK_TIME,
     combined_schema,
 )
+from tidemark.spark.partitions import union_by_partition
+from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.streaming.driver.chain import (
     check_chain_mode,
     prepare_upstream,
@@ -130,6 +132,7 @@ def window_stream(
     max_parallelism: int | None = None,
     feeds_downstream: bool = False,
     checkpoint: str | None = None,
+    partitions: SourcePartitions | None = None,
 ) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
@@ -184,6 +187,8 @@ def window_stream(
         before the frame is built, so that a restart keeps the number of key groups it
         recorded where the number is the session's default. Without it, a restart on a
         checkpoint recorded with another default number is refused, naming the number.
+    partitions : SourcePartitions, optional
+        Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
 
     Returns
     -------
@@ -207,7 +212,13 @@ def window_stream(
     chained = None
     if upstream is None:
         prepared = _prepare_input(
-            source, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+            source,
+            key_columns,
+            timestamp_column,
+            value_columns,
+            time_mode,
+            out_of_orderness_ms,
+            partitions,
         )
         prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, groups.count))
     else:
@@ -371,26 +382,34 @@ def _prepare_input(
     value_columns: list[str],
     time_mode: TimeMode,
     out_of_orderness_ms: int | None,
+    partitions: SourcePartitions | None = None,
 ) -> DataFrame:
     names = _input_names(key_columns, value_columns)
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
     columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
-    prepared = df.select(*columns, timestamp.alias(TS))
     if not time_mode.event_time:
-        return prepared
+        return df.select(*columns, timestamp.alias(TS))
     assert out_of_orderness_ms is not None
-    ts = F.col(TS)
-    end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
-    shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
-    event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
     delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
-    # The watermark column is dropped right away: Spark still tracks the watermark, and
-    # with nothing to filter on it drops no late row before the processor.
-    return (
-        prepared.withColumn(WATERMARK_TIME, event_time)
-        .withWatermark(WATERMARK_TIME, delay)
-        .drop(WATERMARK_TIME)
-    )
+
+    def watermarked(rows: DataFrame) -> DataFrame:
+        ts = F.col(TS)
+        end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
+        shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
+        event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
+        # The watermark column is dropped right away: Spark still tracks the watermark,
+        # and with nothing to filter on it drops no late row before the processor.
+        return (
+            rows.select(*columns, timestamp.alias(TS))
+            .withColumn(WATERMARK_TIME, event_time)
+            .withWatermark(WATERMARK_TIME, delay)
+            .drop(WATERMARK_TIME)
+        )
+
+    if partitions is None:
+        return watermarked(df)
+    marker = timestamp.isNotNull() & (timestamp >= F.lit(END_OF_INPUT_MS))
+    return union_by_partition(df, partitions, timestamp, marker, watermarked)
 
 
 # ---------------------------------------------------------------------- operator

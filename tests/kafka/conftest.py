@@ -1,0 +1,119 @@
+"""Fixtures of the Kafka tests: the jars, a real broker on loopback, a session with the
+connector, topics and a producer.
+
+The broker is Apache Kafka's own, from its jars, in KRaft mode (``tools/kafka/broker.py``),
+started once for the session on a free port. Records are produced with Spark's own Kafka
+sink, each partition's in the order given. Without the jars (``make kafka-setup``) these
+tests are skipped, except under ``make test-kafka`` (``TIDEMARK_REQUIRE_KAFKA=1``),
+where that is a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "kafka"))
+import broker as kafka_broker  # noqa: E402  (tools/kafka/broker.py)
+import jars as kafka_jars_set  # noqa: E402  (tools/kafka/jars.py)
+
+REQUIRED = os.environ.get("TIDEMARK_REQUIRE_KAFKA") == "1"
+_TOPICS = itertools.count()
+
+# Spark's workers import what these tests define by module name.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p
+    for p in (
+        str(Path(__file__).parent),
+        str(ROOT / "docs" / "examples"),
+        os.environ.get("PYTHONPATH"),
+    )
+    if p
+)
+
+
+def unavailable(reason: str) -> None:
+    if REQUIRED:
+        pytest.fail(f"{reason}; `make test-kafka` needs it")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def kafka_jars() -> list[str]:
+    """The connector's jars for ``spark.jars``."""
+    if not (kafka_jars_set.fetched("connector") and kafka_jars_set.fetched("broker")):
+        unavailable("the Kafka jars are not fetched: run `make kafka-setup`")
+    if shutil.which(kafka_broker.java()) is None and not os.environ.get("JAVA_HOME"):
+        unavailable("no `java` for the Kafka broker")
+    return kafka_jars_set.classpath(["connector"])
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_jars, tmp_path_factory) -> str:
+    """A broker for the whole session: its bootstrap address."""
+    directory = tmp_path_factory.mktemp("kafka-broker")
+    address = kafka_broker.start(directory, kafka_broker.free_port())
+    yield address
+    kafka_broker.stop(directory)
+
+
+@pytest.fixture(scope="session")
+def spark(kafka_jars):
+    """A local[2] session with Spark's Kafka connector on its class path."""
+    from pyspark.sql import SparkSession
+
+    from tidemark.spark.session import get_spark
+
+    active = SparkSession.getActiveSession()
+    if active is not None and "spark-sql-kafka" not in active.conf.get("spark.jars", ""):
+        unavailable("this session started without the Kafka connector: run these tests alone")
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = get_spark(
+        master="local[2]",
+        app_name="tidemark-kafka-tests",
+        conf={
+            "spark.jars": ",".join(kafka_jars),
+            "spark.sql.shuffle.partitions": "2",
+            "spark.default.parallelism": "2",
+        },
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture
+def topic(bootstrap):
+    """``make(partitions) -> name``: a new topic of the session's broker."""
+
+    def make(partitions: int) -> str:
+        name = f"t{next(_TOPICS)}-{os.getpid()}"
+        kafka_broker.create_topic(bootstrap, name, partitions)
+        return name
+
+    return make
+
+
+@pytest.fixture
+def produce(spark, bootstrap):
+    """``produce(topic, [(partition, value), ...])``: write records, a dict as JSON and a
+    str as it is, each partition's in the order given (one task writes them, in order)."""
+
+    def write(topic: str, records: list[tuple[int, object]]) -> None:
+        rows = [(p, v if isinstance(v, str) else json.dumps(v)) for p, v in records]
+        (
+            spark.createDataFrame(rows, "partition int, value string")
+            .coalesce(1)
+            .write.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .save()
+        )
+
+    return write

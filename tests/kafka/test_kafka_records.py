@@ -1,0 +1,123 @@
+"""Malformed records in a real topic, and results written back to Kafka.
+
+A record that is bad JSON, has a field of the wrong type or lacks its timestamp is the
+clear :class:`~tidemark.errors.InputDataError` naming its topic, partition and offset,
+read in batch or by a streaming query; with ``on_malformed="side_output"`` it is in
+``KafkaRecords.malformed`` instead, and never skipped silently.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from partition_scenarios import _Count
+
+import tidemark as tm
+from tidemark.errors import InputDataError, WindowSpecError
+from tidemark.spark.kafka import read_kafka
+from tidemark.spark.sinks import BATCH_HEADER, kafka_sink
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+GOOD = [(0, {"key": "a", "ts": 1_000}), (1, {"key": "b", "ts": 2_000})]
+
+
+def _read(spark, bootstrap, name, **kwargs):
+    return read_kafka(
+        spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
+        timestamp="ts", **kwargs,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "value, reason",
+    [
+        ("{not json", "its value is not a JSON object of the schema"),
+        ('{"key": "c", "ts": "noon"}', "its value is not a JSON object of the schema"),
+        ('{"key": "c"}', "it has no event time: field 'ts' is missing or null"),
+        ("", "it has no value"),
+    ],
+    ids=["bad_json", "wrong_type", "missing_timestamp", "empty"],
+)
+def test_malformed_record_is_an_error_naming_partition_and_offset(
+    spark, bootstrap, topic, produce, value, reason
+):
+    name = topic(2)
+    produce(name, [*GOOD, (1, {"key": "b", "ts": 3_000}), (1, value)])
+    records = _read(spark, bootstrap, name, streaming=False)
+    with pytest.raises(InputDataError) as raised, tm.raising_tidemark_errors():
+        records.rows.collect()
+    message = str(raised.value)
+    assert f"a Kafka record of topic {name} at partition=1, offset=2 is malformed: " in message
+    assert reason in message and "on_malformed='side_output'" in message
+
+
+def test_malformed_record_fails_a_streaming_query(spark, bootstrap, topic, produce, tmp_path):
+    name = topic(2)
+    produce(name, [*GOOD, (0, '{"key": "c"}')])
+    records = _read(spark, bootstrap, name)
+    result = (
+        tm.from_dataframe(
+            records.rows,
+            "ts",
+            partition_column="partition",
+            partitions=2,
+            watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(1_000),
+        )  # fmt: skip
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(5_000))
+        .process(_Count(), "key string, start long, end long, n long")
+    )
+    query = result.write_outputs(
+        {"main": lambda df, b: df.collect()},
+        checkpoint=str(tmp_path / "checkpoint"),
+        trigger={"availableNow": True},
+    )
+    with pytest.raises(InputDataError, match=r"partition=0, offset=1 is malformed: it has no"):
+        query.awaitTermination(300)
+
+
+def test_side_output_keeps_malformed_records_apart(spark, bootstrap, topic, produce):
+    name = topic(2)
+    produce(name, [*GOOD, (1, "{not json"), (0, '{"key": "c"}')])
+    records = _read(spark, bootstrap, name, streaming=False, on_malformed="side_output")
+    rows = sorted((r.key, r.ts, r.partition, r.offset) for r in records.rows.collect())
+    assert rows == [("a", 1_000, 0, 0), ("b", 2_000, 1, 0)]
+    bad = sorted(
+        (r.partition, r.offset, r.value, r.error[:20]) for r in records.malformed.collect()
+    )
+    assert bad == [
+        (0, 1, '{"key": "c"}', "it has no event time"),
+        (1, 1, "{not json", "its value is not a J"),
+    ]
+
+
+def test_read_kafka_arguments_are_checked(spark):
+    with pytest.raises(WindowSpecError, match="`timestamp` must name a field of `schema`"):
+        read_kafka(spark, bootstrap_servers="x:1", topic="t", schema="a long", timestamp="ts")
+    with pytest.raises(WindowSpecError, match=r"clash with the columns read_kafka adds"):
+        read_kafka(spark, bootstrap_servers="x:1", topic="t", schema="offset long, ts long",
+                   timestamp="ts")  # fmt: skip
+    with pytest.raises(WindowSpecError, match="`on_malformed` must be one of"):
+        read_kafka(spark, bootstrap_servers="x:1", topic="t", schema="ts long", timestamp="ts",
+                   on_malformed="skip")  # fmt: skip
+
+
+def test_kafka_sink_writes_results_with_their_batch_id(spark, bootstrap, topic, produce):
+    name, results = topic(2), topic(1)
+    produce(name, GOOD)
+    records = _read(spark, bootstrap, name, streaming=False)
+    sink = kafka_sink(bootstrap, results, key="key")
+    sink(records.rows.select("key", "ts"), 7)
+    back = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", results)
+        .option("includeHeaders", "true")
+        .load()
+        .collect()
+    )
+    got = sorted((r.key.decode(), json.loads(r.value)) for r in back)
+    assert got == [("a", {"key": "a", "ts": 1_000}), ("b", {"key": "b", "ts": 2_000})]
+    assert {(h.key, bytes(h.value)) for r in back for h in r.headers} == {(BATCH_HEADER, b"7")}

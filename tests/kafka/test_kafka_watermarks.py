@@ -1,0 +1,172 @@
+"""Per-partition watermarks through a real Kafka topic of four partitions.
+
+One partition lags the others by more than the out-of-orderness bound
+(``partition_scenarios``). Each micro-batch is one production: the records of a batch are
+written, then the query runs with ``availableNow`` from its checkpoint, so Spark's
+micro-batches are the scenario's and the results are compared with the engine fed the
+same batches and the watermark after each: per partition (Flink's Kafka source) nothing
+is late; with Spark's one watermark the lagging partition's elements are late.
+
+An idle partition: with ``with_idleness`` the watermark moves on and windows close;
+without, they wait for it, as in Flink.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from partition_scenarios import (
+    BOUND_MS,
+    PARTITIONS,
+    STRATEGY,
+    WINDOW_MS,
+    _Count,
+    _CountAt,
+    count_by_partition,
+    engine_counts,
+    engine_replay,
+    lagging_batches,
+)
+from pyspark.sql import functions as F
+
+import tidemark as tm
+from tidemark.spark.kafka import read_kafka
+from tidemark.spark.streaming import END_OF_INPUT_MS
+
+pytestmark = [pytest.mark.kafka, pytest.mark.spark]
+
+RESULT = "key string, start long, end long, n long"
+
+
+def _windows(spark, bootstrap, topic, per_partition, strategy=STRATEGY):
+    records = read_kafka(
+        spark, bootstrap_servers=bootstrap, topic=topic, schema="key string, ts long",
+        timestamp="ts",
+    )  # fmt: skip
+    extra = {"partition_column": "partition", "partitions": PARTITIONS} if per_partition else {}
+    late = tm.OutputTag("late")
+    result = (
+        tm.from_dataframe(records.rows, "ts", watermark_strategy=strategy, **extra)
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(WINDOW_MS))
+        .side_output_late_data(late)
+        .process(_Count(), RESULT)
+    )
+    return result, late
+
+
+def _collecting(collected, name):
+    return lambda df, batch_id: collected[name].extend(tuple(r) for r in df.collect())
+
+
+def test_lagging_partition_late_only_on_the_global_watermark(
+    spark, bootstrap, topic, produce, tmp_path
+):
+    """Both queries read the same topic, side by side, one production per batch."""
+    name = topic(PARTITIONS)
+    batches = lagging_batches()
+    variants = {per: _windows(spark, bootstrap, name, per) for per in (True, False)}
+    collected = {per: {"main": [], "late": []} for per in variants}
+    productions = [[(p, {"key": k, "ts": ts}) for p, k, ts in rows] for rows in batches]
+    # the end-of-input record in the last batch: every window fires after it
+    productions[-1].append((0, {"key": "_end", "ts": END_OF_INPUT_MS}))
+    for rows in productions:
+        produce(name, rows)
+        queries = [
+            result.write_outputs(
+                {
+                    "main": _collecting(collected[per], "main"),
+                    late: _collecting(collected[per], "late"),
+                },
+                checkpoint=str(tmp_path / f"checkpoint-{per}"),
+                trigger={"availableNow": True},
+            )  # fmt: skip
+            for per, (result, late) in variants.items()
+        ]
+        for query in queries:
+            query.awaitTermination(300)
+    for per_partition, outputs in collected.items():
+        expected_main, expected_late = engine_counts(batches, per_partition)
+        assert sorted(outputs["main"]) == expected_main
+        got_late = sorted((r[2], r[0], r[1]) for r in outputs["late"])  # (partition, key, ts)
+        assert got_late == expected_late
+    assert collected[True]["late"] == []  # Flink's per-partition watermark: none late
+    late_global = [(r[2], r[0], r[1]) for r in collected[False]["late"]]
+    assert count_by_partition(late_global) == {PARTITIONS - 1: 10}
+
+
+def _idle_records():
+    """Partitions 0-2: a click a second from 0 to 29 s; partition 3: 0 to 3 s, then
+    nothing. Per partition, the watermark stops at 3 s - 2 s - 1 = 999 ms."""
+    rows = [(p, {"key": f"k{p}", "ts": s * 1000}) for s in range(30) for p in range(3)]
+    return rows + [(3, {"key": "k3", "ts": s * 1000}) for s in range(4)]
+
+
+def test_idle_partition_closes_windows_only_with_idleness(
+    spark, bootstrap, topic, produce, tmp_path
+):
+    """Two queries side by side on a topic whose partition 3 went quiet: the one with
+    ``with_idleness`` closes its windows; the one without still waits after as long."""
+    name = topic(PARTITIONS)
+    produce(name, _idle_records())
+    strategies = {"idle": STRATEGY.with_idleness(2_000), "waiting": STRATEGY}
+    collected: dict[str, list] = {"idle": [], "waiting": [], "late": []}
+    queries = []
+    for variant, strategy in strategies.items():
+        result, late = _windows(spark, bootstrap, name, per_partition=True, strategy=strategy)
+        queries.append(
+            result.write_outputs(
+                {"main": _collecting(collected, variant), late: _collecting(collected, "late")},
+                checkpoint=str(tmp_path / f"checkpoint-{variant}"),
+                trigger={"processingTime": "500 milliseconds"},
+            )
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not collected["idle"] and time.monotonic() < deadline:
+            time.sleep(0.5)
+            assert all(q.exception() is None for q in queries)
+        time.sleep(2)  # a few more triggers for the waiting query
+    finally:
+        for query in queries:
+            query.stop()
+    first = sorted(r for r in collected["idle"] if r[1] == 0)
+    assert first == [(f"k{p}", 0, WINDOW_MS, 5 if p < 3 else 4) for p in range(4)]
+    # partition 3 holds the watermark at 3 s - 2 s - 1 = 999 ms: nothing closes, as in Flink
+    assert BOUND_MS == 2_000 and collected["waiting"] == []
+    assert collected["late"] == []
+
+
+def test_replay_of_the_recorded_topic_equals_the_engine(spark, bootstrap, topic, produce):
+    """The lagging topic read back in batch and replayed in the order its records were
+    stamped (Kafka's record timestamp, then partition and offset), per partition: the
+    engine fed each row after the watermark in force when it arrived gives the same."""
+    name = topic(PARTITIONS)
+    for rows in lagging_batches():
+        produce(name, [(p, {"key": k, "ts": ts}) for p, k, ts in rows])
+    records = read_kafka(
+        spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
+        timestamp="ts", streaming=False,
+    )  # fmt: skip
+    order = ["kafka_timestamp", "partition", "offset"]
+    strategy = STRATEGY.with_idleness(60_000)
+    result = (
+        tm.from_dataframe(
+            records.rows,
+            "ts",
+            order_by=order,
+            processing_time="kafka_timestamp",
+            watermark_strategy=strategy,
+            partition_column="partition",
+        )  # fmt: skip
+        .key_by("key")
+        .window(tm.TumblingEventTimeWindows.of(WINDOW_MS))
+        .process(_CountAt(), "key string, start long, end long, n long, wm long")
+    )
+    got = sorted(tuple(r) for r in result.to_dataframe().collect())
+    rows = records.rows.withColumn("arrival", F.unix_millis("kafka_timestamp"))
+    arrived = sorted(rows.collect(), key=lambda r: tuple(r[c] for c in order))
+    sequence = [(r.partition, r.key, r.ts, r.arrival) for r in arrived]
+    assert got == engine_replay(sequence, strategy, list(range(PARTITIONS)))
+    assert sum(r[3] for r in got) == sum(len(b) for b in lagging_batches())
