@@ -17,19 +17,22 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from functools import reduce
-from heapq import heappop
 from itertools import islice
 from operator import le
 from types import MethodType
 from typing import Any
 
+from tidemark._engine.contexts import ClockContext
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
 from tidemark._engine.spec import OperatorSpec
-from tidemark.time import LONG_MAX, LONG_MIN
+from tidemark._engine.timers import TimerService
+from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 from tidemark.windows import AlignedLayout, TimeWindow, Window
 
 __all__ = ["AlignedWindowOperator"]
+
+EVENT_TIME = TimeDomain.EVENT_TIME
 
 _CACHED_WINDOWS = 4096
 # Runs at least this long, in timestamp order, are folded a window at a time.
@@ -59,8 +62,12 @@ class AlignedWindowOperator(WindowOperator):
         # start -> (window, cleanup time): each window object and its cleanup time are
         # made once, not once per element.
         self._window_cache: dict[int, tuple[TimeWindow, int]] = {}
-        # The event-time timer heap (the same list for the operator's life).
-        self._heap = self.event_time_timers.queue.heap
+        # Every event-time timer is the aligned windows' own: taken in bulk.
+        self.event_time_timers = TimerService(
+            EVENT_TIME, self.keys, self._on_due_timer, LONG_MIN, in_bulk=True
+        )
+        self._window_timers = self.event_time_timers
+        self._clock = ClockContext(self.event_time_timers, self.processing_time_timers)
         # A firing emits the window's incremental result itself: no window function,
         # tracer, evictor or recorded watermark, and the window keeps an accumulator.
         self._plain = (
@@ -139,9 +146,9 @@ class AlignedWindowOperator(WindowOperator):
         on_element, cleanup timer, late element) without per-call indirection. Returns
         the last element's status."""
         size, slide, offset = self._layout
-        contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
+        contents, cache = ks.contents, self._window_cache
         add, agg_add, create = self._adders
-        push = self.event_time_timers.queue.push
+        register_window = self.event_time_timers.register_window
         # No element moves the watermark: read once per run.
         watermark = self.event_time_timers.current_time
         status = SKIPPED
@@ -169,15 +176,14 @@ class AlignedWindowOperator(WindowOperator):
                 if max_ts <= watermark:  # on_element: FIRE at once
                     status = ADDED_LATE
                     self._fire(key, ks, window, window, watermark)
+                    if current is None:  # its cleanup timer (after the watermark)
+                        register_window(key, ks, window, None, cleanup)
                 else:
                     status = ADDED if status == SKIPPED else status
                     # A window holding contents has both timers pending (neither can have
                     # fired while max_ts > watermark): only a new window registers them.
-                    if current is None and (max_ts, window) not in timers:
-                        timers[(max_ts, window)] = push(max_ts, key, window)
-                if current is None and cleanup != max_ts and cleanup < LONG_MAX:
-                    if (cleanup, window) not in timers:
-                        timers[(cleanup, window)] = push(cleanup, key, window)
+                    if current is None:
+                        register_window(key, ks, window, max_ts, cleanup)
             if status == SKIPPED and self.is_element_late(timestamp):
                 status = self._late_element(value, timestamp)
         return status
@@ -260,11 +266,7 @@ class AlignedWindowOperator(WindowOperator):
     ) -> None:
         """A new window's end-of-window timer (the trigger's) and cleanup timer, unless
         that is the end timer or never due."""
-        timers, push = ks.event_timers, self.event_time_timers.queue.push
-        if (max_ts, window) not in timers:
-            timers[(max_ts, window)] = push(max_ts, key, window)
-        if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
-            timers[(cleanup, window)] = push(cleanup, key, window)
+        self.event_time_timers.register_window(key, ks, window, max_ts, cleanup)
 
     def _fire_complete(self, key: Any, ks: KeyState, window: Any) -> None:
         """Fire and clear a window no element can reach any more (BATCH), as the final
@@ -294,38 +296,22 @@ class AlignedWindowOperator(WindowOperator):
     # ------------------------------------------------------------------ time
 
     def process_watermark(self, watermark: int) -> None:
-        """:meth:`WindowOperator.process_watermark`'s timer loop, inlined: every
-        event-time timer is a window's end, which fires it, or its cleanup time, which
-        clears it, and firing registers no new timer. So when all timers are due (a BATCH
-        key's end) they are taken in one sort, in the heap's (time, registration) order;
-        when none is due, a look at the heap's top is all it costs. No callback runs, so
-        no timer is held here (see the general operator); any held before is released as
-        there (:meth:`TimerService.advance <tidemark._engine.timers.TimerService.advance>`)."""
-        service, heap = self.event_time_timers, self._heap
-        service.begin_advance(watermark)
-        service.current_time = watermark
-        if not heap or heap[0][0] > watermark:
-            return
-        on_timer = self._on_due_timer
-        if watermark == LONG_MAX:
-            due = sorted(heap)
-            heap.clear()
-            for time, _, key, window in due:
-                on_timer(time, key, window, watermark)
-            return
-        while heap and heap[0][0] <= watermark:
-            time, _, key, window = heappop(heap)
-            on_timer(time, key, window, watermark)
+        """:meth:`WindowOperator.process_watermark`: every event-time timer is a window's
+        end, which fires it, or its cleanup time, which clears it, and firing registers
+        no new timer, so the event-time service takes due timers in bulk (``in_bulk``);
+        when none is due, a look at the queue's top is all it costs."""
+        service = self.event_time_timers
+        if service.begin_advance(watermark):
+            service.fire_due(watermark)
+        else:
+            service.current_time = watermark
 
-    def _on_due_timer(self, time: int, key: Any, window: Any, watermark: int) -> None:
-        """A due timer ``(time, key, window)``, live or not (a dead one is skipped): at
-        the window's end FIRE (the trigger's on_event_time), at its cleanup time clear it."""
-        ks = self.keys.get(key)
-        if ks is None:
-            return
+    def _on_due_timer(self, domain: Any, key: Any, time: int, window: Any) -> None:
+        """A due timer ``(time, key, window)`` (live: the service took it): at the
+        window's end FIRE (the trigger's on_event_time), at its cleanup time clear it."""
+        ks = self.keys[key]
+        watermark = self.event_time_timers.current_time
         timers, contents = ks.event_timers, ks.contents
-        if timers.pop((time, window), None) is None:
-            return
         max_ts = window[1] - 1
         entry = self._window_cache.get(window[0])
         cleans = time == (entry[1] if entry is not None else self.cleanup_time(window))

@@ -118,7 +118,7 @@ class SessionWindowOperator(WindowOperator):
         # A static gap is added here; a dynamic one is asked of the assigner per element.
         self._gap_ms: int | None = getattr(assigner, "gap_ms", None)
         self._adders: tuple[Any, Any, Any] = self.logic.adders()
-        self._push = self.event_time_timers.queue.push
+        self._push = self.event_time_timers.push
         # The per-element method, specialised once (see _session_element_path); an
         # instance attribute, found before the class's.
         self._session_element = _session_element_path(self)
@@ -173,8 +173,7 @@ class SessionWindowOperator(WindowOperator):
         window = TimeWindow(ts, end)
         ks.merging[window] = window
         self._add_contents(key, ks, window, window, value, ts)
-        self.event_time_timers.register(key, ks, end - 1, window)
-        self._register_cleanup(key, ks, window)
+        self.event_time_timers.register_window(key, ks, window, end - 1, self.cleanup_time(window))
         return ADDED
 
     def _merge_into_cover(self, key: Any, ks: KeyState, window: Any, cover: Any) -> None:
@@ -182,9 +181,8 @@ class SessionWindowOperator(WindowOperator):
         timer callback is running) does to the timers: the trigger's on_merge registers
         the cover's end timer, its clear deletes the window's, and the window's cleanup
         timer goes (:meth:`WindowOperator._merge`, inlined)."""
-        timers, max_ts = ks.event_timers, cover[1] - 1
-        if (max_ts, cover) not in timers:
-            timers[(max_ts, cover)] = self._push(max_ts, key, cover)
+        timers = ks.event_timers  # their deletions: TimerService.delete, inlined
+        self._push(key, ks, cover[1] - 1, cover)
         timers.pop((window[1] - 1, window), None)
         cleanup = window[1] - 1 + self.allowed_lateness_ms
         if self.allowed_lateness_ms and cleanup < LONG_MAX:
@@ -302,8 +300,9 @@ class SortedSessionOperator(SessionWindowOperator):
     def _register_timers(self, key: Any, ks: KeyState, window: TimeWindow) -> None:
         """The trigger's end timer, then the cleanup timer, as the general operator
         registers them for a window an element was added to (each once)."""
-        self.event_time_timers.register(key, ks, window[1] - 1, window)
-        self.register_cleanup_timer(key, ks, window)
+        self.event_time_timers.register_window(
+            key, ks, window, window[1] - 1, self.cleanup_time(window)
+        )
 
     def _delete_timers(self, ks: KeyState, window: TimeWindow) -> None:
         """What a merge deletes for a merged window: its end timer (the trigger's clear)

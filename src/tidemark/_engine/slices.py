@@ -246,7 +246,7 @@ class SlicedWindowOperator(AlignedWindowOperator):
         """The trigger's on_element and the cleanup timer for the windows starting from
         ``last`` down to ``first`` (an element just went into their slice): skip late
         windows, FIRE those due, register the timers of new ones. Returns the status."""
-        timers, push = ks.event_timers, self.event_time_timers.queue.push
+        register_window = self.event_time_timers.register_window
         slide, status, cache = self._layout.slide_ms, SKIPPED, self._window_cache
         start = last
         while start >= first:
@@ -259,12 +259,10 @@ class SlicedWindowOperator(AlignedWindowOperator):
             if max_ts <= watermark:
                 status = ADDED_LATE
                 self._fire(key, ks, window, window, watermark)
+                register_window(key, ks, window, None, cleanup)
             else:
                 status = ADDED if status == SKIPPED else status
-                if (max_ts, window) not in timers:
-                    timers[(max_ts, window)] = push(max_ts, key, window)
-            if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
-                timers[(cleanup, window)] = push(cleanup, key, window)
+                register_window(key, ks, window, max_ts, cleanup)
         return status
 
     def _holds_windows(self, key: Any, ks: KeyState) -> bool:
@@ -351,12 +349,11 @@ class SlicedWindowOperator(AlignedWindowOperator):
 
     # ------------------------------------------------------------------ time
 
-    def _on_due_timer(self, time: int, key: Any, window: Any, watermark: int) -> None:
+    def _on_due_timer(self, domain: Any, key: Any, time: int, window: Any) -> None:
         """:meth:`AlignedWindowOperator._on_due_timer`: a window's end fires its merged
         slices, its cleanup time clears the window and the slices no later window holds."""
-        ks = self.keys.get(key)
-        if ks is None or ks.event_timers.pop((time, window), None) is None:
-            return
+        ks = self.keys[key]
+        watermark = self.event_time_timers.current_time
         max_ts = window[1] - 1
         if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
             if self._plain:
