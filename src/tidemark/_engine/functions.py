@@ -8,6 +8,7 @@ accumulators merge, and how to call the user's window function.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import reduce
 from typing import Any
 
 from tidemark.errors import WindowSpecError
@@ -74,10 +75,18 @@ class WindowLogic:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""
         raise NotImplementedError
 
+    def add_all(self, current: Any, values: Any) -> Any:
+        """The contents after ``values`` (one or more) arrived, in order: the user's
+        function sees the calls :meth:`add` makes for each (``current`` is None for a
+        new window). The one fold every path adds with."""
+        raise NotImplementedError
+
     def adders(self) -> tuple[Any, Any, Any]:
         """``(add, aggregate_add, create_accumulator)``: :meth:`add`, and the
         AggregateFunction's own ``add`` and ``create_accumulator`` (None without one),
-        for the fast paths that call them directly per element, bound once."""
+        bound once, for the fast paths' per-element loops, which call the user's
+        function directly (one Python call per element): the step of :meth:`add_all`
+        where no call layer may be added."""
         aggregate = self.aggregate
         if aggregate is None:
             return self.add, None, None
@@ -143,6 +152,12 @@ class ElementsLogic(WindowLogic):
         current.append(value)
         return current
 
+    def add_all(self, current: Any, values: Any) -> Any:
+        if current is None:
+            return list(values)
+        current.extend(values)
+        return current
+
     def _merge(self, target: Any, source: Any) -> Any:
         return target + source
 
@@ -168,6 +183,11 @@ class ReduceLogic(WindowLogic):
 
     def add(self, current: Any, value: Any) -> Any:
         return value if current is None else self.reduce(current, value)
+
+    def add_all(self, current: Any, values: Any) -> Any:
+        if current is None:
+            return reduce(self.reduce, values)
+        return reduce(self.reduce, values, current)
 
     def _merge(self, target: Any, source: Any) -> Any:
         return self.reduce(target, source)
@@ -201,6 +221,13 @@ class AggregateLogic(WindowLogic):
         if current is None:
             current = aggregate.create_accumulator()
         return aggregate.add(value, current)
+
+    def add_all(self, current: Any, values: Any) -> Any:
+        aggregate = self.aggregate
+        add, acc = aggregate.add, aggregate.create_accumulator() if current is None else current
+        for value in values:
+            acc = add(value, acc)
+        return acc
 
     def _merge(self, target: Any, source: Any) -> Any:
         return self.aggregate.merge(target, source)

@@ -159,6 +159,7 @@ class OperatorSpec:
     window_trigger: Trigger[Any] = field(init=False)  # ``trigger`` or the default
     is_event_time: bool = field(init=False)
     is_merging: bool = field(init=False)
+    trigger_is_dataflow: bool = field(init=False)  # a Dataflow trigger: panes
 
     def __post_init__(self) -> None:
         validate_window_spec(
@@ -174,6 +175,7 @@ class OperatorSpec:
         object.__setattr__(self, "window_trigger", trigger)
         object.__setattr__(self, "is_event_time", self.assigner.is_event_time())
         object.__setattr__(self, "is_merging", isinstance(self.assigner, MergingWindowAssigner))
+        object.__setattr__(self, "trigger_is_dataflow", isinstance(trigger, DataflowTrigger))
 
     def aligned_layout(self) -> AlignedLayout | None:
         """The window layout the aligned operator serves this pipeline with, or None.

@@ -166,7 +166,7 @@ class WindowOperatorHarness:
         under Flink's triggers), and whether it retracts an earlier result
         (RETRACTING mode)."""
         op = self._operator
-        panes = getattr(op, "output_panes", None)
+        panes = getattr(op.driver, "output_panes", None)
         if panes is None:
             panes = [(PaneInfo.UNKNOWN, False)] * len(op.output)
         return [(v, ts, pane, r) for (v, ts), (pane, r) in zip(op.output, panes)]
