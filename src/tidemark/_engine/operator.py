@@ -1,16 +1,9 @@
 """The window operator: Flink's ``WindowOperator`` and ``EvictingWindowOperator`` in one
-core, holding two parts chosen once, when it is made
-(:func:`~tidemark._engine.create.create_window_operator`):
-
-- its **path** (:class:`~tidemark._engine.paths.WindowPath`): how an element is placed
-  in its windows, how due windows are taken and how a window's contents are stored.
-  The general path asks the assigner and, for merging assigners, the merging window
-  set; a fast path (:mod:`~tidemark._engine.aligned`, :mod:`~tidemark._engine.slices`,
-  :mod:`~tidemark._engine.sessions`, :mod:`~tidemark._engine.processing`) is the same
-  for the pipelines it serves, but faster.
-- its **trigger driver** (:mod:`~tidemark._engine.triggering`): how the trigger is
-  asked, Flink's way (a ``TriggerResult`` per call) or a Dataflow trigger's
-  (:mod:`~tidemark._engine.panes`: panes and accumulation modes).
+core, holding two parts chosen once (:func:`~tidemark._engine.create.create_window_operator`):
+its **path** (:mod:`~tidemark._engine.paths`: how elements are placed, due windows taken
+and contents stored; the general one, or a fast path the same but faster) and its
+**trigger driver** (:mod:`~tidemark._engine.triggering`: Flink's trigger calls, or a
+Dataflow trigger's panes, :mod:`~tidemark._engine.panes`).
 
 Per element (the general path): assign windows; for merging assigners add each to the
 key's merging window set; skip windows that are late (or that the driver closed); add the
@@ -21,9 +14,8 @@ as dropped. Timers fire in time order when the watermark (event time) or the clo
 (processing time) reaches them; a window's cleanup timer removes all its state.
 Lateness, cleanup, merging, firing, side outputs and timers are written here once; the
 paths and drivers call these helpers (the public methods without a leading underscore).
-
-The operator is driven by its caller (the test harness, or a Spark runner): it never
-reads a clock of its own. The guide: ``docs/internals.md``.
+The caller drives the operator; it never reads a clock of its own. The guide:
+``docs/internals.md``.
 """
 
 from __future__ import annotations
@@ -39,11 +31,13 @@ from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec, validate_window_spec
 from tidemark._engine.status import ADDED, ADDED_LATE, DROPPED, REFUSED, SIDE_OUTPUT, SKIPPED
 from tidemark._engine.timers import TimerService
+from tidemark._engine.triggering import TriggerDriver
 from tidemark.errors import UnsupportedMergeError, UserFunctionError
 from tidemark.evictors import TimestampedValue
 from tidemark.outputs import OutputTag
 from tidemark.panes import PaneInfo
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
+from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import Window
 
 __all__ = [
@@ -132,8 +126,12 @@ class WindowOperator:
             TimeDomain.PROCESSING_TIME, self.keys, self._on_timer, 0
         )
         self.clock = ClockContext(self.event_time_timers, self.processing_time_timers)
-        driver = PaneDriver if spec.trigger_is_dataflow else self.path.trigger_driver
-        self.driver = driver(self)
+        trigger = self.trigger  # the spec holds one kind or the other
+        self.driver: TriggerDriver
+        if isinstance(trigger, DataflowTrigger):
+            self.driver = PaneDriver(self, trigger)
+        else:
+            self.driver = self.path.trigger_driver(self, trigger)
         # The service of the windows' expiry: their cleanup timers.
         self._expiry = self.driver.expiry_timers()
         self.serves_runs_at_one_processing_time = self.path.serves_runs_at_one_processing_time

@@ -221,16 +221,20 @@ class PaneDriver(TriggerDriver):
     each result in the core's ``output`` is a :class:`~tidemark.panes.PanedResult`;
     otherwise :attr:`output_panes` holds ``(pane, is_retraction)`` beside each result.
     A window expires on the watermark, a global window at the end of input.
+
+    Parameters
+    ----------
+    op : WindowOperator
+    trigger : DataflowTrigger
+        The window's trigger (the spec's, the Dataflow model's kind).
     """
 
     expires_at_end_of_input = True
 
-    def __init__(self, op: WindowOperator):
+    def __init__(self, op: WindowOperator, trigger: DataflowTrigger):
         super().__init__(op)
         spec = op.spec
-        trigger = spec.window_trigger
-        assert isinstance(trigger, DataflowTrigger)
-        self.root: DataflowTrigger = trigger
+        self.root = trigger
         self.mode = spec.accumulation_mode or AccumulationMode.DISCARDING
         self.pane_results = spec.pane_results
         self.output_panes: list[tuple[PaneInfo, bool]] = []

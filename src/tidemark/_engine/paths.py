@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.slice_runs import holds_slices, unslice
 from tidemark._engine.timers import OnTimer
-from tidemark._engine.triggering import FlinkTriggers, TriggerDriver
+from tidemark._engine.triggering import FlinkTriggers
 
 if TYPE_CHECKING:
     from tidemark._engine.operator import ElementPath, RunPath, WindowOperator
@@ -39,7 +39,7 @@ class WindowPath:
 
     #: The trigger driver under a Flink trigger (a Dataflow trigger always takes
     #: :class:`~tidemark._engine.panes.PaneDriver`).
-    trigger_driver: type[TriggerDriver] = FlinkTriggers
+    trigger_driver: type[FlinkTriggers] = FlinkTriggers
     #: Whether a caller reading a wall clock may read it once per run of a key's
     #: elements and hand the run to ``process_elements`` (the processing-time aligned
     #: path; see ``tidemark.spark.batch.worker``).

@@ -17,7 +17,7 @@ from tidemark.evictors import Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.triggers import Trigger
+from tidemark.triggers import AnyTrigger, Trigger
 from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import AlignedLayout
 
@@ -35,8 +35,11 @@ def validate_window_spec(
     """Reject a window pipeline Flink would reject, naming the parameter and the rule."""
     if not isinstance(assigner, WindowAssigner):
         raise WindowSpecError(f"`assigner` must be a WindowAssigner; got {assigner!r}")
-    if trigger is not None and not isinstance(trigger, Trigger):
-        raise WindowSpecError(f"`trigger` must be a Trigger; got {trigger!r}")
+    if trigger is not None and not isinstance(trigger, (Trigger, DataflowTrigger)):
+        raise WindowSpecError(
+            f"`trigger` must be a Trigger (Flink's, e.g. tm.CountTrigger.of(2)) or a "
+            f"DataflowTrigger (e.g. tm.AfterWatermark()); got {trigger!r}"
+        )
     if evictor is not None and not isinstance(evictor, Evictor):
         raise WindowSpecError(f"`evictor` must be an Evictor; got {evictor!r}")
     if isinstance(assigner, MergingWindowAssigner) and trigger is not None:
@@ -109,9 +112,9 @@ class OperatorSpec:
     assigner : WindowAssigner
     logic : WindowLogic
         The window function with its state strategy.
-    trigger : Trigger, optional
+    trigger : Trigger or DataflowTrigger, optional
         Defaults to the assigner's default trigger (``window_trigger`` is the one in
-        effect).
+        effect; ``trigger_is_dataflow`` says which kind it is).
     evictor : Evictor, optional
         When set, windows keep all elements and the evictor runs on each firing.
     allowed_lateness_ms : int
@@ -146,7 +149,7 @@ class OperatorSpec:
 
     assigner: WindowAssigner
     logic: WindowLogic
-    trigger: Trigger[Any] | None = None
+    trigger: AnyTrigger | None = None
     evictor: Evictor | None = None
     allowed_lateness_ms: int = 0
     late_data_tag: OutputTag | None = None
@@ -156,10 +159,10 @@ class OperatorSpec:
     accumulation_mode: AccumulationMode | None = None
     pane_results: bool = False
     slice_incremental: bool = False
-    window_trigger: Trigger[Any] = field(init=False)  # ``trigger`` or the default
+    window_trigger: AnyTrigger = field(init=False)  # ``trigger`` or the default
     is_event_time: bool = field(init=False)
     is_merging: bool = field(init=False)
-    trigger_is_dataflow: bool = field(init=False)  # a Dataflow trigger: panes
+    trigger_is_dataflow: bool = field(init=False)  # the kind: a Dataflow trigger, panes
 
     def __post_init__(self) -> None:
         validate_window_spec(

@@ -28,7 +28,7 @@ from tidemark._engine.contexts import TriggerCallContext
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.timers import TimerService
 from tidemark.time import TimeDomain
-from tidemark.triggers import TriggerResult
+from tidemark.triggers import Trigger, TriggerResult
 from tidemark.windows import Window
 
 if TYPE_CHECKING:
@@ -107,11 +107,18 @@ class TriggerDriver:
 class FlinkTriggers(TriggerDriver):
     """Flink's trigger calls, as Flink's ``WindowOperator`` makes them; each
     :class:`~tidemark.triggers.TriggerResult` applied at once (FIRE evaluates the
-    window function, PURGE drops the contents)."""
+    window function, PURGE drops the contents).
 
-    def __init__(self, op: WindowOperator):
+    Parameters
+    ----------
+    op : WindowOperator
+    trigger : Trigger
+        The window's trigger (the spec's, Flink's kind).
+    """
+
+    def __init__(self, op: WindowOperator, trigger: Trigger[Any]):
         super().__init__(op)
-        self.trigger = op.trigger
+        self.trigger = trigger
 
     def element_added(
         self,

@@ -50,7 +50,7 @@ from tidemark.spark.plan import (
 )
 from tidemark.spark.results import SideOutputStream
 from tidemark.time import TimeLike, to_millis
-from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
+from tidemark.triggers import AnyTrigger, CountTrigger, PurgingTrigger
 
 __all__ = [
     "DataStream",
@@ -229,14 +229,14 @@ class WindowedStream:
     def _with(self, **changes: Any) -> WindowedStream:
         return WindowedStream(replace(self._op, **changes), self._spark)
 
-    def trigger(self, trigger: Trigger) -> WindowedStream:
-        """Fire windows with ``trigger`` instead of the assigner's default trigger.
+    def trigger(self, trigger: AnyTrigger) -> WindowedStream:
+        """Fire windows with ``trigger`` (Flink's, or a Dataflow trigger: panes).
 
         Raises
         ------
         WindowSpecError
-            ``trigger`` is not a Trigger, or cannot serve the assigner (e.g. a trigger
-            that cannot merge on session windows).
+            ``trigger`` is neither a Trigger nor a DataflowTrigger, or cannot serve the
+            assigner (e.g. a trigger that cannot merge on session windows).
         """
         return self._with(trigger=trigger)
 
