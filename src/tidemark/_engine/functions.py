@@ -56,9 +56,12 @@ class WindowLogic:
     """
 
     keeps_elements = False
-    # The incremental functions, for the aligned operator's folds (None where absent).
+    # The incremental functions, for the fast paths' folds (None where absent).
     reduce: Any = None
     aggregate: AggregateFunction | None = None
+    # The user's function this logic was made from (a reduce or aggregate function, or
+    # the window function over all elements), as given.
+    function: Any = None
 
     def __init__(self, window_function: Any = None):
         if window_function is not None and not isinstance(window_function, _WINDOW_FUNCTION_TYPES):
@@ -145,6 +148,7 @@ class ElementsLogic(WindowLogic):
         if window_function is None:
             raise WindowSpecError("a window over all elements needs a `window_function`")
         super().__init__(window_function)
+        self.function = window_function
 
     def add(self, current: Any, value: Any) -> Any:
         if current is None:
@@ -180,6 +184,7 @@ class ReduceLogic(WindowLogic):
             )
         super().__init__(window_function)
         self.reduce = reduce
+        self.function = function
 
     def add(self, current: Any, value: Any) -> Any:
         return value if current is None else self.reduce(current, value)
@@ -214,7 +219,7 @@ class AggregateLogic(WindowLogic):
                 f"get_result, merge); got {function!r}"
             )
         super().__init__(window_function)
-        self.aggregate = function
+        self.aggregate = self.function = function
 
     def add(self, current: Any, value: Any) -> Any:
         aggregate = self.aggregate

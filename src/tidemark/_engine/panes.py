@@ -235,7 +235,7 @@ class PaneDriver(TriggerDriver):
         super().__init__(op)
         spec = op.spec
         self.root = trigger
-        self.mode = spec.accumulation_mode or AccumulationMode.DISCARDING
+        self.mode = spec.accumulation_mode  # the spec's (DISCARDING unless given)
         self.pane_results = spec.pane_results
         self.output_panes: list[tuple[PaneInfo, bool]] = []
         # The windows the element being processed went into, with the key state they

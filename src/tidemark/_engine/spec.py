@@ -1,12 +1,16 @@
-"""What a window pipeline is, checked when it is defined, and which operator serves it.
+"""What a window pipeline is, checked when it is defined.
 
-:class:`OperatorSpec` is the operator's configuration, frozen and built once per query:
-the assigner, trigger, evictor and window function with the options of the run. Per-key
-state and the clocks are not in it; the operator keeps those.
+:class:`OperatorSpec` is the one record of a window's settings, frozen and validated
+once, when the window is defined (the harness's constructor, the Spark API's finishing
+call): the assigner, trigger, evictor and window function, then the options of the run
+(:meth:`OperatorSpec.with_run_options`). Spark's workers receive it as one picklable
+value and build their operator from it. Per-key state and the clocks are not in it; the
+operator keeps those.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,8 +135,8 @@ class OperatorSpec:
         Record the watermark at emission of every result in the operator's
         ``output_watermarks`` (replays place results in a chained stream with it).
     accumulation_mode : AccumulationMode, optional
-        How a Dataflow trigger's panes relate (DISCARDING when not given); only with
-        a Dataflow trigger.
+        How a Dataflow trigger's panes relate; only with a Dataflow trigger, whose spec
+        holds DISCARDING when none is given.
     pane_results : bool
         Emit each result of a Dataflow-triggered window as a ``PanedResult`` (the
         Spark modes turn its pane into columns).
@@ -179,6 +183,25 @@ class OperatorSpec:
         object.__setattr__(self, "is_event_time", self.assigner.is_event_time())
         object.__setattr__(self, "is_merging", isinstance(self.assigner, MergingWindowAssigner))
         object.__setattr__(self, "trigger_is_dataflow", isinstance(trigger, DataflowTrigger))
+        if self.trigger_is_dataflow and self.accumulation_mode is None:
+            object.__setattr__(self, "accumulation_mode", AccumulationMode.DISCARDING)
+
+    def with_run_options(
+        self,
+        *,
+        batch_mode: bool,
+        record_output_watermarks: bool,
+        fast_paths: bool,
+        slice_incremental: bool,
+    ) -> OperatorSpec:
+        """This spec with the options of a run (see the parameters): a copy, not
+        validated again (no option makes a valid spec invalid)."""
+        run = copy.copy(self)
+        object.__setattr__(run, "batch_mode", batch_mode)
+        object.__setattr__(run, "record_output_watermarks", record_output_watermarks)
+        object.__setattr__(run, "fast_paths", fast_paths)
+        object.__setattr__(run, "slice_incremental", slice_incremental)
+        return run
 
     def aligned_layout(self) -> AlignedLayout | None:
         """The window layout the aligned operator serves this pipeline with, or None.

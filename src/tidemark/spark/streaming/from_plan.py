@@ -137,7 +137,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,
         timestamp_column=timestamp,
-        make_operator=op.operator_factory(),
+        make_operator=op.operator_maker(),
         out_of_orderness_ms=(
             source.strategy.out_of_orderness_ms
             if TimeDomain.EVENT_TIME in TIME_MODES[mode]
