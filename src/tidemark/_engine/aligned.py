@@ -76,8 +76,8 @@ class AlignedPath(WindowPath):
             and op.output_watermarks is None
             and not op.logic.keeps_elements
         )
-        # The logic's add, and AggregateFunction's own add and create_accumulator (called
-        # directly: the hottest calls of all), bound once.
+        # For the tumbling element path: the logic's add, and AggregateFunction's own add
+        # and create_accumulator (called directly: the hottest calls of all), bound once.
         self._adders: tuple[Any, Any, Any] = op.logic.adders()
         # Tumbling windows: the per-element callable, specialised once.
         self._tumbling_element: Any = None
@@ -147,7 +147,7 @@ class AlignedPath(WindowPath):
         op = self.op
         size, slide, offset = self._layout
         contents, cache = ks.contents, self._window_cache
-        add, agg_add, create = self._adders
+        add = op.logic.add
         register_window = op.event_time_timers.register_window
         # No element moves the watermark: read once per run.
         watermark = op.event_time_timers.current_time
@@ -163,11 +163,8 @@ class AlignedPath(WindowPath):
                 if cleanup <= watermark:  # is_window_late
                     continue
                 current = contents.get(window)
-                try:  # WindowLogic.add, its user call made here (no call layer)
-                    if agg_add is None:
-                        contents[window] = add(current, value)
-                    else:
-                        contents[window] = agg_add(value, create() if current is None else current)
+                try:
+                    contents[window] = add(current, value)
                 except Exception as exc:
                     raise op.fold_error(key, window, exc) from exc
                 max_ts = window[1] - 1
@@ -352,7 +349,7 @@ def _tumbling_element_path(path: AlignedPath) -> Any:
             contents = ks.contents
             current = contents.get(window)
             if current is not None:
-                try:  # WindowLogic.add, its user call made here (no call layer)
+                try:  # WindowLogic.add, inlined: the user's own function, called directly
                     if agg_add is None:
                         contents[window] = step(current, value)
                     else:

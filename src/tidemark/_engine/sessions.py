@@ -235,7 +235,7 @@ class SortedSessionPath(SessionPath):
         """Fold the run session by session. ``session`` is the latest session's entry in
         the merging set (None: a new one not entered yet), ``start``/``end`` its extent so
         far, ``state_window`` where its contents live, ``acc`` those contents."""
-        gap, (add, agg_add, create) = self._gap_ms, self._adders
+        gap, add = self._gap_ms, self.op.logic.add
         session, acc = latest, None
         state_window: Any = None
         start = end = LONG_MIN
@@ -258,11 +258,8 @@ class SortedSessionPath(SessionPath):
                 self._close(key, ks, session, TimeWindow(start, end), state_window, acc)
                 session = state_window = TimeWindow(start, end)
                 acc = ks.contents.get(session)
-            try:  # WindowLogic.add, its user call made here (no call layer)
-                if agg_add is None:
-                    acc = add(acc, value)
-                else:
-                    acc = agg_add(value, create() if acc is None else acc)
+            try:
+                acc = add(acc, value)
             except Exception as exc:
                 window = TimeWindow(start, end)
                 self._close(key, ks, session, window, state_window, acc)  # as element by element
@@ -398,7 +395,7 @@ def _session_element_path(path: SessionPath) -> Any:
             return unusual(key, ks, value, timestamp, end)  # Flink's self-mapping quirk
         contents = ks.contents
         current = contents.get(state_window)
-        try:  # WindowLogic.add, its user call made here (no call layer)
+        try:  # WindowLogic.add, inlined: the user's own function, called directly
             if current is None:
                 contents[state_window] = add(None, value)
             elif agg_add is None:

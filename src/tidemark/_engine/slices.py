@@ -121,7 +121,7 @@ class SlicedPath(AlignedPath):
             return super()._aligned_run(key, ks, values, timestamps)
         size, slide, offset = self._layout
         width, contents, last_slice = self._slice_ms, ks.contents, self._last_slice
-        add, agg_add, create = self._adders
+        add = self.op.logic.add
         op = self.op
         watermark = op.event_time_timers.current_time
         # the latest window start whose cleanup time is at or before the watermark: an
@@ -139,13 +139,13 @@ class SlicedPath(AlignedPath):
                 runs = contents.get(start)
                 previous = last_slice.get(key)
                 if runs is not None and previous == start:  # the run goes on
-                    runs[-1] = add(runs[-1], value) if agg_add is None else agg_add(value, runs[-1])
+                    runs[-1] = add(runs[-1], value)
                     if timestamp > watermark:  # in no window that is due
                         status = ADDED
                         continue
                 else:
                     self._arrival += 1
-                    added = add(None, value) if agg_add is None else agg_add(value, create())
+                    added = add(None, value)
                     if runs is None:
                         contents[start] = [self._arrival, added]
                     else:
