@@ -34,7 +34,11 @@ __all__ = [
 
 
 def validate_window_spec(
-    assigner: Any, trigger: Any, evictor: Any, allowed_lateness_ms: Any, late_data_tag: Any
+    assigner: Any,
+    trigger: Any = None,
+    evictor: Any = None,
+    allowed_lateness_ms: Any = 0,
+    late_data_tag: Any = None,
 ) -> None:
     """Reject a window pipeline Flink would reject, naming the parameter and the rule."""
     if not isinstance(assigner, WindowAssigner):

@@ -218,23 +218,17 @@ class WindowedStream:
     ``docs/streaming.md``).
     """
 
-    def __init__(self, upstream: PlanNode, key: KeySpec | None, spark: Any, **settings: Any):
-        # ``settings``: OperatorSpec's keywords so far (assigner, trigger, evictor,
-        # allowed_lateness_ms, late_data_tag, accumulation_mode); the spec is made of
-        # them, with the function, when the window is finished.
-        validate_window_spec(
-            settings["assigner"],
-            settings.get("trigger"),
-            settings.get("evictor"),
-            settings.get("allowed_lateness_ms", 0),
-            settings.get("late_data_tag"),
-        )
+    def __init__(
+        self, upstream: PlanNode, key: KeySpec | None, spark: Any, mode: Any = None, **window: Any
+    ):
+        # ``window``: OperatorSpec's keywords so far; the spec is made when it is finished
+        validate_window_spec(**window)
         self._upstream, self._key, self._spark = upstream, key, spark
-        self._settings = settings
+        self._mode, self._window = mode, window
 
-    def _with(self, **changes: Any) -> WindowedStream:
-        settings = {**self._settings, **changes}
-        return WindowedStream(self._upstream, self._key, self._spark, **settings)
+    def _with(self, mode: Any = None, **changes: Any) -> WindowedStream:
+        window, mode = {**self._window, **changes}, mode if mode is not None else self._mode
+        return WindowedStream(self._upstream, self._key, self._spark, mode, **window)
 
     def trigger(self, trigger: AnyTrigger) -> WindowedStream:
         """Fire windows with ``trigger`` (Flink's, or a Dataflow trigger: panes).
@@ -297,7 +291,7 @@ class WindowedStream:
             trigger is not a Dataflow trigger.
         """
         check_accumulation_mode(mode)
-        return self._with(accumulation_mode=mode)
+        return self._with(mode)
 
     def reduce(
         self, reduce_function: Any, window_function: Any = None, output_schema: Any = None
@@ -443,25 +437,15 @@ class WindowedStream:
             return self.aggregate(function, output_schema=schema)
         return self.reduce(function)
 
-    def _dataflow_trigger(self) -> bool:
-        return isinstance(self._settings.get("trigger"), DataflowTrigger)
-
     def _finish(
         self, function: Any, window_function: Any, output_schema: Any
     ) -> WindowResultStream:
-        """The window's one record (:class:`~tidemark._engine.spec.OperatorSpec`), made
-        and validated now, and the results' schema (with the pane columns under a
-        Dataflow trigger)."""
-        settings, logic = dict(self._settings), window_logic(function, window_function)
-        mode, dataflow = settings.pop("accumulation_mode", None), self._dataflow_trigger()
-        spec = OperatorSpec(
-            logic=logic,
-            accumulation_mode=mode if dataflow else None,
-            pane_results=dataflow,
-            **settings,
-        )
+        """The window's one record (``OperatorSpec``), made and validated now."""
+        window, dataflow = self._window, isinstance(self._window.get("trigger"), DataflowTrigger)
+        logic, mode = window_logic(function, window_function), self._mode if dataflow else None
+        spec = OperatorSpec(logic=logic, accumulation_mode=mode, pane_results=dataflow, **window)
         if not dataflow:  # a mode given for a Flink trigger: refused in the API's words
-            refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, mode)
+            refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, self._mode)
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "
