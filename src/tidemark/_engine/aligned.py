@@ -76,8 +76,8 @@ class AlignedPath(WindowPath):
             and op.output_watermarks is None
             and not op.logic.keeps_elements
         )
-        # For the tumbling element path: the logic's add, and AggregateFunction's own add
-        # and create_accumulator (called directly: the hottest calls of all), bound once.
+        # The logic's add, and AggregateFunction's own add and create_accumulator (called
+        # directly, per element and window: the hottest calls of all), bound once.
         self._adders: tuple[Any, Any, Any] = op.logic.adders()
         # Tumbling windows: the per-element callable, specialised once.
         self._tumbling_element: Any = None
@@ -92,10 +92,11 @@ class AlignedPath(WindowPath):
         """One element through :meth:`_aligned_run` (the general path without a
         timestamp; for tumbling windows the specialised callable serves first, and
         hands this what it does not serve)."""
-        op = self.op
         if timestamp is None:
-            return op.assign_and_add(key, value, timestamp)
-        ks = op.key_state(key)
+            return self.op.assign_and_add(key, value, timestamp)
+        ks = self._keys.get(key)
+        if ks is None:
+            ks = self._keys[key] = KeyState()
         status = self._aligned_run(key, ks, (value,), (timestamp,))
         if not ks.contents and ks.is_empty():  # nothing kept: as the general path
             del self._keys[key]
@@ -147,7 +148,7 @@ class AlignedPath(WindowPath):
         op = self.op
         size, slide, offset = self._layout
         contents, cache = ks.contents, self._window_cache
-        add = op.logic.add
+        add, agg_add, create = self._adders
         register_window = op.event_time_timers.register_window
         # No element moves the watermark: read once per run.
         watermark = op.event_time_timers.current_time
@@ -163,8 +164,11 @@ class AlignedPath(WindowPath):
                 if cleanup <= watermark:  # is_window_late
                     continue
                 current = contents.get(window)
-                try:
-                    contents[window] = add(current, value)
+                try:  # WindowLogic.add, inlined: the user's own function, called directly
+                    if agg_add is None:
+                        contents[window] = add(current, value)
+                    else:
+                        contents[window] = agg_add(value, create() if current is None else current)
                 except Exception as exc:
                     raise op.fold_error(key, window, exc) from exc
                 max_ts = window[1] - 1

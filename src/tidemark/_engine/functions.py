@@ -87,9 +87,9 @@ class WindowLogic:
     def adders(self) -> tuple[Any, Any, Any]:
         """``(add, aggregate_add, create_accumulator)``: :meth:`add`, and the
         AggregateFunction's own ``add`` and ``create_accumulator`` (None without one),
-        bound once, for the fast paths' per-element callables (the tumbling and the
-        session element paths), which call the user's function directly: one Python
-        call per element, :meth:`add`'s step inlined."""
+        bound once, for the fast paths' hottest loops (the aligned run, the tumbling and
+        the session element paths), which call the user's function directly: one Python
+        call per element and window, :meth:`add`'s step inlined."""
         aggregate = self.aggregate
         if aggregate is None:
             return self.add, None, None

@@ -82,22 +82,16 @@ class WindowOperator:
     ``current_watermark`` / ``current_processing_time`` directly to restore the clocks
     of a stored key without firing anything. Emitted results collect in ``output``,
     side outputs in ``side_outputs``, late elements without a tag in
-    ``num_late_records_dropped``.
-
-    The clocks and timers are one :class:`~tidemark._engine.timers.TimerService` per
-    time domain, ``event_time_timers`` and ``processing_time_timers``; both fire into
-    the core (a fast path that takes its due windows itself fires event time into its
-    own method).
+    ``num_late_records_dropped``. The clocks and timers are one
+    :class:`~tidemark._engine.timers.TimerService` per time domain.
     """
 
     process_element: ElementPath
-    """``process_element(key, value, timestamp)``: process one element of ``key``;
-    return what became of it (ADDED, DROPPED, ...). The path's own callable, chosen
-    once (a fast path's, with what it reads bound)."""
+    """``(key, value, timestamp) -> status`` (ADDED, DROPPED, ...): one element, by the
+    path's own callable, bound once."""
     process_elements: RunPath
-    """``process_elements(key, values, timestamps)``: a run of elements of one key, in
-    order, under the current watermark (a BATCH run hands the engine each key's
-    elements this way); the path's own callable, chosen once."""
+    """``(key, values, timestamps)``: a run of one key's elements, in order, under the
+    current watermark (BATCH hands each key's elements so), by the path's callable."""
 
     def __init__(self, spec: OperatorSpec, path: WindowPath | None = None, *, tracer: Any = None):
         self.spec = spec
@@ -167,7 +161,9 @@ class WindowOperator:
     def assign_and_add(self, key: Any, value: Any, timestamp: int | None) -> int:
         """The general path of one element: the assigner's windows, then
         :meth:`add_assigned`."""
-        ks = self.key_state(key)
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
         try:
             windows = self.assigner.assign_windows(value, timestamp, self.clock)
         except Exception as exc:
@@ -261,7 +257,10 @@ class WindowOperator:
         if self.evictor is not None:
             contents.setdefault(state_window, []).append((value, timestamp))
             return
-        contents[state_window] = self.fold(key, window, contents.get(state_window), (value,))
+        try:  # fold() of one element: WindowLogic.add
+            contents[state_window] = self.logic.add(contents.get(state_window), value)
+        except Exception as exc:
+            raise self.fold_error(key, window, exc) from exc
 
     def fold(self, key: Any, window: Any, current: Any, values: Any) -> Any:
         """``current`` contents (None: a window without contents) with ``values`` added

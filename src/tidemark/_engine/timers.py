@@ -208,11 +208,15 @@ class TimerService:
         :meth:`push`); the cleanup timer only where it is not the end timer and is ever
         due (before ``LONG_MAX``). This is the order the general operator registers
         them in: the trigger's ``on_element``, then the operator's cleanup timer."""
-        timers, push = self._timers_of(ks), self.queue.push
+        timers, queue = self._timers_of(ks), self.queue  # TimerQueue.push, inlined
         if end is not None and (end, window) not in timers:
-            timers[(end, window)] = push(end, key, window)
+            queue._seq += 1
+            timers[(end, window)] = seq = queue._seq
+            heapq.heappush(queue._heap, (end, seq, key, window))
         if cleanup != end and cleanup < LONG_MAX and (cleanup, window) not in timers:
-            timers[(cleanup, window)] = push(cleanup, key, window)
+            queue._seq += 1
+            timers[(cleanup, window)] = seq = queue._seq
+            heapq.heappush(queue._heap, (cleanup, seq, key, window))
 
     def delete(self, ks: KeyState, time: int, window: Window) -> None:
         """Delete a timer (its queue entry goes stale); a timer not registered is ignored."""
