@@ -53,7 +53,7 @@ class WindowPath:
     def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
         """Called once, when ``op`` is made with this path (its timer services and
         driver exist): ``(process_element, process_elements)``, with what they read
-        bound."""
+        bound. A path serves the one operator it is bound to."""
         self.op = op
         return op.assign_and_add, op.run_element_by_element
 
