@@ -14,9 +14,12 @@ import pytest
 import tidemark as tm
 from tidemark import TimeDomain
 from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.create import create_window_operator
+from tidemark._engine.functions import window_logic
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.execution import element_frame
-from tidemark.spark.plan import FAST_PATHS_CONF, OperatorFactory, WindowOp, fast_paths_enabled
+from tidemark.spark.plan import FAST_PATHS_CONF, WindowOp, fast_paths_enabled
 from tidemark.spark.streaming.driver.from_plan import _served_time_mode, time_mode_of
 from tidemark.windows import AlignedLayout
 
@@ -114,7 +117,8 @@ def test_assigners_declare_their_cleanup_domain_and_layout(
 
 
 def window_op(assigner: Any, trigger: Any = None) -> WindowOp:
-    return WindowOp(upstream=None, key=None, assigner=assigner, trigger=trigger)  # type: ignore[arg-type]
+    spec = OperatorSpec(assigner, window_logic(lambda a, b: a), trigger=trigger)
+    return WindowOp(upstream=None, key=None, spec=spec, output_schema=None)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -246,9 +250,10 @@ def test_the_fast_paths_switch_reaches_the_engine_operator() -> None:
     assert fast_paths_enabled(FakeSpark())
     assert not fast_paths_enabled(FakeSpark(spark_tidemark_fastPaths="false"))
     assert FAST_PATHS_CONF == "spark.tidemark.fastPaths"
-    parts = (tm.TumblingEventTimeWindows.of(5), None, None, 0, None, lambda a, b: a, None)
-    assert isinstance(OperatorFactory(*parts)(), AlignedWindowOperator)
-    assert not isinstance(OperatorFactory(*parts, fast_paths=False)(), AlignedWindowOperator)
+    parts = (tm.TumblingEventTimeWindows.of(5), window_logic(lambda a, b: a))
+    assert isinstance(create_window_operator(OperatorSpec(*parts)), AlignedWindowOperator)
+    general = create_window_operator(OperatorSpec(*parts, fast_paths=False))
+    assert not isinstance(general, AlignedWindowOperator)
 
 
 @pytest.mark.spark
@@ -268,7 +273,7 @@ def test_spark_fast_paths_off_turns_off_the_sql_fast_path_with_the_same_results(
     spark.conf.set(FAST_PATHS_CONF, "false")
     try:
         assert not sql_plan.applies(op, frame, spark)
-        assert not op.operator_factory().fast_paths
+        assert not op.run_spec().fast_paths
         general = sorted(map(tuple, windowed.sum("n").to_dataframe().collect()))
     finally:
         spark.conf.unset(FAST_PATHS_CONF)

@@ -35,12 +35,13 @@ from tidemark import (
     TumblingProcessingTimeWindows,
     ValueStateDescriptor,
 )
+from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.processing import ProcessingTimeAlignedOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import worker
 from tidemark.spark.batch.worker import BatchDriver, RunnerConfig
 from tidemark.spark.columns import combined_schema
-from tidemark.spark.plan import OperatorFactory
 from tidemark.testing import WindowOperatorHarness
 
 CLEARED = OutputTag("cleared")
@@ -225,12 +226,13 @@ def batch_task(
         def process(self, key, context, elements):  # type: ignore[no-untyped-def]
             yield (key, len(list(elements)), context.window().start)
 
-    factory = OperatorFactory(
-        TumblingProcessingTimeWindows.of(10), trigger, None, 0, None, Count(), None
+    # the spec a BATCH run ships (batch_mode: each key's elements come complete)
+    spec = OperatorSpec(
+        TumblingProcessingTimeWindows.of(10), window_logic(Count()), trigger, batch_mode=True
     )
     output = StructType([StructField(n, LongType()) for n in ("k", "n", "start")])
     config = RunnerConfig(
-        operator=factory,
+        spec=spec,
         value_names=["k"],
         value_types=["LongType"],
         key_columns=["k"],

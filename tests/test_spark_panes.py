@@ -30,6 +30,8 @@ from pyspark.sql import Row
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 import tidemark as tm
+from tidemark._engine.functions import window_logic
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode, PanedResult, PaneInfo, PaneTiming
 from tidemark.spark import aggregations, execution
@@ -358,13 +360,17 @@ def test_a_chain_on_a_stream_gives_the_harness_chains_results(spark, tmp_path):
     assert any("EARLY0" in row[1] for row in expected)
 
 
+SUM = window_logic(lambda a, b: a + b)
+
+
 def test_a_processing_time_pane_trigger_streams_on_the_processing_time_clock():
     """AfterProcessingTime declares processing time: an event-time window with it runs
     as an EventTimeAndProcessingTime pipeline (a ProcessingTime query in Spark)."""
     early = tm.AfterWatermark(early=tm.AfterProcessingTime(1_000))
-    op = WindowOp(None, None, TEN_SECONDS, trigger=early)  # type: ignore[arg-type]
+    op = WindowOp(None, None, OperatorSpec(TEN_SECONDS, SUM, trigger=early), None)  # type: ignore[arg-type]
     assert time_mode_of(op) == TimeMode.EVENT_AND_PROCESSING_TIME
-    op = WindowOp(None, None, TEN_SECONDS, trigger=dataflow_trigger())  # type: ignore[arg-type]
+    spec = OperatorSpec(TEN_SECONDS, SUM, trigger=dataflow_trigger())
+    op = WindowOp(None, None, spec, None)  # type: ignore[arg-type]
     assert time_mode_of(op) == TimeMode.EVENT_TIME
 
 

@@ -1,35 +1,39 @@
-"""The aligned operator: the general window operator, but faster for tumbling and sliding
-event-time windows whose trigger fires only at the window end, without an evictor.
+"""The aligned path: the general path, but faster for tumbling and sliding event-time
+windows whose trigger fires only at the window end, without an evictor.
 
 Such a trigger promises :class:`~tidemark.triggers.EventTimeTrigger`'s behaviour
 (``Trigger.fires_only_at_window_end``): register a timer at the window's end, FIRE there,
-FIRE at once for an element added after it, no state. This operator does exactly that
-without calling the trigger, computes windows from the assigner's
-:class:`~tidemark.windows.AlignedLayout` instead of calling it, and takes due timers in
-bulk; where a pipeline is this shape, a keyed tumbling reduce spends its time here. For
-tumbling windows the per-element method is specialised once per operator (a closure
-with what it reads bound), and serves elements whose window is neither late nor due.
-The results, side outputs, counts, watermarks seen and state left are the general
-operator's (the property tests run both and compare).
+FIRE at once for an element added after it, no state. This path does exactly that
+without calling the trigger (its driver,
+:class:`~tidemark._engine.triggering.EndOfWindowTrigger`, clears without a call),
+computes windows from the assigner's :class:`~tidemark.windows.AlignedLayout` instead of
+calling it, and takes due timers in bulk; where a pipeline is this shape, a keyed
+tumbling reduce spends its time here. For tumbling windows the per-element callable is
+specialised once per operator (a closure with what it reads bound), and serves elements
+whose window is neither late nor due. The results, side outputs, counts, watermarks seen
+and state left are the general path's (the property tests run both and compare).
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from functools import reduce
-from heapq import heappop
 from itertools import islice
 from operator import le
-from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec
+from tidemark._engine.status import ADDED, ADDED_LATE, SKIPPED
+from tidemark._engine.triggering import EndOfWindowTrigger
 from tidemark.time import LONG_MAX, LONG_MIN
-from tidemark.windows import AlignedLayout, TimeWindow, Window
+from tidemark.windows import AlignedLayout, TimeWindow
 
-__all__ = ["AlignedWindowOperator"]
+if TYPE_CHECKING:
+    from tidemark._engine.operator import ElementPath, RunPath
+
+__all__ = ["AlignedPath", "AlignedWindowOperator"]
 
 _CACHED_WINDOWS = 4096
 # Runs at least this long, in timestamp order, are folded a window at a time.
@@ -40,78 +44,81 @@ def _in_order(timestamps: list[Any]) -> bool:
     return all(map(le, timestamps, islice(timestamps, 1, None)))
 
 
-class AlignedWindowOperator(WindowOperator):
-    """:class:`WindowOperator`, but faster for aligned event-time windows.
+class AlignedPath(WindowPath):
+    """:class:`~tidemark._engine.paths.WindowPath`, but faster for aligned event-time
+    windows.
 
     Parameters
     ----------
-    spec : OperatorSpec
-        A pipeline whose ``aligned_layout()`` is ``layout``.
     layout : AlignedLayout
-        Where the windows are.
-    tracer : object, optional
+        Where the windows are (the pipeline's ``aligned_layout()``).
     """
 
-    def __init__(self, spec: OperatorSpec, layout: AlignedLayout, *, tracer: Any = None):
-        super().__init__(spec, tracer=tracer)
+    trigger_driver = EndOfWindowTrigger
+
+    def __init__(self, layout: AlignedLayout):
         self._layout = layout
-        self._batch_mode = spec.batch_mode
         # start -> (window, cleanup time): each window object and its cleanup time are
         # made once, not once per element.
         self._window_cache: dict[int, tuple[TimeWindow, int]] = {}
-        # The event-time timer heap (the same list for the operator's life).
-        self._heap = self.event_time_timers.queue.heap
+        # Every event-time timer is a window's end or cleanup time: taken here, in bulk.
+        self.on_event_timer = self._on_due_timer
+
+    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+        self.op = op
+        self._batch_mode = op.spec.batch_mode
+        self._keys = op.keys
         # A firing emits the window's incremental result itself: no window function,
         # tracer, evictor or recorded watermark, and the window keeps an accumulator.
         self._plain = (
-            self.logic.window_function is None
-            and tracer is None
-            and self.output_watermarks is None
-            and not self.logic.keeps_elements
+            op.logic.window_function is None
+            and op.tracer is None
+            and op.output_watermarks is None
+            and not op.logic.keeps_elements
         )
         # The logic's add, and AggregateFunction's own add and create_accumulator (called
-        # directly: the hottest calls of all), bound once.
-        self._adders: tuple[Any, Any, Any] = self.logic.adders()
-        # Tumbling windows: the per-element method, specialised once (see
-        # _tumbling_element_path); an instance attribute, found before the class's.
+        # directly, per element and window: the hottest calls of all), bound once.
+        self._adders: tuple[Any, Any, Any] = op.logic.adders()
+        # Tumbling windows: the per-element callable, specialised once.
         self._tumbling_element: Any = None
-        if layout.size_ms == layout.slide_ms:
+        if self._layout.size_ms == self._layout.slide_ms:
             self._tumbling_element = _tumbling_element_path(self)
-            self.process_element = self._tumbling_element  # type: ignore[method-assign]
+            return self._tumbling_element, self.process_elements
+        return self.process_element, self.process_elements
 
     # ------------------------------------------------------------------ elements
 
     def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
-        """:meth:`WindowOperator.process_element` (for tumbling windows, an instance's
-        own specialised method serves first, and hands this what it does not serve)."""
+        """One element through :meth:`_aligned_run` (the general path without a
+        timestamp; for tumbling windows the specialised callable serves first, and
+        hands this what it does not serve)."""
         if timestamp is None:
-            return super().process_element(key, value, timestamp)
-        ks = self.keys.get(key)
+            return self.op.assign_and_add(key, value, timestamp)
+        ks = self._keys.get(key)
         if ks is None:
-            ks = self.keys[key] = KeyState()
+            ks = self._keys[key] = KeyState()
         status = self._aligned_run(key, ks, (value,), (timestamp,))
-        if not ks.contents and ks.is_empty():  # nothing kept: as the general operator
-            del self.keys[key]
+        if not ks.contents and ks.is_empty():  # nothing kept: as the general path
+            del self._keys[key]
         return status
 
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
-        """:meth:`WindowOperator.process_elements`, with the per-element overhead paid
-        once per run. Tumbling windows of a run in timestamp order are folded a window at
-        a time (under ``spec.batch_mode`` those complete within the run fire at once);
-        outside BATCH, a short run or one out of order takes the tumbling element path
-        element by element, which costs less than a run's set-up."""
+        """A run of ``key``'s elements, with the per-element overhead paid once per run.
+        Tumbling windows of a run in timestamp order are folded a window at a time
+        (under ``spec.batch_mode`` those complete within the run fire at once); outside
+        BATCH, a short run or one out of order takes the tumbling element path element
+        by element, which costs less than a run's set-up."""
         tumbling_element = self._tumbling_element
         if tumbling_element is not None and not self._batch_mode:
             if len(values) < _FOLDED_RUN or None in timestamps or not _in_order(timestamps):
                 for value, timestamp in zip(values, timestamps):
                     tumbling_element(key, value, timestamp)
                 return
+        op = self.op
         if None in timestamps:
-            super().process_elements(key, values, timestamps)
+            op.run_element_by_element(key, values, timestamps)
             return
-        ks = self.keys.get(key)
-        if ks is None:
-            ks = self.keys[key] = KeyState()
+        ks = op.key_state(key)
         if (
             tumbling_element is not None
             and len(values) > 1
@@ -121,7 +128,7 @@ class AlignedWindowOperator(WindowOperator):
         else:
             self._aligned_run(key, ks, values, timestamps)
         if not ks.contents and ks.is_empty():
-            del self.keys[key]
+            del self._keys[key]
 
     def _window(self, start: int) -> tuple[TimeWindow, int]:
         """The window starting at ``start`` and its cleanup time, cached."""
@@ -131,19 +138,20 @@ class AlignedWindowOperator(WindowOperator):
             if len(cache) > _CACHED_WINDOWS:
                 cache.clear()
             window = TimeWindow(start, start + self._layout.size_ms)
-            entry = cache[start] = (window, self.cleanup_time(window))
+            entry = cache[start] = (window, self.op.cleanup_time(window))
         return entry
 
     def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
         """The general per-element path (skip late windows, add, the trigger's
         on_element, cleanup timer, late element) without per-call indirection. Returns
         the last element's status."""
+        op = self.op
         size, slide, offset = self._layout
-        contents, timers, cache = ks.contents, ks.event_timers, self._window_cache
+        contents, cache = ks.contents, self._window_cache
         add, agg_add, create = self._adders
-        push = self.event_time_timers.queue.push
+        register_window = op.event_time_timers.register_window
         # No element moves the watermark: read once per run.
-        watermark = self.event_time_timers.current_time
+        watermark = op.event_time_timers.current_time
         status = SKIPPED
         for value, timestamp in zip(values, timestamps):
             status = SKIPPED
@@ -156,30 +164,27 @@ class AlignedWindowOperator(WindowOperator):
                 if cleanup <= watermark:  # is_window_late
                     continue
                 current = contents.get(window)
-                try:
+                try:  # WindowLogic.add, inlined: the user's own function, called directly
                     if agg_add is None:
                         contents[window] = add(current, value)
                     else:
                         contents[window] = agg_add(value, create() if current is None else current)
                 except Exception as exc:
-                    raise self._user_error(
-                        "the reduce/aggregate function", key, window, exc
-                    ) from exc
+                    raise op.fold_error(key, window, exc) from exc
                 max_ts = window[1] - 1
                 if max_ts <= watermark:  # on_element: FIRE at once
                     status = ADDED_LATE
-                    self._fire(key, ks, window, window, watermark)
+                    self.fire(key, ks, window, watermark)
+                    if current is None:  # its cleanup timer (after the watermark)
+                        register_window(key, ks, window, None, cleanup)
                 else:
                     status = ADDED if status == SKIPPED else status
                     # A window holding contents has both timers pending (neither can have
                     # fired while max_ts > watermark): only a new window registers them.
-                    if current is None and (max_ts, window) not in timers:
-                        timers[(max_ts, window)] = push(max_ts, key, window)
-                if current is None and cleanup != max_ts and cleanup < LONG_MAX:
-                    if (cleanup, window) not in timers:
-                        timers[(cleanup, window)] = push(cleanup, key, window)
-            if status == SKIPPED and self.is_element_late(timestamp):
-                status = self._late_element(value, timestamp)
+                    if current is None:
+                        register_window(key, ks, window, max_ts, cleanup)
+            if status == SKIPPED and op.is_element_late(timestamp):
+                status = op.late_element(value, timestamp)
         return status
 
     def _tumbling_sorted_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> None:
@@ -188,7 +193,8 @@ class AlignedWindowOperator(WindowOperator):
         timers once, and its elements are folded in one call sequence. The user function
         sees exactly the calls, in the order, of the per-element path. A window that is
         late or due (its end at or before the watermark) goes element by element."""
-        watermark = self.current_watermark
+        op = self.op
+        watermark = op.current_watermark
         contents = ks.contents
         complete_fires = self._batch_mode and watermark == LONG_MIN
         if complete_fires and contents:
@@ -207,7 +213,7 @@ class AlignedWindowOperator(WindowOperator):
                 i = j
                 continue
             current = contents.get(window) if contents else None
-            folded = self._fold(key, window, current, values[i:j])
+            folded = op.fold(key, window, current, values[i:j])
             i = j
             if complete_fires and j < n:
                 # BATCH: this key's later elements are at or after the window's end.
@@ -219,140 +225,102 @@ class AlignedWindowOperator(WindowOperator):
                 continue
             contents[window] = folded
             if current is None:
-                self._register_timers(key, ks, window, max_ts, cleanup)
-
-    def _fold(self, key: Any, window: Window, current: Any, values: list[Any]) -> Any:
-        """``current`` contents (None for a new window) with ``values`` added, in order."""
-        logic = self.logic
-        aggregate = logic.aggregate
-        try:
-            if aggregate is not None:
-                add = aggregate.add
-                folded = aggregate.create_accumulator() if current is None else current
-                for value in values:
-                    folded = add(value, folded)
-                return folded
-            if logic.reduce is None:  # a window function over all elements
-                if current is None:
-                    return list(values)
-                current.extend(values)
-                return current
-            if current is None:
-                return reduce(logic.reduce, values)
-            return reduce(logic.reduce, values, current)
-        except Exception as exc:
-            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+                op.event_time_timers.register_window(key, ks, window, max_ts, cleanup)
 
     def _open_window(
         self, key: Any, ks: KeyState, window: TimeWindow, cleanup: int, value: Any
     ) -> int:
         """Add ``value`` to ``window``, new to ``key``, whose end is after the watermark,
         and register the window's timers; ADDED."""
-        try:
-            ks.contents[window] = self.logic.add(None, value)
-        except Exception as exc:
-            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
-        self._register_timers(key, ks, window, window[1] - 1, cleanup)
+        op = self.op
+        ks.contents[window] = op.fold(key, window, None, (value,))
+        op.event_time_timers.register_window(key, ks, window, window[1] - 1, cleanup)
         return ADDED
 
-    def _register_timers(
-        self, key: Any, ks: KeyState, window: Window, max_ts: int, cleanup: int
-    ) -> None:
-        """A new window's end-of-window timer (the trigger's) and cleanup timer, unless
-        that is the end timer or never due."""
-        timers, push = ks.event_timers, self.event_time_timers.queue.push
-        if (max_ts, window) not in timers:
-            timers[(max_ts, window)] = push(max_ts, key, window)
-        if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
-            timers[(cleanup, window)] = push(cleanup, key, window)
+    # ------------------------------------------------------------------ firing
+
+    def fire(self, key: Any, ks: KeyState, window: Any, watermark: int) -> None:
+        """FIRE ``window`` (its contents stored under it) seen at ``watermark``."""
+        self.op.fire(key, ks, window, window, watermark)
 
     def _fire_complete(self, key: Any, ks: KeyState, window: Any) -> None:
         """Fire and clear a window no element can reach any more (BATCH), as the final
         watermark would: functions see that watermark, +inf; its timers are dropped."""
+        op = self.op
         if self._plain:
             self._emit_incremental(key, window, ks.contents.pop(window), window[1] - 1)
         else:
-            self._fire(key, ks, window, window, LONG_MAX)
-            self._clear_all_state(key, ks, window, window, LONG_MAX)
-        timers = ks.event_timers
-        if timers:
-            timers.pop((window.max_timestamp(), window), None)
-            timers.pop((self.cleanup_time(window), window), None)
+            op.fire(key, ks, window, window, LONG_MAX)
+            op.clear_all_state(key, ks, window, window, LONG_MAX)
+        if ks.event_timers:
+            service = op.event_time_timers
+            service.delete(ks, window.max_timestamp(), window)
+            service.delete(ks, op.cleanup_time(window), window)
 
     def _emit_incremental(self, key: Any, window: Any, contents: Any, max_ts: int) -> None:
-        """:meth:`_fire` where the firing emits the window's incremental result itself
-        (``self._plain``): a window without contents emits nothing."""
+        """A firing that emits the window's incremental result itself (``_plain``): a
+        window without contents emits nothing."""
         if contents is None:
             return
-        aggregate = self.logic.aggregate
+        op = self.op
+        aggregate = op.logic.aggregate
         try:
             result = contents if aggregate is None else aggregate.get_result(contents)
         except Exception as exc:
-            raise self._user_error("the window function", key, window, exc) from exc
-        self.output.append((result, max_ts))
+            raise op.user_error("the window function", key, window, exc) from exc
+        op.output.append((result, max_ts))
 
     # ------------------------------------------------------------------ time
 
-    def process_watermark(self, watermark: int) -> None:
-        """:meth:`WindowOperator.process_watermark`'s timer loop, inlined: every
-        event-time timer is a window's end, which fires it, or its cleanup time, which
-        clears it, and firing registers no new timer. So when all timers are due (a BATCH
-        key's end) they are taken in one sort, in the heap's (time, registration) order;
-        when none is due, a look at the heap's top is all it costs. No callback runs, so
-        no timer is held here (see the general operator); any held before is released as
-        there (:meth:`TimerService.advance <tidemark._engine.timers.TimerService.advance>`)."""
-        service, heap = self.event_time_timers, self._heap
-        service.begin_advance(watermark)
-        service.current_time = watermark
-        if not heap or heap[0][0] > watermark:
-            return
-        on_timer = self._on_due_timer
-        if watermark == LONG_MAX:
-            due = sorted(heap)
-            heap.clear()
-            for time, _, key, window in due:
-                on_timer(time, key, window, watermark)
-            return
-        while heap and heap[0][0] <= watermark:
-            time, _, key, window = heappop(heap)
-            on_timer(time, key, window, watermark)
-
-    def _on_due_timer(self, time: int, key: Any, window: Any, watermark: int) -> None:
-        """A due timer ``(time, key, window)``, live or not (a dead one is skipped): at
-        the window's end FIRE (the trigger's on_event_time), at its cleanup time clear it."""
-        ks = self.keys.get(key)
-        if ks is None:
-            return
+    def _on_due_timer(self, domain: Any, key: Any, time: int, window: Any) -> None:
+        """A due timer ``(time, key, window)`` (live: the service took it): at the
+        window's end FIRE (the trigger's on_event_time), at its cleanup time clear it."""
+        op = self.op
+        ks = self._keys[key]
+        watermark = op.event_time_timers.current_time
         timers, contents = ks.event_timers, ks.contents
-        if timers.pop((time, window), None) is None:
-            return
         max_ts = window[1] - 1
         entry = self._window_cache.get(window[0])
-        cleans = time == (entry[1] if entry is not None else self.cleanup_time(window))
+        cleans = time == (entry[1] if entry is not None else op.cleanup_time(window))
         if not self._plain:
             if time == max_ts:
-                self._fire(key, ks, window, window, watermark)
+                self.fire(key, ks, window, watermark)
             if cleans:
-                self._clear_all_state(key, ks, window, window, watermark)
+                op.clear_all_state(key, ks, window, window, watermark)
         elif time == max_ts:  # emit; at the cleanup time too, the contents go
             result = contents.pop(window, None) if cleans else contents.get(window)
-            if result is not None and self.logic.aggregate is None:
-                self.output.append((result, max_ts))
+            if result is not None and op.logic.aggregate is None:
+                op.output.append((result, max_ts))
             elif result is not None:
                 self._emit_incremental(key, window, result, max_ts)
         elif cleans:  # nothing but the contents and the end timer to clear
             contents.pop(window, None)
             timers.pop((max_ts, window), None)
         if not contents and not timers and ks.is_empty():
-            del self.keys[key]
-
-    def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
-        # The trigger's clear, as fires_only_at_window_end promises it: its end timer goes.
-        ks.event_timers.pop((window.max_timestamp(), window), None)
+            del self._keys[key]
 
 
-def _tumbling_element_path(op: AlignedWindowOperator) -> Any:
-    """``op.process_element`` for tumbling windows, with what it reads bound once.
+class AlignedWindowOperator(WindowOperator):
+    """The window operator holding an :class:`AlignedPath` (the name the chooser's
+    operator goes by: it adds nothing to the core).
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline whose ``aligned_layout()`` is ``layout``.
+    layout : AlignedLayout
+        Where the windows are.
+    tracer : object, optional
+    """
+
+    path_class: type[AlignedPath] = AlignedPath
+
+    def __init__(self, spec: OperatorSpec, layout: AlignedLayout, *, tracer: Any = None):
+        super().__init__(spec, self.path_class(layout), tracer=tracer)
+
+
+def _tumbling_element_path(path: AlignedPath) -> Any:
+    """``process_element`` for tumbling windows, with what it reads bound once.
 
     It serves an element whose window is neither late nor due (its end after the
     watermark; its cleanup time, at or after its end, too): the element is added and,
@@ -360,17 +328,15 @@ def _tumbling_element_path(op: AlignedWindowOperator) -> Any:
     cleanup timer are registered; a window that already holds contents has both (no
     timer of a window whose end is after the watermark has fired). The result is
     ADDED, as the general path's. Every other element (late, due, no timestamp) goes
-    to :meth:`AlignedWindowOperator.process_element`.
+    to :meth:`AlignedPath.process_element`.
     """
-    size, _, offset = op._layout
+    op = path.op
+    size, _, offset = path._layout
     last_ms = size - 1  # a window's max timestamp, from its start
-    keys, cache, clock, window_of = op.keys, op._window_cache, op.event_time_timers, op._window
-    logic = op.logic
-    aggregate = logic.aggregate
-    agg_add = aggregate.add if aggregate is not None else None
-    step = logic.reduce if logic.reduce is not None else logic.add  # (contents, value)
-    new_window = op._open_window
-    general = MethodType(AlignedWindowOperator.process_element, op)
+    keys, cache, clock, window_of = op.keys, path._window_cache, op.event_time_timers, path._window
+    add, agg_add, _ = path._adders
+    step = op.logic.reduce if op.logic.reduce is not None else add  # (contents, value)
+    new_window, general, fold_error = path._open_window, path.process_element, op.fold_error
 
     def process_element(key: Any, value: Any, timestamp: int | None) -> int:
         if timestamp is None:
@@ -387,13 +353,13 @@ def _tumbling_element_path(op: AlignedWindowOperator) -> Any:
             contents = ks.contents
             current = contents.get(window)
             if current is not None:
-                try:
+                try:  # WindowLogic.add, inlined: the user's own function, called directly
                     if agg_add is None:
                         contents[window] = step(current, value)
                     else:
                         contents[window] = agg_add(value, current)
                 except Exception as exc:
-                    raise op._user_error("the reduce/aggregate function", key, window, exc) from exc
+                    raise fold_error(key, window, exc) from exc
                 return ADDED
         else:
             ks = keys[key] = KeyState()

@@ -7,7 +7,6 @@ from typing import Any
 
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.panes import PaneOperator
 from tidemark._engine.processing import (
     ProcessingTimeAlignedOperator,
     processing_time_aligned_serve,
@@ -20,7 +19,6 @@ from tidemark._engine.sessions import (
 )
 from tidemark._engine.slices import SlicedWindowOperator, slices_serve
 from tidemark._engine.spec import OperatorSpec
-from tidemark.triggers.dataflow import DataflowTrigger
 
 __all__ = ["create_window_operator", "window_operator"]
 
@@ -49,8 +47,8 @@ def create_window_operator(spec: OperatorSpec, *, tracer: Any = None) -> WindowO
     operator (:class:`~tidemark._engine.processing.ProcessingTimeAlignedOperator`) where
     :func:`~tidemark._engine.processing.processing_time_aligned_serve` allows it.
     """
-    if isinstance(spec.window_trigger, DataflowTrigger):
-        return PaneOperator(spec, tracer=tracer)
+    if spec.trigger_is_dataflow:  # the general path, its driver the panes'
+        return WindowOperator(spec, tracer=tracer)
     if sorted_sessions_serve(spec):
         return SortedSessionOperator(spec, tracer=tracer)
     if session_elements_serve(spec):

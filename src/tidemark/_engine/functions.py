@@ -8,6 +8,7 @@ accumulators merge, and how to call the user's window function.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import reduce
 from typing import Any
 
 from tidemark.errors import WindowSpecError
@@ -55,9 +56,12 @@ class WindowLogic:
     """
 
     keeps_elements = False
-    # The incremental functions, for the aligned operator's folds (None where absent).
+    # The incremental functions, for the fast paths' folds (None where absent).
     reduce: Any = None
     aggregate: AggregateFunction | None = None
+    # The user's function this logic was made from (a reduce or aggregate function, or
+    # the window function over all elements), as given.
+    function: Any = None
 
     def __init__(self, window_function: Any = None):
         if window_function is not None and not isinstance(window_function, _WINDOW_FUNCTION_TYPES):
@@ -74,10 +78,18 @@ class WindowLogic:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""
         raise NotImplementedError
 
+    def add_all(self, current: Any, values: Any) -> Any:
+        """The contents after ``values`` (one or more) arrived, in order: the user's
+        function sees the calls :meth:`add` makes for each (``current`` is None for a
+        new window). The one fold every path adds with."""
+        raise NotImplementedError
+
     def adders(self) -> tuple[Any, Any, Any]:
         """``(add, aggregate_add, create_accumulator)``: :meth:`add`, and the
         AggregateFunction's own ``add`` and ``create_accumulator`` (None without one),
-        for the fast paths that call them directly per element, bound once."""
+        bound once, for the fast paths' hottest loops (the aligned run, the tumbling and
+        the session element paths), which call the user's function directly: one Python
+        call per element and window, :meth:`add`'s step inlined."""
         aggregate = self.aggregate
         if aggregate is None:
             return self.add, None, None
@@ -136,11 +148,18 @@ class ElementsLogic(WindowLogic):
         if window_function is None:
             raise WindowSpecError("a window over all elements needs a `window_function`")
         super().__init__(window_function)
+        self.function = window_function
 
     def add(self, current: Any, value: Any) -> Any:
         if current is None:
             return [value]
         current.append(value)
+        return current
+
+    def add_all(self, current: Any, values: Any) -> Any:
+        if current is None:
+            return list(values)
+        current.extend(values)
         return current
 
     def _merge(self, target: Any, source: Any) -> Any:
@@ -165,9 +184,15 @@ class ReduceLogic(WindowLogic):
             )
         super().__init__(window_function)
         self.reduce = reduce
+        self.function = function
 
     def add(self, current: Any, value: Any) -> Any:
         return value if current is None else self.reduce(current, value)
+
+    def add_all(self, current: Any, values: Any) -> Any:
+        if current is None:
+            return reduce(self.reduce, values)
+        return reduce(self.reduce, values, current)
 
     def _merge(self, target: Any, source: Any) -> Any:
         return self.reduce(target, source)
@@ -194,13 +219,20 @@ class AggregateLogic(WindowLogic):
                 f"get_result, merge); got {function!r}"
             )
         super().__init__(window_function)
-        self.aggregate = function
+        self.aggregate = self.function = function
 
     def add(self, current: Any, value: Any) -> Any:
         aggregate = self.aggregate
         if current is None:
             current = aggregate.create_accumulator()
         return aggregate.add(value, current)
+
+    def add_all(self, current: Any, values: Any) -> Any:
+        aggregate = self.aggregate
+        add, acc = aggregate.add, aggregate.create_accumulator() if current is None else current
+        for value in values:
+            acc = add(value, acc)
+        return acc
 
     def _merge(self, target: Any, source: Any) -> Any:
         return self.aggregate.merge(target, source)

@@ -1,31 +1,43 @@
-"""The window operator: Flink's ``WindowOperator`` and ``EvictingWindowOperator`` in one.
+"""The window operator: Flink's ``WindowOperator`` and ``EvictingWindowOperator`` in one
+core, holding two parts chosen once (:func:`~tidemark._engine.create.create_window_operator`):
+its **path** (:mod:`~tidemark._engine.paths`: how elements are placed, due windows taken
+and contents stored; the general one, or a fast path the same but faster) and its
+**trigger driver** (:mod:`~tidemark._engine.triggering`: Flink's trigger calls, or a
+Dataflow trigger's panes, :mod:`~tidemark._engine.panes`).
 
-Per element: assign windows; for merging assigners add each to the key's merging window
-set; skip windows that are late; add the element to each remaining window's contents;
-ask the trigger; fire and/or purge; register the window's cleanup timer. An element that
-went into no window and is itself late goes to the late-data side output, or is counted
+Per element (the general path): assign windows; for merging assigners add each to the
+key's merging window set; skip windows that are late (or that the driver closed); add the
+element to each remaining window's contents; ask the trigger; fire and/or purge;
+register the window's cleanup timer. An element that went into no window and is itself
+late (or reached only closed windows) goes to the late-data side output, or is counted
 as dropped. Timers fire in time order when the watermark (event time) or the clock
 (processing time) reaches them; a window's cleanup timer removes all its state.
-
-The operator is driven by its caller (the test harness, or a Spark runner): it never
-reads a clock of its own.
+Lateness, cleanup, merging, firing, side outputs and timers are written here once; the
+paths and drivers call these helpers (the public methods without a leading underscore).
+The caller drives the operator; it never reads a clock of its own. The guide:
+``docs/internals.md``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from tidemark._engine.contexts import ClockContext, ProcessCallContext, TriggerCallContext
+from tidemark._engine.contexts import ClockContext, ProcessCallContext
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
+from tidemark._engine.panes import PaneDriver
+from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec, validate_window_spec
+from tidemark._engine.status import ADDED, ADDED_LATE, DROPPED, REFUSED, SIDE_OUTPUT, SKIPPED
 from tidemark._engine.timers import TimerService
+from tidemark._engine.triggering import TriggerDriver
 from tidemark.errors import UnsupportedMergeError, UserFunctionError
 from tidemark.evictors import TimestampedValue
 from tidemark.outputs import OutputTag
 from tidemark.panes import PaneInfo
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
-from tidemark.triggers import TriggerResult
+from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import Window
 
 __all__ = [
@@ -39,10 +51,12 @@ __all__ = [
     "validate_window_spec",
 ]
 
-# What became of an element (returned by process_element, used by tracing).
-ADDED, ADDED_LATE, SIDE_OUTPUT, DROPPED, SKIPPED = range(5)
-
 EVENT_TIME = TimeDomain.EVENT_TIME
+
+ElementPath = Callable[[Any, Any, "int | None"], int]
+"""``process_element(key, value, timestamp) -> status``."""
+RunPath = Callable[[Any, list[Any], list[Any]], None]
+"""``process_elements(key, values, timestamps)``."""
 
 
 def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
@@ -52,39 +66,34 @@ def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
 class WindowOperator:
     """Keyed window state, timers and firing logic; fed elements, watermarks and time.
 
-    The general operator: it serves every pipeline, calling the assigner, trigger and
-    functions as Flink's ``WindowOperator`` does. :func:`create_window_operator` picks
-    it, or an operator that is the same but faster for its pipeline
-    (:func:`tidemark._engine.create.create_window_operator`).
-
     Parameters
     ----------
     spec : OperatorSpec
         The pipeline, built once per query.
+    path : WindowPath, optional
+        How elements are placed, due windows taken and contents stored: the general
+        path when not given (:func:`tidemark._engine.create.create_window_operator`
+        chooses a faster one where it serves the pipeline).
     tracer : object, optional
         Receives ``fired(key, window, watermark, results)`` for every firing.
 
-    The caller drives it with :meth:`process_element` (or :meth:`process_elements`),
+    The caller drives it with :attr:`process_element` (or :attr:`process_elements`),
     :meth:`process_watermark` and :meth:`advance_processing_time`; it may set
     ``current_watermark`` / ``current_processing_time`` directly to restore the clocks
     of a stored key without firing anything. Emitted results collect in ``output``,
     side outputs in ``side_outputs``, late elements without a tag in
-    ``num_late_records_dropped``.
-
-    The clocks and timers are one :class:`~tidemark._engine.timers.TimerService` per
-    time domain, ``event_time_timers`` and ``processing_time_timers``; both fire into
-    :meth:`_on_timer`.
+    ``num_late_records_dropped``. The clocks and timers are one
+    :class:`~tidemark._engine.timers.TimerService` per time domain.
     """
 
-    # Whether windows can close (a Dataflow trigger finished): asks _is_open per window.
-    _closes_windows = False
-    # Whether a key's contents may hold slices besides windows (the sliced operator's).
-    _keeps_slices = False
-    # Whether a caller reading a wall clock may read it once per run of a key's elements
-    # and hand the run to process_elements (the processing-time aligned operator).
-    serves_runs_at_one_processing_time = False
+    process_element: ElementPath
+    """``(key, value, timestamp) -> status`` (ADDED, DROPPED, ...): one element, by the
+    path's own callable, bound once."""
+    process_elements: RunPath
+    """``(key, values, timestamps)``: a run of one key's elements, in order, under the
+    current watermark (BATCH hands each key's elements so), by the path's callable."""
 
-    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
+    def __init__(self, spec: OperatorSpec, path: WindowPath | None = None, *, tracer: Any = None):
         self.spec = spec
         # The spec's parts, read on every element: attributes, not a lookup through spec.
         self.assigner = spec.assigner
@@ -98,19 +107,29 @@ class WindowOperator:
         self.tracer = tracer
         self.num_late_records_dropped = 0
         self.keys: dict[Any, KeyState] = {}
-        self.event_time_timers = TimerService(EVENT_TIME, self.keys, self._on_timer, LONG_MIN)
-        self.processing_time_timers = TimerService(
-            TimeDomain.PROCESSING_TIME, self.keys, self._on_timer, 0
-        )
-        # The service of the windows' own time domain: their cleanup timers.
-        self._window_timers = (
-            self.event_time_timers if self.is_event_time else self.processing_time_timers
-        )
         self.output: list[tuple[Any, int]] = []
         self.side_outputs: dict[OutputTag, list[tuple[Any, int]]] = {}
         # The watermark at emission of every result, when the spec asks for it.
         self.output_watermarks: list[int] | None = [] if spec.record_output_watermarks else None
-        self._clock = ClockContext(self.event_time_timers, self.processing_time_timers)
+        self.path = path if path is not None else WindowPath()
+        own = self.path.on_event_timer  # a path that takes its due windows itself
+        self.event_time_timers = TimerService(
+            EVENT_TIME, self.keys, own or self._on_timer, LONG_MIN, in_bulk=own is not None
+        )
+        self.processing_time_timers = TimerService(
+            TimeDomain.PROCESSING_TIME, self.keys, self._on_timer, 0
+        )
+        self.clock = ClockContext(self.event_time_timers, self.processing_time_timers)
+        trigger = self.trigger  # the spec holds one kind or the other
+        self.driver: TriggerDriver
+        if isinstance(trigger, DataflowTrigger):
+            self.driver = PaneDriver(self, trigger)
+        else:
+            self.driver = self.path.trigger_driver(self, trigger)
+        # The service of the windows' expiry: their cleanup timers.
+        self._expiry = self.driver.expiry_timers()
+        self.serves_runs_at_one_processing_time = self.path.serves_runs_at_one_processing_time
+        self.process_element, self.process_elements = self.path.bind(self)
 
     @property
     def current_watermark(self) -> int:
@@ -132,56 +151,59 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ elements
 
-    def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
-        """Process one element of ``key``; return what became of it (ADDED, DROPPED, ...)."""
+    def key_state(self, key: Any) -> KeyState:
+        """``key``'s state, made empty when it has none."""
+        ks = self.keys.get(key)
+        if ks is None:
+            ks = self.keys[key] = KeyState()
+        return ks
+
+    def assign_and_add(self, key: Any, value: Any, timestamp: int | None) -> int:
+        """The general path of one element: the assigner's windows, then
+        :meth:`add_assigned`."""
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = KeyState()
         try:
-            windows = self.assigner.assign_windows(value, timestamp, self._clock)
+            windows = self.assigner.assign_windows(value, timestamp, self.clock)
         except Exception as exc:
-            raise self._user_error("the window assigner", key, None, exc) from exc
-        return self._process_assigned(key, ks, value, timestamp, windows)
+            raise self.user_error("the window assigner", key, None, exc) from exc
+        return self.add_assigned(key, ks, value, timestamp, windows)
 
-    def _process_assigned(
+    def add_assigned(
         self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
     ) -> int:
-        """:meth:`process_element` once the assigner gave ``value``'s ``windows`` (a fast
-        path that asked the assigner hands an element it does not serve on here)."""
+        """The general path once the assigner gave ``value``'s ``windows`` (a fast path
+        that asked the assigner hands an element it does not serve on here)."""
         if self.is_merging:
             status = self._add_to_merging_windows(key, ks, value, timestamp, windows)
         else:
             status = self._add_to_windows(key, ks, value, timestamp, windows)
-        if status == SKIPPED and self.is_element_late(timestamp):
-            status = self._late_element(value, timestamp)
+        if status == REFUSED or (status == SKIPPED and self.is_element_late(timestamp)):
+            status = self.late_element(value, timestamp)
+        self.driver.after_element(key, ks)
         if not ks.contents and ks.is_empty():
-            del self.keys[key]
+            self.keys.pop(key, None)
         return status
 
     def _add_to_windows(
         self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
     ) -> int:
-        status = SKIPPED
+        status, accepts = SKIPPED, self.driver.accepts
         for window in windows:
             if self.is_window_late(window):
                 continue
-            if self._closes_windows and not self._is_open(ks, window):
+            if not accepts(ks, window):
+                status = REFUSED if status == SKIPPED else status
                 continue
             status = self._added_status(status, window)
             self._add_and_trigger(key, ks, window, window, value, timestamp)
         return status
 
-    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
-        """Process a run of elements of one key, in order, under the current watermark:
-        :meth:`process_element` for each (a BATCH run hands the engine each key's
-        elements this way; the aligned operator serves runs faster)."""
-        for value, timestamp in zip(values, timestamps):
-            self.process_element(key, value, timestamp)
-
     def _add_to_merging_windows(
         self, key: Any, ks: KeyState, value: Any, timestamp: int | None, windows: Any
     ) -> int:
-        status = SKIPPED
+        status, accepts = SKIPPED, self.driver.accepts
         merging = MergingWindowSet(self.assigner, ks.merging)
         for window in windows:
             actual = merging.add_window(
@@ -193,7 +215,8 @@ class WindowOperator:
             if self.is_window_late(actual):
                 merging.retire_window(actual)
                 continue
-            if self._closes_windows and not self._is_open(ks, actual):
+            if not accepts(ks, actual):
+                status = REFUSED if status == SKIPPED else status
                 continue
             state_window = merging.get_state_window(actual)
             if state_window is None:
@@ -205,7 +228,7 @@ class WindowOperator:
     def _added_status(self, status: int, window: Window) -> int:
         if status != ADDED_LATE and window.max_timestamp() <= self.event_time_timers.current_time:
             return ADDED_LATE if self.is_event_time else ADDED
-        return ADDED if status == SKIPPED else status
+        return ADDED if status >= SKIPPED else status
 
     def _add_and_trigger(
         self,
@@ -216,16 +239,11 @@ class WindowOperator:
         value: Any,
         timestamp: int | None,
     ) -> None:
-        self._add_contents(key, ks, window, state_window, value, timestamp)
-        ctx = TriggerCallContext(self, key, ks, window)
-        try:
-            result = self.trigger.on_element(value, timestamp, window, ctx)
-        except Exception as exc:
-            raise self._user_error("trigger.on_element", key, window, exc) from exc
-        self._apply(key, ks, window, state_window, result)
+        self.add_contents(key, ks, window, state_window, value, timestamp)
+        self.driver.element_added(key, ks, window, state_window, value, timestamp)
         self.register_cleanup_timer(key, ks, window)
 
-    def _add_contents(
+    def add_contents(
         self,
         key: Any,
         ks: KeyState,
@@ -239,29 +257,33 @@ class WindowOperator:
         if self.evictor is not None:
             contents.setdefault(state_window, []).append((value, timestamp))
             return
-        try:
+        try:  # fold() of one element: WindowLogic.add
             contents[state_window] = self.logic.add(contents.get(state_window), value)
         except Exception as exc:
-            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+            raise self.fold_error(key, window, exc) from exc
 
-    def _is_open(self, ks: KeyState, window: Window) -> bool:
-        """Whether ``window`` takes elements (asked only where ``_closes_windows``: a
-        Dataflow trigger that finished closes its window)."""
-        return True
+    def fold(self, key: Any, window: Any, current: Any, values: Any) -> Any:
+        """``current`` contents (None: a window without contents) with ``values`` added
+        in order (:meth:`~tidemark._engine.functions.WindowLogic.add_all`); the user's
+        error names the key, the window and the watermark."""
+        try:
+            return self.logic.add_all(current, values)
+        except Exception as exc:
+            raise self.fold_error(key, window, exc) from exc
 
-    def _apply(
-        self, key: Any, ks: KeyState, window: Window, state_window: Window, result: Any
-    ) -> None:
-        if not isinstance(result, TriggerResult):
-            raise self._user_error(
-                "the trigger", key, window, TypeError(f"returned {result!r}, not a TriggerResult")
-            )
-        if result.is_fire():
-            self._fire(key, ks, window, state_window, self.event_time_timers.current_time)
-        if result.is_purge():
-            ks.contents.pop(state_window, None)
+    def fold_error(self, key: Any, window: Any, exc: Exception) -> UserFunctionError:
+        """The error of the user's reduce or aggregate function adding to ``window``
+        (a fast path adding inline raises it ``from exc``)."""
+        return self.user_error("the reduce/aggregate function", key, window, exc)
 
-    def _late_element(self, value: Any, timestamp: int | None) -> int:
+    def run_element_by_element(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
+        """:attr:`process_elements` as :attr:`process_element` for each element."""
+        element = self.process_element
+        for value, timestamp in zip(values, timestamps):
+            element(key, value, timestamp)
+
+    def late_element(self, value: Any, timestamp: int | None) -> int:
+        """A late element: to the late-data side output, or counted as dropped."""
         if self.late_data_tag is not None:
             assert timestamp is not None
             self.side_outputs.setdefault(self.late_data_tag, []).append((value, timestamp))
@@ -280,25 +302,9 @@ class WindowOperator:
         state_result: Window,
         merged_states: list[Window],
     ) -> None:
+        """Windows merged into ``result``: the driver's merge, then the contents."""
         self._check_merge_result(key, result)
-        try:
-            self.trigger.on_merge(result, TriggerCallContext(self, key, ks, result, merged))
-        except Exception as exc:
-            raise self._user_error("trigger.on_merge", key, result, exc) from exc
-        for window in merged:
-            self._clear_trigger(key, ks, window)
-            self.delete_cleanup_timer(ks, window)
-        self._merge_contents(key, ks, result, state_result, merged_states)
-
-    def _merge_contents(
-        self,
-        key: Any,
-        ks: KeyState,
-        result: Window,
-        state_result: Window,
-        merged_states: list[Window],
-    ) -> None:
-        """Fold the merged state windows' contents into ``state_result``'s."""
+        self.driver.on_merge(key, ks, result, merged)
         contents = ks.contents
         # With an evictor, windows hold element lists whatever the function is.
         merge = _join_lists if self.evictor is not None else self.logic.merge
@@ -308,7 +314,11 @@ class WindowOperator:
                 try:
                     contents[state_result] = merge(contents.get(state_result), source)
                 except Exception as exc:
-                    raise self._user_error("the merge function", key, result, exc) from exc
+                    raise self.merge_error(key, result, exc) from exc
+
+    def merge_error(self, key: Any, window: Any, exc: Exception) -> UserFunctionError:
+        """The error of the user's merge of two windows' contents."""
+        return self.user_error("the merge function", key, window, exc)
 
     def _check_merge_result(self, key: Any, result: Window) -> None:
         """Refuse a merge whose result ends behind its clock (as Flink does)."""
@@ -329,16 +339,31 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ firing
 
-    def _fire(
+    def fire(
         self, key: Any, ks: KeyState, window: Window, state_window: Window, watermark: int
     ) -> None:
         """Evaluate the window function on ``window``'s contents and emit the results;
         ``watermark`` is the one the function sees (the current one, except where a
         BATCH run fires a complete window as the final watermark would)."""
         contents = ks.contents.get(state_window)
-        if contents is None:
-            return
-        results = self._evaluate(key, ks, window, state_window, contents, watermark)
+        if contents is not None:
+            self.fire_contents(key, ks, window, state_window, contents, watermark)
+
+    def fire_contents(
+        self,
+        key: Any,
+        ks: KeyState,
+        window: Window,
+        state_window: Window,
+        contents: Any,
+        watermark: int,
+    ) -> None:
+        """:meth:`fire` on ``contents`` (a path storing them otherwise hands them here)."""
+        results = self.evaluate(key, ks, window, state_window, contents, watermark)
+        self.emit(key, window, watermark, results)
+
+    def emit(self, key: Any, window: Window, watermark: int, results: list[Any]) -> None:
+        """Emit ``results`` of ``window`` at its ``max_timestamp()``, seen at ``watermark``."""
         timestamp = window.max_timestamp()
         self.output.extend([(result, timestamp) for result in results])
         if self.output_watermarks is not None:
@@ -346,7 +371,7 @@ class WindowOperator:
         if self.tracer is not None:
             self.tracer.fired(key, window, watermark, results)
 
-    def _evaluate(
+    def evaluate(
         self,
         key: Any,
         ks: KeyState,
@@ -370,7 +395,7 @@ class WindowOperator:
         except UserFunctionError:
             raise
         except Exception as exc:
-            raise self._user_error("the window function", key, window, exc, watermark) from exc
+            raise self.user_error("the window function", key, window, exc, watermark) from exc
 
     def _evict_and_evaluate(
         self,
@@ -383,11 +408,11 @@ class WindowOperator:
     ) -> list[Any]:
         assert self.evictor is not None
         elements = [TimestampedValue(value, ts) for value, ts in contents]
-        self.evictor.evict_before(elements, len(elements), window, self._clock)
+        self.evictor.evict_before(elements, len(elements), window, self.clock)
         results = self.logic.evaluate(
             key, window, ctx, self.logic.fold([e.value for e in elements])
         )
-        self.evictor.evict_after(elements, len(elements), window, self._clock)
+        self.evictor.evict_after(elements, len(elements), window, self.clock)
         if elements:
             ks.contents[state_window] = [(e.value, e.timestamp) for e in elements]
         else:
@@ -407,9 +432,14 @@ class WindowOperator:
         ``watermark`` reaches fires in the same call (Flink's catch-up). One it registers
         at or before the time being fired goes beyond Flink, which fires it again at once
         (a trigger that re-registers it every time loops forever there): it stays
-        registered and fires at the next higher watermark, once per advance.
+        registered and fires at the next higher watermark, once per advance. When no
+        timer is due, a look at the queue's top is all it costs.
         """
-        self.event_time_timers.advance(watermark)
+        service = self.event_time_timers
+        if service.begin_advance(watermark):
+            service.fire_due(watermark)
+        else:
+            service.current_time = watermark
 
     def advance_processing_time(self, time: int) -> None:
         """Set the processing-time clock and fire every processing-time timer it reaches.
@@ -429,62 +459,43 @@ class WindowOperator:
         self.processing_time_timers.reset(processing_time)
 
     def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
-        """A timer of ``key`` fires (the timer services call this): the trigger's timer
+        """A timer of ``key`` fires (the timer services call this): the driver's timer
         callback, then, at the window's cleanup time, the end of all its state."""
         ks = self.keys[key]
-        state_window = self._state_window_of(ks, window)
+        state_window = ks.merging.get(window) if self.is_merging else window
         if state_window is None:  # merged away
-            self._forget_if_empty(key, ks)
+            self.forget_if_empty(key, ks)
             return
-        ctx = TriggerCallContext(self, key, ks, window)
-        try:
-            if domain is EVENT_TIME:
-                result = self.trigger.on_event_time(time, window, ctx)
-            else:
-                result = self.trigger.on_processing_time(time, window, ctx)
-        except Exception as exc:
-            raise self._user_error("the trigger's timer callback", key, window, exc) from exc
-        self._apply(key, ks, window, state_window, result)
-        if domain is self._window_timers.domain and time == self.cleanup_time(window):
-            self._clear_all_state(key, ks, window, state_window, self.current_watermark)
-        self._forget_if_empty(key, ks)
+        expires = domain is self._expiry.domain and time == self.cleanup_time(window)
+        self.driver.on_timer(domain, key, ks, time, window, state_window, expires)
+        if expires:
+            self.clear_all_state(key, ks, window, state_window, self.current_watermark)
+        self.forget_if_empty(key, ks)
 
-    def _state_window_of(self, ks: KeyState, window: Window) -> Window | None:
-        """Where ``window``'s contents live: itself, or for a merging assigner the state
-        window of its merging set (None once it merged into another)."""
-        return ks.merging.get(window) if self.is_merging else window
-
-    def _clear_all_state(
+    def clear_all_state(
         self, key: Any, ks: KeyState, window: Window, state_window: Window, watermark: int
     ) -> None:
         """Remove ``window``'s contents, trigger state and function state; ``watermark``
         is what the function's ``clear`` sees."""
         ks.contents.pop(state_window, None)
-        self._clear_trigger(key, ks, window)
+        self.driver.clear(key, ks, window)
         if self.logic.has_clear:
             try:
                 self.logic.clear(ProcessCallContext(self, ks, window, watermark))
             except Exception as exc:
-                raise self._user_error(
+                raise self.user_error(
                     "the window function's clear", key, window, exc, watermark
                 ) from exc
         ks.window_state.pop(window, None)
         if self.is_merging:
             ks.merging.pop(window, None)
 
-    def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
-        try:
-            self.trigger.clear(window, TriggerCallContext(self, key, ks, window))
-        except Exception as exc:
-            raise self._user_error("trigger.clear", key, window, exc) from exc
-        if not ks.trigger_state.get(window, True):
-            del ks.trigger_state[window]
-
-    def _forget_if_empty(self, key: Any, ks: KeyState) -> None:
+    def forget_if_empty(self, key: Any, ks: KeyState) -> None:
+        """Drop ``key`` once nothing of it is left."""
         if ks.is_empty():
             del self.keys[key]
 
-    # ------------------------------------------------------------------ helpers
+    # ------------------------------------------------------------------ lateness
 
     def cleanup_time(self, window: Window) -> int:
         """When ``window``'s state goes: its end plus the allowed lateness (event time)."""
@@ -506,18 +517,21 @@ class WindowOperator:
         )
 
     def register_cleanup_timer(self, key: Any, ks: KeyState, window: Window) -> None:
+        """``window``'s cleanup timer, in the service of its expiry (a window that never
+        expires gets none, unless the driver expires windows at the end of input)."""
         time = self.cleanup_time(window)
-        if time != LONG_MAX:
-            self._window_timers.register(key, ks, time, window)
+        if time != LONG_MAX or self.driver.expires_at_end_of_input:
+            self._expiry.register(key, ks, time, window)
 
     def delete_cleanup_timer(self, ks: KeyState, window: Window) -> None:
         time = self.cleanup_time(window)
-        if time != LONG_MAX:
-            self._window_timers.delete(ks, time, window)
+        if time != LONG_MAX or self.driver.expires_at_end_of_input:
+            self._expiry.delete(ks, time, window)
 
-    def _user_error(
+    def user_error(
         self, what: str, key: Any, window: Any, exc: Exception, watermark: int | None = None
     ) -> UserFunctionError:
+        """The error of the user's ``what``, with the key, the window and the watermark."""
         if watermark is None:
             watermark = self.current_watermark
         return UserFunctionError(what, key, window, watermark, exc)
@@ -525,14 +539,25 @@ class WindowOperator:
     # ------------------------------------------------------------------ inspection
 
     def num_keyed_state_entries(self) -> int:
-        """Window contents, trigger state, merging sets and function state left."""
-        return sum(ks.num_state_entries() for ks in self.keys.values())
+        """Window contents, trigger state, merging sets and function state left (each
+        window holding contents counted once, however the path stores them)."""
+        entries = self.path.num_state_entries
+        return sum(entries(ks) for ks in self.keys.values())
 
     def num_event_time_timers(self) -> int:
         return self.event_time_timers.count()
 
     def num_processing_time_timers(self) -> int:
         return self.processing_time_timers.count()
+
+    def window_contents(self, key: Any) -> dict[Window, Any]:
+        """What each live window of ``key`` holds, as the general path keeps it."""
+        ks = self.keys.get(key)
+        return {} if ks is None else self.path.window_contents(key, ks)
+
+    def num_stored_contents(self) -> int:
+        """The contents entries actually stored (a sliced path's: one per slice)."""
+        return sum(len(ks.contents) for ks in self.keys.values())
 
     # ------------------------------------------------------------------ snapshots
 
@@ -546,23 +571,22 @@ class WindowOperator:
 
         A timer that was held (see :meth:`process_watermark`) is queued as any other: it
         fires at the next advance. (Spark advances a restored key's watermark only when
-        it moves, and its processing time once per micro-batch.) A key's slices, kept
-        by the sliced operator (fast paths on), become its windows' contents here
-        (:func:`tidemark._engine.slices.unslice`)."""
-        if not self._keeps_slices and any(not isinstance(s, Window) for s in ks.contents):
-            from tidemark._engine.slices import unslice  # the slices module builds on this one
-
-            unslice(self, ks)
+        it moves, and its processing time once per micro-batch.) The path adopts the
+        key's contents as it stores them (a sliced path's slices become window contents
+        on the others: :func:`tidemark._engine.slice_runs.unslice`)."""
+        self.path.restored(key, ks)
         self.keys[key] = ks
         self.event_time_timers.restore(key, ks)
         self.processing_time_timers.restore(key, ks)
 
     def forget_all_keys(self) -> None:
         """Drop every key's state and every queued timer (before a restore)."""
+        self.path.forgot_all()
         self.keys.clear()
         self.event_time_timers.clear()
         self.processing_time_timers.clear()
 
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""
+        self.path.evicted(key)
         return self.keys.pop(key, None)

@@ -1,8 +1,10 @@
 """The window operator under a Dataflow trigger: panes, accumulation modes, closing.
 
-:class:`PaneOperator` is the :class:`~tidemark._engine.operator.WindowOperator` with
-Beam's trigger driver in place of Flink's trigger calls; windows, lateness, merging and
-timers stay Flink's. Per element and window: skip a closed window; add the element;
+:class:`PaneDriver` is the window operator's trigger driver
+(:mod:`tidemark._engine.triggering`) for a Dataflow trigger: Beam's trigger driver in
+place of Flink's trigger calls; windows, lateness, merging and timers stay the core's
+(:class:`~tidemark._engine.operator.WindowOperator`). Per element and window: skip a
+closed window; add the element;
 ``on_element_added``; if ``should_fire`` (at the current watermark), fire a pane; then
 fire the trigger's timers the watermark already passed. Per timer: ``should_fire`` at
 the timer's time, and fire. A pane evaluates the window function on the contents (an
@@ -20,13 +22,13 @@ state, so a key's state still pickles as a unit (Spark's state store keeps it).
 from __future__ import annotations
 
 from itertools import groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import SKIPPED, WindowOperator
-from tidemark._engine.spec import OperatorSpec
+from tidemark._engine.timers import TimerService
+from tidemark._engine.triggering import TriggerDriver
 from tidemark.panes import AccumulationMode, PanedResult, PaneInfo, PaneTiming
-from tidemark.time import LONG_MAX, TimeDomain
+from tidemark.time import TimeDomain
 from tidemark.triggers.dataflow import (
     COMBINERS,
     DataflowTrigger,
@@ -36,7 +38,10 @@ from tidemark.triggers.dataflow import (
 )
 from tidemark.windows import Window
 
-__all__ = ["PaneOperator", "WindowPanes", "PANES"]
+if TYPE_CHECKING:
+    from tidemark._engine.operator import WindowOperator
+
+__all__ = ["PaneDriver", "WindowPanes", "PANES"]
 
 EVENT_TIME = TimeDomain.EVENT_TIME
 PANES = "panes"  # the name of a window's WindowPanes in its trigger state
@@ -153,18 +158,18 @@ def _engine_time(domain: TimeDomain, time: int) -> int:
 class _PaneContext(PaneTriggerContext):
     """A Dataflow trigger's view of one key and window, under a name prefix."""
 
-    __slots__ = ("_op", "_key", "_ks", "_window", "_panes", "_prefix")
+    __slots__ = ("_driver", "_key", "_ks", "_window", "_panes", "_prefix")
 
     def __init__(
         self,
-        op: PaneOperator,
+        driver: PaneDriver,
         key: Any,
         ks: KeyState,
         window: Window,
         panes: WindowPanes,
         prefix: str = "",
     ):
-        self._op = op
+        self._driver = driver
         self._key = key
         self._ks = ks
         self._window = window
@@ -173,7 +178,7 @@ class _PaneContext(PaneTriggerContext):
 
     def nested(self, prefix: str) -> PaneTriggerContext:
         return _PaneContext(
-            self._op, self._key, self._ks, self._window, self._panes, self._prefix + prefix
+            self._driver, self._key, self._ks, self._window, self._panes, self._prefix + prefix
         )
 
     def get_state(self, tag: StateTag) -> Any:
@@ -193,7 +198,7 @@ class _PaneContext(PaneTriggerContext):
     def set_timer(self, name: str, domain: TimeDomain, time: int) -> None:
         panes = self._panes
         panes.timers[(self._prefix + name, domain, panes.origin)] = time
-        self._op.timers_of(domain).register(
+        self._driver.timers_of(domain).register(
             self._key, self._ks, _engine_time(domain, time), self._window
         )
 
@@ -202,64 +207,58 @@ class _PaneContext(PaneTriggerContext):
         gone = [t for t in timers if t[0] == full_name and t[1] is domain]
         for timer in gone:
             time = timers.pop(timer)
-            self._op.release_engine_timer(self._ks, self._panes, self._window, domain, time)
+            self._driver.release_engine_timer(self._ks, self._panes, self._window, domain, time)
 
     def get_current_processing_time(self) -> int:
-        return self._op.current_processing_time
+        return self._driver.op.current_processing_time
 
 
-class PaneOperator(WindowOperator):
-    """The window operator, with a Dataflow trigger's panes and accumulation mode.
+class PaneDriver(TriggerDriver):
+    """The trigger driver of a Dataflow trigger: panes and the accumulation mode.
 
-    The same as :class:`WindowOperator` in windows, lateness, merging and timers; the
-    trigger is asked Beam's questions instead of Flink's, and each firing is a pane.
-    With ``spec.pane_results`` each result in ``output`` is a
-    :class:`~tidemark.panes.PanedResult`; otherwise ``output_panes`` holds
-    ``(pane, is_retraction)`` beside each result.
+    The core's windows, lateness, merging and timers; the trigger is asked Beam's
+    questions instead of Flink's, and each firing is a pane. With ``spec.pane_results``
+    each result in the core's ``output`` is a :class:`~tidemark.panes.PanedResult`;
+    otherwise :attr:`output_panes` holds ``(pane, is_retraction)`` beside each result.
+    A window expires on the watermark, a global window at the end of input.
+
+    Parameters
+    ----------
+    op : WindowOperator
+    trigger : DataflowTrigger
+        The window's trigger (the spec's, the Dataflow model's kind).
     """
 
-    _closes_windows = True
+    expires_at_end_of_input = True
 
-    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
-        super().__init__(spec, tracer=tracer)
-        trigger = spec.window_trigger
-        assert isinstance(trigger, DataflowTrigger)
-        self.root: DataflowTrigger = trigger
-        self.mode = spec.accumulation_mode or AccumulationMode.DISCARDING
+    def __init__(self, op: WindowOperator, trigger: DataflowTrigger):
+        super().__init__(op)
+        spec = op.spec
+        self.root = trigger
+        self.mode = spec.accumulation_mode  # the spec's (DISCARDING unless given)
         self.pane_results = spec.pane_results
         self.output_panes: list[tuple[PaneInfo, bool]] = []
+        # The windows the element being processed went into, with the key state they
+        # belong to: their passed timers fire once all are served (after_element).
         self._touched: list[tuple[Window, Window]] = []
-        self._closed_hit = False
+        self._touched_of: KeyState | None = None
 
-    def timers_of(self, domain: TimeDomain) -> Any:
-        return self.event_time_timers if domain is EVENT_TIME else self.processing_time_timers
+    def expiry_timers(self) -> TimerService:
+        return self.op.event_time_timers
+
+    def timers_of(self, domain: TimeDomain) -> TimerService:
+        op = self.op
+        return op.event_time_timers if domain is EVENT_TIME else op.processing_time_timers
 
     # ------------------------------------------------------------------ elements
 
-    def process_element(self, key: Any, value: Any, timestamp: int | None) -> int:
-        """As :meth:`WindowOperator.process_element`; an element that reached only
-        closed windows goes where late elements go. Then the timers the watermark
-        already passed fire (Beam's driver fires due timers after every bundle)."""
-        self._touched.clear()
-        self._closed_hit = False
-        status = super().process_element(key, value, timestamp)
-        if status == SKIPPED and self._closed_hit:
-            status = self._late_element(value, timestamp)
-        ks = self.keys.get(key)
-        if ks is not None:
-            for window, state_window in self._touched:
-                self._fire_passed_timers(key, ks, window, state_window)
-            self._forget_if_empty(key, ks)
-        return status
-
-    def _is_open(self, ks: KeyState, window: Window) -> bool:
+    def accepts(self, ks: KeyState, window: Window) -> bool:
+        """A closed window takes no element (its trigger finished); an element that
+        reached only closed windows goes where late elements go."""
         panes = self._panes_of(ks, window)
-        if panes is not None and panes.closed:
-            self._closed_hit = True
-            return False
-        return True
+        return panes is None or not panes.closed
 
-    def _add_and_trigger(
+    def element_added(
         self,
         key: Any,
         ks: KeyState,
@@ -268,27 +267,38 @@ class PaneOperator(WindowOperator):
         value: Any,
         timestamp: int | None,
     ) -> None:
-        self._add_contents(key, ks, window, state_window, value, timestamp)
+        if self._touched_of is not ks:  # a new element's (an error may have left some)
+            self._touched.clear()
+            self._touched_of = ks
         panes = self._panes_for(ks, window)
         panes.unemitted += 1
         ctx = _PaneContext(self, key, ks, window, panes)
         try:
             self.root.on_element_added(value, window, ctx)
-            watermark = self.current_watermark + 1
+            watermark = self.op.current_watermark + 1
             fire = self.root.should_fire(EVENT_TIME, watermark, window, ctx)
             finished = fire and self.root.on_fire(watermark, window, ctx)
         except Exception as exc:
-            raise self._user_error("the Dataflow trigger", key, window, exc) from exc
+            raise self.op.user_error("the Dataflow trigger", key, window, exc) from exc
         if fire:
             self._fire_pane(key, ks, window, state_window, panes, finished, watermark, False)
-        self.register_cleanup_timer(key, ks, window)
         self._touched.append((window, state_window))
+
+    def after_element(self, key: Any, ks: KeyState) -> None:
+        """The timers the watermark already passed fire (Beam's driver fires due timers
+        after every bundle), for each window the element went into."""
+        touched = self._touched
+        if not touched:
+            return
+        self._touched, self._touched_of = [], None
+        for window, state_window in touched:
+            self._fire_passed_timers(key, ks, window, state_window)
 
     def _fire_passed_timers(
         self, key: Any, ks: KeyState, window: Window, state_window: Window
     ) -> None:
         """Fire ``window``'s event-time timers the watermark passed already."""
-        watermark = self.current_watermark + 1
+        watermark = self.op.current_watermark + 1
         while True:
             panes = self._panes_of(ks, window)
             if panes is None:
@@ -305,22 +315,29 @@ class PaneOperator(WindowOperator):
 
     # ------------------------------------------------------------------ timers
 
-    def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
-        """An engine timer: the trigger's named timers due at ``time``, then, at the
-        window's expiry, its last pane and the end of its state."""
-        ks = self.keys[key]
-        state_window = self._state_window_of(ks, window)
-        if state_window is None:  # merged away
-            self._forget_if_empty(key, ks)
-            return
+    def on_timer(
+        self,
+        domain: TimeDomain,
+        key: Any,
+        ks: KeyState,
+        time: int,
+        window: Window,
+        state_window: Window,
+        expires: bool,
+    ) -> None:
+        """An engine timer: the trigger's named timers due at ``time``; at the window's
+        expiry, elements no pane emitted fire a last pane (the core then clears its
+        state)."""
         panes = self._panes_of(ks, window)
         if panes is not None:
             due = _take_timers(panes, lambda d, t: d is domain and _engine_time(d, t) == time)
             for _, beam_time in due:
                 self._named_timer(key, ks, window, state_window, panes, domain, beam_time)
-        if domain is EVENT_TIME and time == self.cleanup_time(window):
-            self._expire(key, ks, window, state_window, time)
-        self._forget_if_empty(key, ks)
+        if expires:
+            panes = self._panes_of(ks, window)
+            if panes is not None and not panes.closed and panes.unemitted > 0:
+                on_time = time == window.max_timestamp()
+                self._fire_pane(key, ks, window, state_window, panes, True, time + 1, on_time)
 
     def _named_timer(
         self,
@@ -337,13 +354,13 @@ class PaneOperator(WindowOperator):
         (event time) or the current watermark (processing time)."""
         if panes.closed:
             return
-        watermark = time if domain is EVENT_TIME else self.current_watermark + 1
+        watermark = time if domain is EVENT_TIME else self.op.current_watermark + 1
         ctx = _PaneContext(self, key, ks, window, panes)
         try:
             fire = self.root.should_fire(domain, watermark, window, ctx)
             finished = fire and self.root.on_fire(watermark, window, ctx)
         except Exception as exc:
-            raise self._user_error("the Dataflow trigger's timer", key, window, exc) from exc
+            raise self.op.user_error("the Dataflow trigger's timer", key, window, exc) from exc
         if fire:
             on_time = domain is EVENT_TIME
             self._fire_pane(key, ks, window, state_window, panes, finished, watermark, on_time)
@@ -355,20 +372,9 @@ class PaneOperator(WindowOperator):
         if any(t[1] is domain and other == time for t, other in panes.timers.items()):
             return
         engine_time = _engine_time(domain, time)
-        if domain is EVENT_TIME and engine_time == self.cleanup_time(window):
+        if domain is EVENT_TIME and engine_time == self.op.cleanup_time(window):
             return  # the window's expiry timer, the engine's own
         self.timers_of(domain).delete(ks, engine_time, window)
-
-    def _expire(
-        self, key: Any, ks: KeyState, window: Window, state_window: Window, time: int
-    ) -> None:
-        """The window expires: elements no pane emitted fire a last pane, then its state
-        goes."""
-        panes = self._panes_of(ks, window)
-        if panes is not None and not panes.closed and panes.unemitted > 0:
-            on_time = time == window.max_timestamp()
-            self._fire_pane(key, ks, window, state_window, panes, True, time + 1, on_time)
-        self._clear_all_state(key, ks, window, state_window, self.current_watermark)
 
     # ------------------------------------------------------------------ panes
 
@@ -385,10 +391,11 @@ class PaneOperator(WindowOperator):
     ) -> None:
         """Emit one pane of ``window``: retractions first (RETRACTING), then the
         function's results; then the contents go or stay, by the mode."""
+        op = self.op
         pane = panes.next_pane(window, finished, watermark, on_time)
         contents = ks.contents.get(state_window)
-        current = self.current_watermark
-        results = self._evaluate(key, ks, window, state_window, contents, current, pane)
+        current = op.current_watermark
+        results = op.evaluate(key, ks, window, state_window, contents, current, pane)
         for (old_window, old_pane), rows in groupby(panes.retract, lambda r: (r[0], r[2])):
             self._emit(key, old_window, current, [row[1] for row in rows], old_pane, True)
         self._emit(key, window, current, results, pane, False)
@@ -411,32 +418,26 @@ class PaneOperator(WindowOperator):
         retraction: bool,
     ) -> None:
         """Emit ``results`` of ``window`` as ``pane`` (or its retraction)."""
+        op = self.op
         timestamp = window.max_timestamp()
         for value in results:
             if self.pane_results:
                 value = PanedResult(value, pane, retraction)
             else:
                 self.output_panes.append((pane, retraction))
-            self.output.append((value, timestamp))
-        if self.output_watermarks is not None:
-            self.output_watermarks.extend([watermark] * len(results))
-        if self.tracer is not None:
-            self.tracer.fired(key, window, watermark, results, pane, retraction)
+            op.output.append((value, timestamp))
+        if op.output_watermarks is not None:
+            op.output_watermarks.extend([watermark] * len(results))
+        if op.tracer is not None:
+            op.tracer.fired(key, window, watermark, results, pane, retraction)
 
     # ------------------------------------------------------------------ merging
 
-    def _merge(
-        self,
-        key: Any,
-        ks: KeyState,
-        result: Window,
-        merged: list[Window],
-        state_result: Window,
-        merged_states: list[Window],
-    ) -> None:
+    def on_merge(self, key: Any, ks: KeyState, result: Window, merged: list[Window]) -> None:
         """Sessions merge: the merged windows' pane records fold into the result's
-        (their timers now fire for it), the trigger hears of it, contents merge."""
-        self._check_merge_result(key, result)
+        (their timers now fire for it), the trigger hears of it; the result expires at
+        its own time, also when closed (no element registers its cleanup timer)."""
+        op = self.op
         sources = sorted(merged, key=_origin)
         panes = self._panes_of(ks, result)
         existed = panes is not None
@@ -447,16 +448,14 @@ class PaneOperator(WindowOperator):
             ks.trigger_state[result] = {PANES: panes}
         for window in sources:
             self._move_panes(key, ks, window, result, panes)
-            self.delete_cleanup_timer(ks, window)
+            op.delete_cleanup_timer(ks, window)
         ctx = _PaneContext(self, key, ks, result, panes)
         to_be_merged = sources + [result] if existed else sources
         try:
             self.root.on_windows_merged(to_be_merged, result, ctx)
         except Exception as exc:
-            raise self._user_error("the Dataflow trigger's merge", key, result, exc) from exc
-        self._merge_contents(key, ks, result, state_result, merged_states)
-        # the result expires at its own time, also when closed (no element registers it)
-        self.register_cleanup_timer(key, ks, result)
+            raise op.user_error("the Dataflow trigger's merge", key, result, exc) from exc
+        op.register_cleanup_timer(key, ks, result)
 
     def _move_panes(
         self, key: Any, ks: KeyState, window: Window, result: Window, panes: WindowPanes
@@ -482,23 +481,10 @@ class PaneOperator(WindowOperator):
             ks.trigger_state[window] = {PANES: panes}
         return panes
 
-    def _clear_trigger(self, key: Any, ks: KeyState, window: Window) -> None:
+    def clear(self, key: Any, ks: KeyState, window: Window) -> None:
         store = ks.trigger_state.pop(window, None)
         panes = None if store is None else store.get(PANES)
         if panes is None:
             return
         for domain, time in _engine_timers(panes):
             self.timers_of(domain).delete(ks, time, window)
-
-    def cleanup_time(self, window: Window) -> int:
-        """When ``window`` expires: its end plus the allowed lateness; a global window
-        at the end of input."""
-        if self.is_event_time:
-            return super().cleanup_time(window)
-        return LONG_MAX
-
-    def register_cleanup_timer(self, key: Any, ks: KeyState, window: Window) -> None:
-        self.event_time_timers.register(key, ks, self.cleanup_time(window), window)
-
-    def delete_cleanup_timer(self, ks: KeyState, window: Window) -> None:
-        self.event_time_timers.delete(ks, self.cleanup_time(window), window)

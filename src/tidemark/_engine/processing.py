@@ -1,4 +1,4 @@
-"""The processing-time aligned operator: the general window operator, but faster for
+"""The processing-time aligned path: the general path, but faster for
 tumbling and sliding processing-time windows with the default trigger, fed runs of
 elements at one processing time (a BATCH key's run, the clock read once for it; a
 streaming call's run of one key, all at the micro-batch's processing time).
@@ -7,25 +7,32 @@ A processing-time assigner puts an element in the windows of the current process
 time, whatever the element; :class:`~tidemark.triggers.ProcessingTimeTrigger` registers
 a processing-time timer at each window's end and fires there; a processing-time window's
 cleanup time is that same end, and no processing-time window is late. So while the clock
-stands still, the general operator does the same for every element of a run: add it to
-the windows of now, and register each window's end timer once (the first element does;
-the others find it registered). This operator computes the windows once per run and adds
-the run's elements to them: the user's ``add`` (or reduce) sees the same calls in the same
-order, the timers are registered in the same order, and firing is the general
-operator's. Results, side outputs and state are the general operator's (the property
-tests run both and compare).
+stands still, the general path does the same for every element of a run: add it to the
+windows of now, and register each window's end timer once (the first element does; the
+others find it registered). This path computes the windows once per run and adds the
+run's elements to them: the user's ``add`` (or reduce) sees the same calls in the same
+order, the timers are registered in the same order, and firing is the core's. Results,
+side outputs and state are the general path's (the property tests run both and
+compare).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec
 from tidemark.triggers.builtin import is_plain_processing_time_trigger
 
-__all__ = ["ProcessingTimeAlignedOperator", "processing_time_aligned_serve"]
+if TYPE_CHECKING:
+    from tidemark._engine.operator import ElementPath, RunPath
+
+__all__ = [
+    "ProcessingTimeAlignedPath",
+    "ProcessingTimeAlignedOperator",
+    "processing_time_aligned_serve",
+]
 
 
 def processing_time_aligned_serve(spec: OperatorSpec, tracer: Any = None) -> bool:
@@ -44,9 +51,43 @@ def processing_time_aligned_serve(spec: OperatorSpec, tracer: Any = None) -> boo
     )
 
 
+class ProcessingTimeAlignedPath(WindowPath):
+    """:class:`~tidemark._engine.paths.WindowPath`, but faster for runs of elements at
+    one processing time in aligned processing-time windows."""
+
+    serves_runs_at_one_processing_time = True  # see tidemark.spark.batch.worker
+
+    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+        self.op = op
+        return op.assign_and_add, self.process_elements
+
+    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
+        """A run of ``key``'s elements with the windows of the current processing time
+        computed once: each element is added to each of them in turn."""
+        if not values:
+            return
+        op = self.op
+        ks = op.key_state(key)
+        try:
+            windows = op.assigner.assign_windows(values[0], timestamps[0], op.clock)
+        except Exception as exc:
+            raise op.user_error("the window assigner", key, None, exc) from exc
+        contents, register = ks.contents, op.processing_time_timers.register
+        if len(windows) == 1:
+            (window,) = windows
+            contents[window] = op.fold(key, window, contents.get(window), values)
+            register(key, ks, window.max_timestamp(), window)
+            return
+        for index, value in enumerate(values):
+            for window in windows:
+                contents[window] = op.fold(key, window, contents.get(window), (value,))
+                if index == 0:  # the trigger's end timer, which is the cleanup timer
+                    register(key, ks, window.max_timestamp(), window)
+
+
 class ProcessingTimeAlignedOperator(WindowOperator):
-    """:class:`WindowOperator`, but faster for runs of elements at one processing time
-    in aligned processing-time windows.
+    """The window operator holding a :class:`ProcessingTimeAlignedPath` (the name the
+    chooser's operator goes by: it adds nothing to the core).
 
     Parameters
     ----------
@@ -55,47 +96,5 @@ class ProcessingTimeAlignedOperator(WindowOperator):
     tracer : object, optional
     """
 
-    serves_runs_at_one_processing_time = True  # see tidemark.spark.batch.worker
-
     def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
-        super().__init__(spec, tracer=tracer)
-        self._adders: tuple[Any, Any, Any] = self.logic.adders()
-
-    def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
-        """:meth:`WindowOperator.process_elements` with the windows of the current
-        processing time computed once: each element is added to each of them in turn."""
-        if not values:
-            return
-        ks = self.keys.get(key)
-        if ks is None:
-            ks = self.keys[key] = KeyState()
-        try:
-            windows = self.assigner.assign_windows(values[0], timestamps[0], self._clock)
-        except Exception as exc:
-            raise self._user_error("the window assigner", key, None, exc) from exc
-        contents, register = ks.contents, self.processing_time_timers.register
-        if len(windows) == 1:
-            (window,) = windows
-            contents[window] = self._fold(key, window, contents.get(window), values)
-            register(key, ks, window.max_timestamp(), window)
-            return
-        for index, value in enumerate(values):
-            for window in windows:
-                contents[window] = self._fold(key, window, contents.get(window), (value,))
-                if index == 0:  # the trigger's end timer, which is the cleanup timer
-                    register(key, ks, window.max_timestamp(), window)
-
-    def _fold(self, key: Any, window: Any, acc: Any, values: Any) -> Any:
-        """``acc`` (None: a window without contents) with ``values`` added in order, as
-        the general operator adds them."""
-        add, agg_add, create = self._adders
-        try:
-            if agg_add is None:
-                for value in values:
-                    acc = add(acc, value)
-            else:
-                for value in values:
-                    acc = agg_add(value, create() if acc is None else acc)
-        except Exception as exc:
-            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
-        return acc
+        super().__init__(spec, ProcessingTimeAlignedPath(), tracer=tracer)

@@ -1,10 +1,10 @@
-"""The session operators: the general window operator, but faster for event-time session
-windows under a trigger that behaves as the default one, without an evictor.
+"""The session paths: the general path, but faster for event-time session windows under
+a trigger that behaves as the default one, without an evictor.
 
-**Per element** (:class:`SessionWindowOperator`, every mode): an element whose window
+**Per element** (:class:`SessionPath`, every mode): an element whose window
 ``[ts, ts + gap)`` ends after the watermark, of a key with no session in flight or with
 sessions its window touches at most one of, is served without the merging window set,
-trigger calls or contexts, taking exactly the general operator's steps:
+trigger calls or contexts, taking exactly the general path's steps:
 
 - inside that session (its window covered, not equal): the element is added to the
   session's state window; Flink's merging set reports no merge, so no merge function
@@ -20,9 +20,9 @@ as Flink's set re-enters it. Every other element (its window's end at or before 
 watermark: late, or firing at once; a window bridging sessions; one equal to the
 session, Flink's self-mapping quirk; no timestamp) takes the general path with the
 window it was assigned, so a dynamic gap's extractor is called once per element, as
-there. Firing, timers and snapshots are the general operator's.
+there. Firing, timers and snapshots are the core's.
 
-**Sorted runs** (:class:`SortedSessionOperator`, BATCH): in BATCH each key's elements
+**Sorted runs** (:class:`SortedSessionPath`, BATCH): in BATCH each key's elements
 reach the engine in timestamp order under no watermark
 (:attr:`OperatorSpec.batch_mode <tidemark._engine.spec.OperatorSpec>`). An element's
 window ``[ts, ts + gap)`` then starts at or after every in-flight session's start, so it
@@ -53,12 +53,12 @@ nothing of it can come later than the next session's firing: it is the key's onl
 in-flight session and its cleanup time (end plus allowed lateness) is at or before the
 new window's end timer. Otherwise it keeps its timers and fires at the key's end.
 
-The operator serves a run this way when the run is in timestamp order with every
+The path serves a run this way when the run is in timestamp order with every
 timestamp present, the watermark is at its start (``LONG_MIN``, BATCH) and no in-flight
 session starts after the run's first element; any other run, and single elements, take
 the per-element path. Results, side outputs, the watermark each firing sees and the state
 left (at the key's end in BATCH, after every element otherwise) are the general
-operator's (``tests/test_session_elements.py`` and ``tests/test_sorted_sessions.py`` run
+path's (``tests/test_session_elements.py`` and ``tests/test_sorted_sessions.py`` run
 both and compare).
 """
 
@@ -66,17 +66,23 @@ from __future__ import annotations
 
 from itertools import islice
 from operator import le
-from types import MethodType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import ADDED, WindowOperator
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec
+from tidemark._engine.status import ADDED
 from tidemark.assigners import DynamicEventTimeSessionWindows, EventTimeSessionWindows
 from tidemark.time import LONG_MAX, LONG_MIN
 from tidemark.windows import TimeWindow
 
+if TYPE_CHECKING:
+    from tidemark._engine.operator import ElementPath, RunPath
+
 __all__ = [
+    "SessionPath",
+    "SortedSessionPath",
     "SessionWindowOperator",
     "SortedSessionOperator",
     "session_elements_serve",
@@ -102,50 +108,45 @@ def sorted_sessions_serve(spec: OperatorSpec) -> bool:
     return spec.batch_mode and session_elements_serve(spec)
 
 
-class SessionWindowOperator(WindowOperator):
-    """:class:`WindowOperator`, but faster per element for event-time sessions.
+class SessionPath(WindowPath):
+    """:class:`~tidemark._engine.paths.WindowPath`, but faster per element for event-time
+    sessions (see the module docstring)."""
 
-    Parameters
-    ----------
-    spec : OperatorSpec
-        A pipeline :func:`session_elements_serve` accepts.
-    tracer : object, optional
-    """
-
-    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
-        super().__init__(spec, tracer=tracer)
-        assigner = spec.assigner
+    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+        self.op = op
         # A static gap is added here; a dynamic one is asked of the assigner per element.
-        self._gap_ms: int | None = getattr(assigner, "gap_ms", None)
-        self._adders: tuple[Any, Any, Any] = self.logic.adders()
-        self._push = self.event_time_timers.queue.push
-        # The per-element method, specialised once (see _session_element_path); an
-        # instance attribute, found before the class's.
+        self._gap_ms: int | None = getattr(op.assigner, "gap_ms", None)
+        self._lateness_ms = op.allowed_lateness_ms
+        self._adders: tuple[Any, Any, Any] = op.logic.adders()
+        self._push = op.event_time_timers.push
+        # The per-element callable, specialised once (see _session_element_path).
         self._session_element = _session_element_path(self)
-        self.process_element = self._session_element  # type: ignore[method-assign]
+        return self._session_element, self.process_elements
 
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
-        """:meth:`WindowOperator.process_elements` through the per-element path."""
+        """A run of ``key``'s elements through the per-element path."""
         element = self._session_element
         for value, timestamp in zip(values, timestamps):
             element(key, value, timestamp)
 
     def _window_end(self, key: Any, value: Any, ts: int) -> int:
         """The end of ``value``'s window by the dynamic gap, asked of the assigner as the
-        general operator does (Flink calls the extractor per element)."""
+        general path does (Flink calls the extractor per element)."""
+        op = self.op
         try:
-            windows: Any = self.assigner.assign_windows(value, ts, self._clock)
+            windows: Any = op.assigner.assign_windows(value, ts, op.clock)
         except Exception as exc:
-            raise self._user_error("the window assigner", key, None, exc) from exc
+            raise op.user_error("the window assigner", key, None, exc) from exc
         end: int = windows[0][1]
         return end
 
     def _unusual(self, key: Any, ks: KeyState | None, value: Any, ts: int, end: int) -> int:
         """The general path for an element the per-element path does not serve, with the
         window ``[ts, end)`` the assigner gave it (not asked again)."""
+        op = self.op
         if ks is None:
-            ks = self.keys[key] = KeyState()
-        return self._process_assigned(key, ks, value, ts, [TimeWindow(ts, end)])
+            ks = op.key_state(key)
+        return op.add_assigned(key, ks, value, ts, [TimeWindow(ts, end)])
 
     def _among_sessions(self, key: Any, ks: KeyState, value: Any, ts: int, end: int) -> int:
         """An element of a key with no session or several in flight: a new session when
@@ -163,58 +164,62 @@ class SessionWindowOperator(WindowOperator):
         merging[cover] = state_window
         if cover != window:
             self._merge_into_cover(key, ks, window, cover)
-        self._add_contents(key, ks, cover, state_window, value, ts)
-        self._register_cleanup(key, ks, cover)
+        self.op.add_contents(key, ks, cover, state_window, value, ts)
+        if self._lateness_ms:  # the cleanup timer: none apart from the end timer without
+            self.op.register_cleanup_timer(key, ks, cover)
         return ADDED
 
     def _open_session(self, key: Any, ks: KeyState, value: Any, ts: int, end: int) -> int:
         """A new session ``[ts, end)`` (its end after the watermark), mapped to itself:
         the element is added, the end timer and the cleanup timer registered."""
-        window = TimeWindow(ts, end)
+        op, window = self.op, TimeWindow(ts, end)
         ks.merging[window] = window
-        self._add_contents(key, ks, window, window, value, ts)
-        self.event_time_timers.register(key, ks, end - 1, window)
-        self._register_cleanup(key, ks, window)
+        op.add_contents(key, ks, window, window, value, ts)
+        op.event_time_timers.register_window(key, ks, window, end - 1, op.cleanup_time(window))
         return ADDED
 
     def _merge_into_cover(self, key: Any, ks: KeyState, window: Any, cover: Any) -> None:
         """What merging ``window`` into ``cover`` (its end after the watermark, so no
         timer callback is running) does to the timers: the trigger's on_merge registers
         the cover's end timer, its clear deletes the window's, and the window's cleanup
-        timer goes (:meth:`WindowOperator._merge`, inlined)."""
-        timers, max_ts = ks.event_timers, cover[1] - 1
-        if (max_ts, cover) not in timers:
-            timers[(max_ts, cover)] = self._push(max_ts, key, cover)
+        timer goes (the general path's merge, inlined)."""
+        timers = ks.event_timers  # their deletions: TimerService.delete, inlined
+        self._push(key, ks, cover[1] - 1, cover)
         timers.pop((window[1] - 1, window), None)
-        cleanup = window[1] - 1 + self.allowed_lateness_ms
-        if self.allowed_lateness_ms and cleanup < LONG_MAX:
+        cleanup = window[1] - 1 + self._lateness_ms
+        if self._lateness_ms and cleanup < LONG_MAX:
             timers.pop((cleanup, window), None)
 
-    def _register_cleanup(self, key: Any, ks: KeyState, window: Any) -> None:
-        """The cleanup timer of ``window`` (none apart from the end timer without
-        allowed lateness)."""
-        if self.allowed_lateness_ms:
-            self.register_cleanup_timer(key, ks, window)
 
-
-class SortedSessionOperator(SessionWindowOperator):
-    """:class:`WindowOperator`, but faster for event-time sessions fed in time order.
+class SessionWindowOperator(WindowOperator):
+    """The window operator holding a :class:`SessionPath` (the name the chooser's
+    operator goes by: it adds nothing to the core).
 
     Parameters
     ----------
     spec : OperatorSpec
-        A pipeline :func:`sorted_sessions_serve` accepts.
+        A pipeline :func:`session_elements_serve` accepts.
     tracer : object, optional
     """
 
+    path_class: type[SessionPath] = SessionPath
+
+    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
+        super().__init__(spec, self.path_class(), tracer=tracer)
+
+
+class SortedSessionPath(SessionPath):
+    """:class:`SessionPath`, but faster for event-time sessions fed in time order."""
+
     def process_elements(self, key: Any, values: list[Any], timestamps: list[Any]) -> None:
-        """:meth:`WindowOperator.process_elements`, folded by a linear scan where the
-        run qualifies (see the module docstring), else element by element."""
-        ks = self.keys.get(key)
+        """A run of ``key``'s elements, folded by a linear scan where the run qualifies
+        (see the module docstring), else element by element."""
+        op = self.op
+        ks = op.keys.get(key)
         latest: TimeWindow | None = _latest_session(ks.merging) if ks is not None else None
         if not (
             timestamps
-            and self.current_watermark == LONG_MIN
+            and op.current_watermark == LONG_MIN
             and None not in timestamps
             and timestamps[0] > LONG_MIN
             and (latest is None or latest[0] <= timestamps[0])
@@ -222,9 +227,7 @@ class SortedSessionOperator(SessionWindowOperator):
         ):
             super().process_elements(key, values, timestamps)
             return
-        if ks is None:
-            ks = self.keys[key] = KeyState()
-        self._sorted_run(key, ks, latest, values, timestamps)
+        self._sorted_run(key, op.key_state(key), latest, values, timestamps)
 
     def _sorted_run(
         self, key: Any, ks: KeyState, latest: TimeWindow | None, values: Any, timestamps: Any
@@ -232,7 +235,7 @@ class SortedSessionOperator(SessionWindowOperator):
         """Fold the run session by session. ``session`` is the latest session's entry in
         the merging set (None: a new one not entered yet), ``start``/``end`` its extent so
         far, ``state_window`` where its contents live, ``acc`` those contents."""
-        gap, (add, agg_add, create) = self._gap_ms, self._adders
+        gap, add = self._gap_ms, self.op.logic.add
         session, acc = latest, None
         state_window: Any = None
         start = end = LONG_MIN
@@ -256,14 +259,11 @@ class SortedSessionOperator(SessionWindowOperator):
                 session = state_window = TimeWindow(start, end)
                 acc = ks.contents.get(session)
             try:
-                if agg_add is None:
-                    acc = add(acc, value)
-                else:
-                    acc = agg_add(value, create() if acc is None else acc)
+                acc = add(acc, value)
             except Exception as exc:
                 window = TimeWindow(start, end)
                 self._close(key, ks, session, window, state_window, acc)  # as element by element
-                raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+                raise self.op.fold_error(key, window, exc) from exc
         window = TimeWindow(start, end)
         self._close(key, ks, session, window, state_window, acc)
         self._register_timers(key, ks, window)
@@ -290,26 +290,43 @@ class SortedSessionOperator(SessionWindowOperator):
     def _after_close(self, key: Any, ks: KeyState, window: TimeWindow, next_end: int) -> None:
         """Fire closed ``window`` at once where nothing of it can come after the next
         session's firing (module docstring), else give it its timers."""
-        cleanup = self.cleanup_time(window)
+        op = self.op
+        cleanup = op.cleanup_time(window)
         if len(ks.merging) == 1 and cleanup != LONG_MAX and cleanup <= next_end - 1:
             state_window = ks.merging[window]
-            self._fire(key, ks, window, state_window, LONG_MAX)
-            self._clear_all_state(key, ks, window, state_window, LONG_MAX)
+            op.fire(key, ks, window, state_window, LONG_MAX)
+            op.clear_all_state(key, ks, window, state_window, LONG_MAX)
             self._delete_timers(ks, window)
         else:
             self._register_timers(key, ks, window)
 
     def _register_timers(self, key: Any, ks: KeyState, window: TimeWindow) -> None:
-        """The trigger's end timer, then the cleanup timer, as the general operator
+        """The trigger's end timer, then the cleanup timer, as the general path
         registers them for a window an element was added to (each once)."""
-        self.event_time_timers.register(key, ks, window[1] - 1, window)
-        self.register_cleanup_timer(key, ks, window)
+        op = self.op
+        op.event_time_timers.register_window(
+            key, ks, window, window[1] - 1, op.cleanup_time(window)
+        )
 
     def _delete_timers(self, ks: KeyState, window: TimeWindow) -> None:
         """What a merge deletes for a merged window: its end timer (the trigger's clear)
         and its cleanup timer."""
-        self.event_time_timers.delete(ks, window[1] - 1, window)
-        self.delete_cleanup_timer(ks, window)
+        self.op.event_time_timers.delete(ks, window[1] - 1, window)
+        self.op.delete_cleanup_timer(ks, window)
+
+
+class SortedSessionOperator(SessionWindowOperator):
+    """The window operator holding a :class:`SortedSessionPath` (the name the chooser's
+    operator goes by: it adds nothing to the core).
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline :func:`sorted_sessions_serve` accepts.
+    tracer : object, optional
+    """
+
+    path_class = SortedSessionPath
 
 
 def _latest_session(merging: dict[Any, Any]) -> Any:
@@ -325,24 +342,25 @@ def _start_of(window: TimeWindow) -> int:
     return window[0]
 
 
-def _session_element_path(op: SessionWindowOperator) -> Any:
-    """``op.process_element``, with what it reads bound once.
+def _session_element_path(path: SessionPath) -> Any:
+    """``process_element`` for sessions, with what it reads bound once.
 
     It serves an element of a key with one session in flight that its window, ending
     after the watermark, falls inside of or extends (module docstring); a key with none
-    or several goes to :meth:`SessionWindowOperator._among_sessions`, every other
-    element to :meth:`SessionWindowOperator._unusual` (or, without a timestamp, the
-    general path, whose assigner raises).
+    or several goes to :meth:`SessionPath._among_sessions`, every other element to
+    :meth:`SessionPath._unusual` (or, without a timestamp, the general path, whose
+    assigner raises).
     """
-    gap, lateness = op._gap_ms, op.allowed_lateness_ms
+    op = path.op
+    gap, lateness = path._gap_ms, op.allowed_lateness_ms
     keys, clock = op.keys, op.event_time_timers
-    add, agg_add, _ = op._adders
+    add, agg_add, _ = path._adders
     step = op.logic.reduce if op.logic.reduce is not None else add  # (contents, value)
     # TimeWindow(start, end) without its Python-level __new__: a TimeWindow is a tuple.
     make, time_window = tuple.__new__, TimeWindow
-    general = MethodType(WindowOperator.process_element, op)
-    window_end, unusual, among = op._window_end, op._unusual, op._among_sessions
-    merge_into_cover = op._merge_into_cover
+    general, fold_error = op.assign_and_add, op.fold_error
+    window_end, unusual, among = path._window_end, path._unusual, path._among_sessions
+    merge_into_cover = path._merge_into_cover
 
     def process_element(key: Any, value: Any, timestamp: int | None) -> int:
         if timestamp is None:
@@ -377,7 +395,7 @@ def _session_element_path(op: SessionWindowOperator) -> Any:
             return unusual(key, ks, value, timestamp, end)  # Flink's self-mapping quirk
         contents = ks.contents
         current = contents.get(state_window)
-        try:
+        try:  # WindowLogic.add, inlined: the user's own function, called directly
             if current is None:
                 contents[state_window] = add(None, value)
             elif agg_add is None:
@@ -385,7 +403,7 @@ def _session_element_path(op: SessionWindowOperator) -> Any:
             else:
                 contents[state_window] = agg_add(value, current)
         except Exception as exc:
-            raise op._user_error("the reduce/aggregate function", key, window, exc) from exc
+            raise fold_error(key, window, exc) from exc
         if extends and lateness:
             op.register_cleanup_timer(key, ks, window)
         return ADDED

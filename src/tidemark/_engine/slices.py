@@ -1,5 +1,6 @@
-"""The sliced operator: the aligned operator, but for sliding windows each element is
-stored once, in its slice, instead of once per window (as Flink SQL slices windows).
+"""The sliced path: the aligned path, but for sliding windows each element is stored
+once, in its slice, instead of once per window (as Flink SQL slices windows): the same
+placement and due windows, another way of storing a window's contents.
 
 A sliding layout of ``size`` every ``slide`` cuts event time into slices of
 ``gcd(size, slide)`` aligned to the offset; every window is the union of the
@@ -18,7 +19,7 @@ DataStream's, given the law every merge already obeys (``merge(fold(A), fold(B))
 fold(A + B)``; floating-point sums may differ in the last bits). In-order data makes one
 run per slice.
 
-Everything else is the aligned operator's: each window keeps its end and cleanup timers
+Everything else is the aligned path's: each window keeps its end and cleanup timers
 (registered when its first element arrives, in the same order), fires when they are
 due, and at cleanup clears its trigger and function state; a slice goes when the last
 window holding it is cleaned up. Observables are the general operator's (the fast-path
@@ -37,35 +38,34 @@ window contents (:func:`unslice`).
 
 from __future__ import annotations
 
-from itertools import islice
 from math import gcd
-from operator import itemgetter
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.aligned import AlignedPath, AlignedWindowOperator
 from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogic, WindowLogic
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import ADDED, ADDED_LATE, SKIPPED, WindowOperator
+from tidemark._engine.slice_runs import in_arrival_order, merge_runs
 from tidemark._engine.spec import OperatorSpec
+from tidemark._engine.status import ADDED, ADDED_LATE, SKIPPED
 from tidemark.errors import UserFunctionError
 from tidemark.functions import AggregateFunction
 from tidemark.time import LONG_MAX
-from tidemark.windows import AlignedLayout, TimeWindow, Window
+from tidemark.windows import AlignedLayout, TimeWindow
 
-__all__ = ["SlicedWindowOperator", "slices_serve"]
+if TYPE_CHECKING:
+    from tidemark._engine.operator import ElementPath, RunPath, WindowOperator
 
-_SEQ = itemgetter(0)
+__all__ = ["SlicedPath", "SlicedWindowOperator", "slices_serve", "merge_runs"]
+
 # Slice places looked up one by one at most (else picked from a key's entries).
 _PROBES = 16
-# Accumulators no merge can change in place.
-_IMMUTABLE = frozenset({int, float, complex, bool, str, bytes, type(None)})
 
 
 def slices_serve(spec: OperatorSpec, layout: AlignedLayout, tracer: Any = None) -> bool:
-    """Whether :class:`SlicedWindowOperator` serves a pipeline the aligned operator
-    serves with ``layout``: sliding windows (not tumbling), no tracer (a trace draws each
-    window's contents), and a window logic whose contents merge: elements (exact), or,
-    where ``spec.slice_incremental`` allows it, a reduce or an aggregate function with
+    """Whether :class:`SlicedPath` serves a pipeline the aligned path serves with
+    ``layout``: sliding windows (not tumbling), no tracer (a trace draws each window's
+    contents), and a window logic whose contents merge: elements (exact), or, where
+    ``spec.slice_incremental`` allows it, a reduce or an aggregate function with
     ``merge`` (called where Flink does not: floating-point sums may differ in their
     last bits)."""
     if layout.size_ms == layout.slide_ms or tracer is not None:
@@ -85,81 +85,18 @@ def _merges(logic: WindowLogic) -> bool:
     return merge is not None and merge is not AggregateFunction.merge
 
 
-def merge_runs(logic: WindowLogic, parts: list[Any]) -> Any:
-    """Runs' contents (in arrival order) as one window's contents. A stored run is
-    handed to a merge that may reuse its first argument only where it cannot change
-    (an immutable accumulator)."""
-    if logic.keeps_elements:
-        return [value for run in parts for value in run]
-    aggregate = logic.aggregate
-    if aggregate is not None:
-        merge, merged = aggregate.merge, parts[0]
-        if type(merged) not in _IMMUTABLE:
-            merged = merge(aggregate.create_accumulator(), merged)
-        for run in islice(parts, 1, None):
-            merged = merge(merged, run)
-        return merged
-    reduce, merged = logic.reduce, parts[0]
-    for run in islice(parts, 1, None):
-        merged = reduce(merged, run)
-    return merged
-
-
-def unslice(operator: WindowOperator, ks: KeyState) -> None:
-    """Turn the slices in ``ks`` into the contents of the windows they serve, as the
-    unsliced operators keep them: state the sliced operator wrote, restored where fast
-    paths are off. The windows served are those with a timer pending (a window keeps
-    its cleanup timer until it is cleaned up), or that are never cleaned up."""
-    layout = operator.assigner.aligned_layout()
-    if layout is None:
-        return
-    contents: dict[Any, Any] = ks.contents
-    slices = {s: runs for s, runs in contents.items() if not isinstance(s, Window)}
-    for start in slices:
-        del contents[start]
-    size, slide, _ = layout
-    width, pending = gcd(size, slide), {window for _, window in ks.event_timers}
-    windows = set()
-    for start in slices:
-        window_start = layout.last_start(start)
-        while window_start + size >= start + width:
-            window = TimeWindow(window_start, window_start + size)
-            if window in pending or operator.cleanup_time(window) == LONG_MAX:
-                windows.add(window)
-            window_start -= slide
-    ordered = sorted(slices)
-    for window in windows:
-        held = [slices[s] for s in ordered if window[0] <= s < window[1]]
-        if held:
-            contents[window] = merge_runs(operator.logic, _in_arrival_order(held))
-
-
-def _in_arrival_order(slices: list[Any]) -> list[Any]:
-    """The contents of every run of ``slices`` (``[seq, contents, ...]`` each), in
-    arrival order."""
-    pairs: list[tuple[int, Any]] = []
-    for runs in slices:
-        pairs.extend(zip(islice(runs, 0, None, 2), islice(runs, 1, None, 2)))
-    pairs.sort(key=_SEQ)
-    return [run for _, run in pairs]
-
-
-class SlicedWindowOperator(AlignedWindowOperator):
-    """:class:`AlignedWindowOperator`, but each element of a sliding window is stored
-    once, in its slice (see the module's docstring).
+class SlicedPath(AlignedPath):
+    """:class:`~tidemark._engine.aligned.AlignedPath`, but each element of a sliding
+    window is stored once, in its slice (see the module's docstring).
 
     Parameters
     ----------
-    spec : OperatorSpec
-        A pipeline :func:`slices_serve` accepts.
     layout : AlignedLayout
-        Where the windows are.
+        Where the windows are (a pipeline :func:`slices_serve` accepts).
     """
 
-    _keeps_slices = True
-
-    def __init__(self, spec: OperatorSpec, layout: AlignedLayout):
-        super().__init__(spec, layout)
+    def __init__(self, layout: AlignedLayout):
+        super().__init__(layout)
         self._slice_ms = gcd(layout.size_ms, layout.slide_ms)
         # The last arrival number given to a run (any key's: only a key's own runs are
         # compared); a restored key's runs move it past theirs.
@@ -167,44 +104,48 @@ class SlicedWindowOperator(AlignedWindowOperator):
         # key -> the slice its last element went to: that slice's last run continues.
         # Forgotten whenever a key's state is replaced or leaves memory.
         self._last_slice: dict[Any, int] = {}
-        # Keys restored with window contents of the unsliced operators.
+        # Keys restored with window contents of the unsliced paths.
         self._per_window: set[Any] = set()
+
+    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+        bound = super().bind(op)
+        self._lateness_ms = op.allowed_lateness_ms
+        return bound
 
     # ------------------------------------------------------------------ elements
 
     def _aligned_run(self, key: Any, ks: KeyState, values: Any, timestamps: Any) -> int:
         """Each element into its slice, then the windows a new slice opens (their timers)
-        and the windows due (a late firing) as the aligned operator handles them."""
+        and the windows due (a late firing) as the aligned path handles them."""
         if self._per_window and key in self._per_window and self._holds_windows(key, ks):
             return super()._aligned_run(key, ks, values, timestamps)
         size, slide, offset = self._layout
         width, contents, last_slice = self._slice_ms, ks.contents, self._last_slice
-        add, agg_add, create = self._adders
-        watermark = self.event_time_timers.current_time
+        add = self.op.logic.add
+        op = self.op
+        watermark = op.event_time_timers.current_time
         # the latest window start whose cleanup time is at or before the watermark: an
         # element whose latest window starts there is in no window that is not late
-        late_to = (
-            LONG_MAX if watermark == LONG_MAX else watermark - size + 1 - self.allowed_lateness_ms
-        )
+        late_to = LONG_MAX if watermark == LONG_MAX else watermark - size + 1 - self._lateness_ms
         status, last = SKIPPED, 0
         try:
             for value, timestamp in zip(values, timestamps):
                 last = timestamp - (timestamp - offset) % slide
                 if last <= late_to:
-                    late = self.is_element_late(timestamp)
-                    status = self._late_element(value, timestamp) if late else SKIPPED
+                    late = op.is_element_late(timestamp)
+                    status = op.late_element(value, timestamp) if late else SKIPPED
                     continue
                 start = last if width == slide else timestamp - (timestamp - offset) % width
                 runs = contents.get(start)
                 previous = last_slice.get(key)
                 if runs is not None and previous == start:  # the run goes on
-                    runs[-1] = add(runs[-1], value) if agg_add is None else agg_add(value, runs[-1])
+                    runs[-1] = add(runs[-1], value)
                     if timestamp > watermark:  # in no window that is due
                         status = ADDED
                         continue
                 else:
                     self._arrival += 1
-                    added = add(None, value) if agg_add is None else agg_add(value, create())
+                    added = add(None, value)
                     if runs is None:
                         contents[start] = [self._arrival, added]
                     else:
@@ -214,8 +155,7 @@ class SlicedWindowOperator(AlignedWindowOperator):
         except UserFunctionError:
             raise
         except Exception as exc:
-            window = self._window(last)[0]
-            raise self._user_error("the reduce/aggregate function", key, window, exc) from exc
+            raise op.fold_error(key, self._window(last)[0], exc) from exc
         return status
 
     def _added(
@@ -246,7 +186,7 @@ class SlicedWindowOperator(AlignedWindowOperator):
         """The trigger's on_element and the cleanup timer for the windows starting from
         ``last`` down to ``first`` (an element just went into their slice): skip late
         windows, FIRE those due, register the timers of new ones. Returns the status."""
-        timers, push = ks.event_timers, self.event_time_timers.queue.push
+        register_window = self.op.event_time_timers.register_window
         slide, status, cache = self._layout.slide_ms, SKIPPED, self._window_cache
         start = last
         while start >= first:
@@ -258,13 +198,11 @@ class SlicedWindowOperator(AlignedWindowOperator):
             max_ts = window[1] - 1
             if max_ts <= watermark:
                 status = ADDED_LATE
-                self._fire(key, ks, window, window, watermark)
+                self.fire(key, ks, window, watermark)
+                register_window(key, ks, window, None, cleanup)
             else:
                 status = ADDED if status == SKIPPED else status
-                if (max_ts, window) not in timers:
-                    timers[(max_ts, window)] = push(max_ts, key, window)
-            if cleanup != max_ts and cleanup < LONG_MAX and (cleanup, window) not in timers:
-                timers[(cleanup, window)] = push(cleanup, key, window)
+                register_window(key, ks, window, max_ts, cleanup)
         return status
 
     def _holds_windows(self, key: Any, ks: KeyState) -> bool:
@@ -298,7 +236,7 @@ class SlicedWindowOperator(AlignedWindowOperator):
                 return own
         begin, end = window
         if (end - begin) // self._slice_ms > max(_PROBES, len(contents)):
-            parts = _in_arrival_order(self._slices_in(ks, begin, end))
+            parts = in_arrival_order(self._slices_in(ks, begin, end))
         else:
             # one run per slice, in time order, is arrival order (in-order data)
             get, parts, seq = contents.get, [], 0
@@ -306,34 +244,28 @@ class SlicedWindowOperator(AlignedWindowOperator):
                 runs = get(start)
                 if runs is not None:
                     if len(runs) != 2 or runs[0] < seq:
-                        parts = _in_arrival_order(self._slices_in(ks, begin, end))
+                        parts = in_arrival_order(self._slices_in(ks, begin, end))
                         break
                     seq = runs[0]
                     parts.append(runs[1])
         if len(parts) < 2:
             if not parts:
                 return None
-            return list(parts[0]) if self.logic.keeps_elements else parts[0]
+            return list(parts[0]) if self.op.logic.keeps_elements else parts[0]
         try:
-            return merge_runs(self.logic, parts)
+            return merge_runs(self.op.logic, parts)
         except Exception as exc:
-            raise self._user_error("the merge function", key, window, exc) from exc
+            raise self.op.merge_error(key, window, exc) from exc
 
-    def _fire(
-        self, key: Any, ks: KeyState, window: Any, state_window: Window, watermark: int
-    ) -> None:
-        """:meth:`WindowOperator._fire` on the window's merged slices."""
+    def fire(self, key: Any, ks: KeyState, window: Any, watermark: int) -> None:
+        """:meth:`AlignedPath.fire` on the window's merged slices."""
         contents = self._window_contents(key, ks, window)
         if contents is None:
             return
         if self._plain:
             self._emit_incremental(key, window, contents, window[1] - 1)
             return
-        results = self._evaluate(key, ks, window, window, contents, watermark)
-        timestamp = window[1] - 1
-        self.output.extend([(result, timestamp) for result in results])
-        if self.output_watermarks is not None:
-            self.output_watermarks.extend([watermark] * len(results))
+        self.op.fire_contents(key, ks, window, window, contents, watermark)
 
     def _drop_slices(self, ks: KeyState, window: Any) -> None:
         """Remove the slices whose last window is ``window`` (it is being cleaned up):
@@ -351,12 +283,12 @@ class SlicedWindowOperator(AlignedWindowOperator):
 
     # ------------------------------------------------------------------ time
 
-    def _on_due_timer(self, time: int, key: Any, window: Any, watermark: int) -> None:
-        """:meth:`AlignedWindowOperator._on_due_timer`: a window's end fires its merged
-        slices, its cleanup time clears the window and the slices no later window holds."""
-        ks = self.keys.get(key)
-        if ks is None or ks.event_timers.pop((time, window), None) is None:
-            return
+    def _on_due_timer(self, domain: Any, key: Any, time: int, window: Any) -> None:
+        """:meth:`AlignedPath._on_due_timer`: a window's end fires its merged slices,
+        its cleanup time clears the window and the slices no later window holds."""
+        op = self.op
+        ks = self._keys[key]
+        watermark = op.event_time_timers.current_time
         max_ts = window[1] - 1
         if time == max_ts:  # the trigger's on_event_time (fires_at_end): FIRE
             if self._plain:
@@ -364,28 +296,28 @@ class SlicedWindowOperator(AlignedWindowOperator):
                 if contents is not None:
                     self._emit_incremental(key, window, contents, max_ts)
             else:
-                self._fire(key, ks, window, window, watermark)
+                self.fire(key, ks, window, watermark)
         entry = self._window_cache.get(window[0])
-        if time == (entry[1] if entry is not None else self.cleanup_time(window)):
+        if time == (entry[1] if entry is not None else op.cleanup_time(window)):
             if self._plain:  # nothing but the contents and the end timer to clear
                 ks.contents.pop(window, None)
                 ks.event_timers.pop((max_ts, window), None)
             else:
-                self._clear_all_state(key, ks, window, window, watermark)
+                op.clear_all_state(key, ks, window, window, watermark)
             # a slice per slide: the slice a window's cleanup drops starts where it starts
             if self._layout.slide_ms == self._slice_ms:
                 ks.contents.pop(window[0], None)
             else:
                 self._drop_slices(ks, window)
         if not ks.contents and not ks.event_timers and ks.is_empty():
-            del self.keys[key]
+            del self._keys[key]
 
     # ------------------------------------------------------------------ state
 
-    def restore_key(self, key: Any, ks: KeyState) -> None:
-        """:meth:`WindowOperator.restore_key`; the key's last run (the one made last:
-        its last element went there) goes on, and later runs are numbered after it."""
-        super().restore_key(key, ks)
+    def restored(self, key: Any, ks: KeyState) -> None:
+        """``ks`` is restored as ``key``'s state, as stored: the key's last run (the one
+        made last: its last element went there) goes on, and later runs are numbered
+        after it; window contents of the unsliced paths are served per window."""
         self._last_slice.pop(key, None)
         newest, contents = 0, cast("dict[Any, Any]", ks.contents)
         for state, runs in contents.items():
@@ -396,29 +328,24 @@ class SlicedWindowOperator(AlignedWindowOperator):
                 self._last_slice[key] = state
         self._arrival = max(self._arrival, newest)
 
-    def evict_key(self, key: Any) -> KeyState | None:
+    def evicted(self, key: Any) -> None:
         self._last_slice.pop(key, None)
         self._per_window.discard(key)
-        return super().evict_key(key)
 
-    def forget_all_keys(self) -> None:
+    def forgot_all(self) -> None:
         self._last_slice.clear()
         self._per_window.clear()
-        super().forget_all_keys()
 
-    def window_contents(self, key: Any) -> dict[Window, Any]:
-        """What each live window of ``key`` holds, as the general operator keeps it (a
+    def window_contents(self, key: Any, ks: KeyState) -> dict[Any, Any]:
+        """What each live window of ``key`` holds, as the general path keeps it (a
         window holds contents from its first element until its cleanup)."""
-        ks = self.keys.get(key)
-        if ks is None:
-            return {}
         return {w: self._window_contents(key, ks, w) for w in self._live_windows(ks)}
 
     def _live_windows(self, ks: KeyState) -> list[Any]:
         """The windows of ``ks`` holding contents: its own, and every window not yet
         cleaned up that covers a slice."""
         size, slide, _ = self._layout
-        watermark, width = self.current_watermark, self._slice_ms
+        watermark, width = self.op.current_watermark, self._slice_ms
         contents: dict[Any, Any] = ks.contents
         live = {state for state in contents if isinstance(state, TimeWindow)}
         for start in (s for s in contents if not isinstance(s, TimeWindow)):
@@ -430,15 +357,23 @@ class SlicedWindowOperator(AlignedWindowOperator):
                 window_start -= slide
         return sorted(live)
 
-    def num_keyed_state_entries(self) -> int:
-        """As the general operator counts them: one entry per window holding contents
-        (not per slice), then trigger, merging and function state."""
-        return sum(
-            ks.num_state_entries() - len(ks.contents) + len(self._live_windows(ks))
-            for ks in self.keys.values()
-        )
+    def num_state_entries(self, ks: KeyState) -> int:
+        """As the general path counts them: one entry per window holding contents (not
+        per slice), then trigger, merging and function state."""
+        return ks.num_state_entries() - len(ks.contents) + len(self._live_windows(ks))
 
-    def num_stored_contents(self) -> int:
-        """The contents entries actually stored: one per slice (and per window of a key
-        restored from the unsliced operators)."""
-        return sum(len(ks.contents) for ks in self.keys.values())
+
+class SlicedWindowOperator(AlignedWindowOperator):
+    """The window operator holding a :class:`SlicedPath` (the name the chooser's operator
+    goes by: it adds nothing to the core); its ``num_stored_contents()`` counts one
+    entry per slice (and per window of a key restored from the unsliced paths).
+
+    Parameters
+    ----------
+    spec : OperatorSpec
+        A pipeline :func:`slices_serve` accepts.
+    layout : AlignedLayout
+        Where the windows are.
+    """
+
+    path_class = SlicedPath

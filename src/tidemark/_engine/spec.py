@@ -1,12 +1,16 @@
-"""What a window pipeline is, checked when it is defined, and which operator serves it.
+"""What a window pipeline is, checked when it is defined.
 
-:class:`OperatorSpec` is the operator's configuration, frozen and built once per query:
-the assigner, trigger, evictor and window function with the options of the run. Per-key
-state and the clocks are not in it; the operator keeps those.
+:class:`OperatorSpec` is the one record of a window's settings, frozen and validated
+once, when the window is defined (the harness's constructor, the Spark API's finishing
+call): the assigner, trigger, evictor and window function, then the options of the run
+(:meth:`OperatorSpec.with_run_options`). Spark's workers receive it as one picklable
+value and build their operator from it. Per-key state and the clocks are not in it; the
+operator keeps those.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +21,7 @@ from tidemark.evictors import Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.triggers import Trigger
+from tidemark.triggers import AnyTrigger, Trigger
 from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import AlignedLayout
 
@@ -30,13 +34,20 @@ __all__ = [
 
 
 def validate_window_spec(
-    assigner: Any, trigger: Any, evictor: Any, allowed_lateness_ms: Any, late_data_tag: Any
+    assigner: Any,
+    trigger: Any = None,
+    evictor: Any = None,
+    allowed_lateness_ms: Any = 0,
+    late_data_tag: Any = None,
 ) -> None:
     """Reject a window pipeline Flink would reject, naming the parameter and the rule."""
     if not isinstance(assigner, WindowAssigner):
         raise WindowSpecError(f"`assigner` must be a WindowAssigner; got {assigner!r}")
-    if trigger is not None and not isinstance(trigger, Trigger):
-        raise WindowSpecError(f"`trigger` must be a Trigger; got {trigger!r}")
+    if trigger is not None and not isinstance(trigger, (Trigger, DataflowTrigger)):
+        raise WindowSpecError(
+            f"`trigger` must be a Trigger (Flink's, e.g. tm.CountTrigger.of(2)) or a "
+            f"DataflowTrigger (e.g. tm.AfterWatermark()); got {trigger!r}"
+        )
     if evictor is not None and not isinstance(evictor, Evictor):
         raise WindowSpecError(f"`evictor` must be an Evictor; got {evictor!r}")
     if isinstance(assigner, MergingWindowAssigner) and trigger is not None:
@@ -109,9 +120,9 @@ class OperatorSpec:
     assigner : WindowAssigner
     logic : WindowLogic
         The window function with its state strategy.
-    trigger : Trigger, optional
+    trigger : Trigger or DataflowTrigger, optional
         Defaults to the assigner's default trigger (``window_trigger`` is the one in
-        effect).
+        effect; ``trigger_is_dataflow`` says which kind it is).
     evictor : Evictor, optional
         When set, windows keep all elements and the evictor runs on each firing.
     allowed_lateness_ms : int
@@ -128,8 +139,8 @@ class OperatorSpec:
         Record the watermark at emission of every result in the operator's
         ``output_watermarks`` (replays place results in a chained stream with it).
     accumulation_mode : AccumulationMode, optional
-        How a Dataflow trigger's panes relate (DISCARDING when not given); only with
-        a Dataflow trigger.
+        How a Dataflow trigger's panes relate; only with a Dataflow trigger, whose spec
+        holds DISCARDING when none is given.
     pane_results : bool
         Emit each result of a Dataflow-triggered window as a ``PanedResult`` (the
         Spark modes turn its pane into columns).
@@ -146,7 +157,7 @@ class OperatorSpec:
 
     assigner: WindowAssigner
     logic: WindowLogic
-    trigger: Trigger[Any] | None = None
+    trigger: AnyTrigger | None = None
     evictor: Evictor | None = None
     allowed_lateness_ms: int = 0
     late_data_tag: OutputTag | None = None
@@ -156,9 +167,10 @@ class OperatorSpec:
     accumulation_mode: AccumulationMode | None = None
     pane_results: bool = False
     slice_incremental: bool = False
-    window_trigger: Trigger[Any] = field(init=False)  # ``trigger`` or the default
+    window_trigger: AnyTrigger = field(init=False)  # ``trigger`` or the default
     is_event_time: bool = field(init=False)
     is_merging: bool = field(init=False)
+    trigger_is_dataflow: bool = field(init=False)  # the kind: a Dataflow trigger, panes
 
     def __post_init__(self) -> None:
         validate_window_spec(
@@ -174,6 +186,26 @@ class OperatorSpec:
         object.__setattr__(self, "window_trigger", trigger)
         object.__setattr__(self, "is_event_time", self.assigner.is_event_time())
         object.__setattr__(self, "is_merging", isinstance(self.assigner, MergingWindowAssigner))
+        object.__setattr__(self, "trigger_is_dataflow", isinstance(trigger, DataflowTrigger))
+        if self.trigger_is_dataflow and self.accumulation_mode is None:
+            object.__setattr__(self, "accumulation_mode", AccumulationMode.DISCARDING)
+
+    def with_run_options(
+        self,
+        *,
+        batch_mode: bool,
+        record_output_watermarks: bool,
+        fast_paths: bool,
+        slice_incremental: bool,
+    ) -> OperatorSpec:
+        """This spec with the options of a run (see the parameters): a copy, not
+        validated again (no option makes a valid spec invalid)."""
+        run = copy.copy(self)
+        object.__setattr__(run, "batch_mode", batch_mode)
+        object.__setattr__(run, "record_output_watermarks", record_output_watermarks)
+        object.__setattr__(run, "fast_paths", fast_paths)
+        object.__setattr__(run, "slice_incremental", slice_incremental)
+        return run
 
     def aligned_layout(self) -> AlignedLayout | None:
         """The window layout the aligned operator serves this pipeline with, or None.

@@ -15,6 +15,12 @@ A timer registered by a timer callback at or before the time being fired is *hel
 waits outside the heap until the next advance of its clock releases it, so such a timer
 cannot fire in the advance that registered it, and a trigger re-registering it every
 time cannot loop (Flink fires it again at once, forever).
+
+The fast paths ask the service in bulk: :meth:`TimerService.register_window` registers a
+window's end and cleanup timers in one call, :meth:`TimerService.push` a timer while
+elements are added (when no timer is firing, so none is held), and a service made
+``in_bulk`` takes everything due up to a time without the bookkeeping a callback that
+registers timers needs (a fast path whose firings register none).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
-from tidemark.time import TimeDomain
+from tidemark.time import LONG_MAX, TimeDomain
 from tidemark.windows import Window
 
 if TYPE_CHECKING:
@@ -90,12 +96,6 @@ class TimerQueue:
                 return time, key, window
         return None
 
-    @property
-    def heap(self) -> list[tuple[int, int, Any, Window]]:
-        """The heap itself, ``(time, seq, key, window)`` entries, for loops that pop in
-        bulk (see ``AlignedWindowOperator.process_watermark``)."""
-        return self._heap
-
     def peek_time(self) -> int | None:
         """The earliest time in the heap (possibly of a deleted timer), or None; held
         timers are not in the heap."""
@@ -124,6 +124,10 @@ class TimerService:
         trigger target).
     start : int
         The clock's first time.
+    in_bulk : bool
+        The callback never registers a timer of this domain (a fast path's firing):
+        due timers are taken without holding any, and all at once, in one sort, when
+        the clock reaches ``LONG_MAX`` (a BATCH key's end).
 
     Examples
     --------
@@ -142,10 +146,25 @@ class TimerService:
     ([('a', 9)], 0, 20)
     """
 
-    __slots__ = ("domain", "current_time", "queue", "_keys", "_timers_of", "_on_timer", "_firing")
+    __slots__ = (
+        "domain",
+        "current_time",
+        "queue",
+        "_keys",
+        "_timers_of",
+        "_on_timer",
+        "_firing",
+        "_in_bulk",
+    )
 
     def __init__(
-        self, domain: TimeDomain, keys: dict[Any, KeyState], on_timer: OnTimer, start: int
+        self,
+        domain: TimeDomain,
+        keys: dict[Any, KeyState],
+        on_timer: OnTimer,
+        start: int,
+        *,
+        in_bulk: bool = False,
     ):
         self.domain = domain
         self.current_time = start
@@ -157,6 +176,7 @@ class TimerService:
         # The time of the timer being fired (None: none is): a timer its callback
         # registers at or before it is held for the next advance.
         self._firing: int | None = None
+        self._in_bulk = in_bulk
 
     def register(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
         """Register a timer of ``key`` unless it is; held when a callback registers it
@@ -170,6 +190,34 @@ class TimerService:
             else:
                 timers[timer] = self.queue.push(time, key, window)
 
+    def push(self, key: Any, ks: KeyState, time: int, window: Window) -> None:
+        """:meth:`register` while elements are added: no timer is firing then, so none
+        is held (a fast path's per-element registration, one call)."""
+        timers = self._timers_of(ks)
+        if (time, window) not in timers:
+            queue = self.queue
+            queue._seq += 1  # TimerQueue.push, inlined: one module
+            timers[(time, window)] = seq = queue._seq
+            heapq.heappush(queue._heap, (time, seq, key, window))
+
+    def register_window(
+        self, key: Any, ks: KeyState, window: Window, end: int | None, cleanup: int
+    ) -> None:
+        """A window's end-of-window timer at ``end`` (None: none) and then its cleanup
+        timer at ``cleanup``, each unless registered, as elements are added (see
+        :meth:`push`); the cleanup timer only where it is not the end timer and is ever
+        due (before ``LONG_MAX``). This is the order the general operator registers
+        them in: the trigger's ``on_element``, then the operator's cleanup timer."""
+        timers, queue = self._timers_of(ks), self.queue  # TimerQueue.push, inlined
+        if end is not None and (end, window) not in timers:
+            queue._seq += 1
+            timers[(end, window)] = seq = queue._seq
+            heapq.heappush(queue._heap, (end, seq, key, window))
+        if cleanup != end and cleanup < LONG_MAX and (cleanup, window) not in timers:
+            queue._seq += 1
+            timers[(cleanup, window)] = seq = queue._seq
+            heapq.heappush(queue._heap, (cleanup, seq, key, window))
+
     def delete(self, ks: KeyState, time: int, window: Window) -> None:
         """Delete a timer (its queue entry goes stale); a timer not registered is ignored."""
         self._timers_of(ks).pop((time, window), None)
@@ -180,17 +228,24 @@ class TimerService:
         self.begin_advance(time)
         self.fire_due(time)
 
-    def begin_advance(self, time: int) -> None:
+    def begin_advance(self, time: int) -> bool:
         """Start an advance to ``time``: when it moves the clock forward, the held timers
-        are released (due from now on as any other). Leaves the clock alone."""
-        if time > self.current_time and self.queue._held:  # (one module: read directly)
-            self.queue.release_held()
+        are released (due from now on as any other). Leaves the clock alone; returns
+        whether a queued timer is due at ``time`` (perhaps a deleted one)."""
+        queue = self.queue  # (one module: its lists read directly)
+        if time > self.current_time and queue._held:
+            queue.release_held()
+        heap = queue._heap
+        return bool(heap) and heap[0][0] <= time
 
     def fire_due(self, time: int) -> None:
         """Set the clock to ``time`` and fire every due timer in (time, registration)
         order, those the callbacks register up to ``time`` included; held timers stay
         held."""
         self.current_time = time
+        if self._in_bulk:
+            self._fire_in_bulk(time)
+            return
         queue, take = self.queue, self._take_if_live
         try:
             while True:
@@ -202,6 +257,28 @@ class TimerService:
                 self._on_timer(self.domain, key, timer_time, window)
         finally:
             self._firing = None
+
+    def _fire_in_bulk(self, time: int) -> None:
+        """:meth:`fire_due` for a callback that registers no timer: no timer is held, and
+        at ``LONG_MAX``, when every queued timer is due, they are taken in one sort (the
+        heap's own order: time, then registration)."""
+        heap = self.queue._heap
+        if not heap or heap[0][0] > time:
+            return
+        keys, timers_of, on_timer, domain = self._keys, self._timers_of, self._on_timer, self.domain
+        if time == LONG_MAX:
+            due = sorted(heap)
+            heap.clear()
+            for timer_time, _, key, window in due:
+                ks = keys.get(key)
+                if ks is not None and timers_of(ks).pop((timer_time, window), None) is not None:
+                    on_timer(domain, key, timer_time, window)
+            return
+        while heap and heap[0][0] <= time:
+            timer_time, _, key, window = heapq.heappop(heap)
+            ks = keys.get(key)
+            if ks is not None and timers_of(ks).pop((timer_time, window), None) is not None:
+                on_timer(domain, key, timer_time, window)
 
     def _take_if_live(self, key: Any, time: int, window: Window) -> bool:
         ks = self._keys.get(key)

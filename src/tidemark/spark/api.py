@@ -21,11 +21,10 @@ A keyed tumbling window (needs Spark, so not run as a doctest)::
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 from tidemark._engine.functions import window_logic
-from tidemark._engine.spec import validate_window_function, validate_window_spec
+from tidemark._engine.spec import OperatorSpec, validate_window_spec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import CountEvictor, Evictor
@@ -37,7 +36,7 @@ from tidemark.spark.codec import RowResultReduce, parse_schema
 from tidemark.spark.pane_columns import (
     check_accumulation_mode,
     paned_schema,
-    window_accumulation_mode,
+    refuse_mode_without_dataflow_trigger,
 )
 from tidemark.spark.plan import (
     KeySpec,
@@ -50,7 +49,7 @@ from tidemark.spark.plan import (
 )
 from tidemark.spark.results import SideOutputStream
 from tidemark.time import TimeLike, to_millis
-from tidemark.triggers import CountTrigger, PurgingTrigger, Trigger
+from tidemark.triggers import AnyTrigger, CountTrigger, DataflowTrigger, PurgingTrigger
 
 __all__ = [
     "DataStream",
@@ -122,15 +121,13 @@ class DataStream:
         WindowedStream
             Configure it (trigger, evictor, lateness), then finish it with a function.
         """
-        windowed = WindowedStream(WindowOp(self._plan, None, assigner), self._spark)
+        windowed = WindowedStream(self._plan, None, self._spark, assigner=assigner)
         warn_default_watermarks(self._plan, assigner)
         return windowed
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
-        return _count_window(
-            WindowOp(self._plan, None, GlobalWindows.create()), size, slide, self._spark
-        )
+        return _count_window(self._plan, None, size, slide, self._spark)
 
     def to_dataframe(self) -> Any:
         """The elements as a DataFrame (for a source: the input rows, as given)."""
@@ -164,9 +161,9 @@ class KeyedStream:
         WindowSpecError
             ``assigner`` is not a WindowAssigner.
         """
-        op = WindowOp(self._stream.plan, self._key, assigner)
-        windowed = WindowedStream(op, self._stream._spark)
-        warn_default_watermarks(self._stream.plan, assigner)
+        plan = self._stream.plan
+        windowed = WindowedStream(plan, self._key, self._stream._spark, assigner=assigner)
+        warn_default_watermarks(plan, assigner)
         return windowed
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
@@ -180,20 +177,22 @@ class KeyedStream:
         WindowSpecError
             ``size`` or ``slide`` is not an int >= 1.
         """
-        op = WindowOp(self._stream.plan, self._key, GlobalWindows.create())
-        return _count_window(op, size, slide, self._stream._spark)
+        return _count_window(self._stream.plan, self._key, size, slide, self._stream._spark)
 
 
-def _count_window(op: WindowOp, size: int, slide: int | None, spark: Any) -> WindowedStream:
+def _count_window(
+    plan: PlanNode, key: KeySpec | None, size: int, slide: int | None, spark: Any
+) -> WindowedStream:
     if not isinstance(size, int) or size < 1:
         raise WindowSpecError(f"`size` must be an int >= 1; got size={size!r}")
+    windows = GlobalWindows.create()
     if slide is None:
-        return WindowedStream(replace(op, trigger=PurgingTrigger.of(CountTrigger.of(size))), spark)
+        purging = PurgingTrigger.of(CountTrigger.of(size))
+        return WindowedStream(plan, key, spark, assigner=windows, trigger=purging)
     if not isinstance(slide, int) or slide < 1:
         raise WindowSpecError(f"`slide` must be an int >= 1; got slide={slide!r}")
-    return WindowedStream(
-        replace(op, trigger=CountTrigger.of(slide), evictor=CountEvictor.of(size)), spark
-    )
+    trigger, evictor = CountTrigger.of(slide), CountEvictor.of(size)
+    return WindowedStream(plan, key, spark, assigner=windows, trigger=trigger, evictor=evictor)
 
 
 class WindowedStream:
@@ -219,24 +218,26 @@ class WindowedStream:
     ``docs/streaming.md``).
     """
 
-    def __init__(self, op: WindowOp, spark: Any):
-        validate_window_spec(
-            op.assigner, op.trigger, op.evictor, op.allowed_lateness_ms, op.late_tag
-        )
-        self._op = op
-        self._spark = spark
+    def __init__(
+        self, upstream: PlanNode, key: KeySpec | None, spark: Any, mode: Any = None, **window: Any
+    ):
+        # ``window``: OperatorSpec's keywords so far; the spec is made when it is finished
+        validate_window_spec(**window)
+        self._upstream, self._key, self._spark = upstream, key, spark
+        self._mode, self._window = mode, window
 
-    def _with(self, **changes: Any) -> WindowedStream:
-        return WindowedStream(replace(self._op, **changes), self._spark)
+    def _with(self, mode: Any = None, **changes: Any) -> WindowedStream:
+        window, mode = {**self._window, **changes}, mode if mode is not None else self._mode
+        return WindowedStream(self._upstream, self._key, self._spark, mode, **window)
 
-    def trigger(self, trigger: Trigger) -> WindowedStream:
-        """Fire windows with ``trigger`` instead of the assigner's default trigger.
+    def trigger(self, trigger: AnyTrigger) -> WindowedStream:
+        """Fire windows with ``trigger`` (Flink's, or a Dataflow trigger: panes).
 
         Raises
         ------
         WindowSpecError
-            ``trigger`` is not a Trigger, or cannot serve the assigner (e.g. a trigger
-            that cannot merge on session windows).
+            ``trigger`` is neither a Trigger nor a DataflowTrigger, or cannot serve the
+            assigner (e.g. a trigger that cannot merge on session windows).
         """
         return self._with(trigger=trigger)
 
@@ -275,7 +276,7 @@ class WindowedStream:
         WindowSpecError
             ``tag`` is not an OutputTag.
         """
-        return self._with(late_tag=tag)
+        return self._with(late_data_tag=tag)
 
     def accumulation_mode(self, mode: AccumulationMode) -> WindowedStream:
         """How the panes of a Dataflow trigger (``tm.AfterWatermark`` ...) relate: each
@@ -290,7 +291,7 @@ class WindowedStream:
             trigger is not a Dataflow trigger.
         """
         check_accumulation_mode(mode)
-        return self._with(accumulation_mode=mode)
+        return self._with(mode)
 
     def reduce(
         self, reduce_function: Any, window_function: Any = None, output_schema: Any = None
@@ -316,7 +317,7 @@ class WindowedStream:
             A function of the wrong kind, or no ``output_schema`` where one is needed.
         """
         if window_function is None and output_schema is None:
-            output_schema = self._op.upstream.schema
+            output_schema = self._upstream.schema
         window_logic(reduce_function, window_function)  # validates the function as given
         if not isinstance(reduce_function, aggregations.FieldReduce):
             reduce_function = RowResultReduce(reduce_function)
@@ -428,8 +429,8 @@ class WindowedStream:
         return self._shorthand("max_by", aggregations.MaxBy, field)
 
     def _shorthand(self, method: str, kind: Any, field: str) -> WindowResultStream:
-        schema = self._op.upstream.schema
-        keys = self._op.key.columns if self._op.key is not None else ()
+        schema = self._upstream.schema
+        keys = self._key.columns if self._key is not None else ()
         aggregations.check_field(method, field, schema, keys)
         function = kind(field)
         if isinstance(function, AggregateFunction):
@@ -439,24 +440,19 @@ class WindowedStream:
     def _finish(
         self, function: Any, window_function: Any, output_schema: Any
     ) -> WindowResultStream:
-        # validates the combination now, and with the assigner
-        validate_window_function(self._op.assigner, window_logic(function, window_function))
-        op = self._op
-        mode = window_accumulation_mode(op.assigner, op.trigger, op.accumulation_mode)
+        """The window's one record (``OperatorSpec``), made and validated now."""
+        window, dataflow = self._window, isinstance(self._window.get("trigger"), DataflowTrigger)
+        logic, mode = window_logic(function, window_function), self._mode if dataflow else None
+        spec = OperatorSpec(logic=logic, accumulation_mode=mode, pane_results=dataflow, **window)
+        if not dataflow:  # a mode given for a Flink trigger: refused in the API's words
+            refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, self._mode)
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "
                 "returns; pass a StructType or a DDL string like 'user string, n long'"
             )
-        schema = paned_schema(parse_schema(output_schema, self._spark), mode)
-        op = replace(
-            op,
-            function=function,
-            window_function=window_function,
-            output_schema=schema,
-            accumulation_mode=mode,
-        )
-        return WindowResultStream(op, self._spark)
+        schema = paned_schema(parse_schema(output_schema, self._spark), spec.accumulation_mode)
+        return WindowResultStream(WindowOp(self._upstream, self._key, spec, schema), self._spark)
 
 
 class WindowResultStream(DataStream):

@@ -12,8 +12,10 @@ result row carries that pane after the function's own columns:
 ================  ========  ===============================================================
 
 This module is the one place that knows that layout: :func:`paned_schema` (the result
-schema) and :func:`paned_tuple` (one result's row), and the rule that decides whether
-a window has panes at all (:func:`window_accumulation_mode`). A window reading these
+schema) and :func:`paned_tuple` (one result's row). Whether a window has panes at all is
+its spec's (``OperatorSpec.trigger_is_dataflow``); an accumulation mode given for a
+Flink trigger is refused here, in the API's words
+(:func:`refuse_mode_without_dataflow_trigger`). A window reading these
 results (a chain) sees the pane columns as ordinary columns. The guide:
 ``docs/panes.md``.
 """
@@ -25,15 +27,13 @@ from typing import Any
 
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType
 
-from tidemark._engine.spec import validate_accumulation_mode
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.panes import PANE_COLUMNS, RETRACTION_COLUMN, AccumulationMode, PanedResult
-from tidemark.triggers.dataflow import DataflowTrigger
 
 __all__ = [
     "check_accumulation_mode",
-    "window_accumulation_mode",
+    "refuse_mode_without_dataflow_trigger",
     "pane_fields",
     "paned_schema",
     "paned_tuple",
@@ -59,11 +59,12 @@ def _names_a_mode(mode: Any) -> bool:
     return isinstance(mode, str) and mode.upper() in AccumulationMode.__members__
 
 
-def window_accumulation_mode(
-    assigner: WindowAssigner, trigger: Any, mode: Any
-) -> AccumulationMode | None:
-    """The accumulation mode a window runs with: ``mode``, or DISCARDING (the default)
-    under a Dataflow trigger; None, no panes, under any other trigger.
+def refuse_mode_without_dataflow_trigger(
+    assigner: WindowAssigner, trigger: Any, mode: AccumulationMode | None
+) -> None:
+    """Refuse an accumulation mode given for a window whose trigger is Flink's (the
+    rest of the mode's rules are the window's spec's,
+    :func:`~tidemark._engine.spec.validate_accumulation_mode`).
 
     Parameters
     ----------
@@ -76,27 +77,20 @@ def window_accumulation_mode(
     Raises
     ------
     WindowSpecError
-        ``mode`` is not an AccumulationMode, or is given for a trigger that is not a
-        Dataflow trigger (Flink's triggers say FIRE or FIRE_AND_PURGE themselves); a
-        Dataflow trigger on processing-time windows.
+        ``mode`` is given: Flink's triggers say FIRE or FIRE_AND_PURGE themselves.
     """
-    check_accumulation_mode(mode)
-    if isinstance(trigger, DataflowTrigger):
-        mode = AccumulationMode.DISCARDING if mode is None else mode
-        validate_accumulation_mode(assigner, trigger, mode)
-        return mode
-    if mode is not None:
-        effective = trigger if trigger is not None else assigner.get_default_trigger()
-        given = "trigger" if trigger is not None else "the assigner's default trigger"
-        raise WindowSpecError(
-            f"`accumulation_mode` applies to Dataflow triggers (tm.AfterWatermark, "
-            f"tm.AfterCount, tm.AfterProcessingTime, tm.Repeatedly, ...); got "
-            f"accumulation_mode={mode.name} with {given} {effective!r}. A Flink trigger "
-            "says it itself: FIRE keeps the window's contents (accumulating), "
-            "FIRE_AND_PURGE drops them (discarding, PurgingTrigger.of(trigger)). Give "
-            "a Dataflow trigger with .trigger(...), or drop .accumulation_mode(...)"
-        )
-    return None
+    if mode is None:
+        return
+    effective = trigger if trigger is not None else assigner.get_default_trigger()
+    given = "trigger" if trigger is not None else "the assigner's default trigger"
+    raise WindowSpecError(
+        f"`accumulation_mode` applies to Dataflow triggers (tm.AfterWatermark, "
+        f"tm.AfterCount, tm.AfterProcessingTime, tm.Repeatedly, ...); got "
+        f"accumulation_mode={mode.name} with {given} {effective!r}. A Flink trigger "
+        "says it itself: FIRE keeps the window's contents (accumulating), "
+        "FIRE_AND_PURGE drops them (discarding, PurgingTrigger.of(trigger)). Give "
+        "a Dataflow trigger with .trigger(...), or drop .accumulation_mode(...)"
+    )
 
 
 def pane_fields(mode: AccumulationMode) -> list[StructField]:

@@ -1,7 +1,10 @@
 """The plan layer: immutable descriptions of a pipeline, apart from the API that builds them.
 
 A pipeline is a chain of plan nodes: a :class:`Source` (a DataFrame read as a stream),
-then :class:`WindowOp` nodes, each naming the node it reads (``upstream``). The user's
+then :class:`WindowOp` nodes, each naming the node it reads (``upstream``) and holding
+the one record of its window's settings (:class:`~tidemark._engine.spec.OperatorSpec`,
+validated once, when the window is defined; Spark's workers build their operator from
+it). The user's
 objects (:mod:`tidemark.spark.api`) hold a node; :mod:`tidemark.spark.execution` decides
 how a node runs. Nodes compare and hash by identity: a node is one operation of one
 pipeline, and the execution layer remembers what it computed for it.
@@ -11,11 +14,11 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from tidemark._engine.create import create_window_operator
-from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
@@ -23,7 +26,7 @@ from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.triggers import Trigger
+from tidemark.triggers import AnyTrigger
 from tidemark.watermarks import WatermarkStrategy
 
 __all__ = [
@@ -33,7 +36,6 @@ __all__ = [
     "SourcePartitions",
     "WindowOp",
     "KeySpec",
-    "OperatorFactory",
     "PlanNode",
     "source_of",
     "fast_paths_enabled",
@@ -107,25 +109,20 @@ class KeySpec:
 
 @dataclass(frozen=True, eq=False)
 class WindowOp:
-    """A window operation on an upstream node. ``function`` and ``output_schema`` are
-    None until the windowed stream is finished with a window function.
+    """A window operation on an upstream node: where it reads (``upstream``, ``key``),
+    what it computes (``spec``, the one record of the window's settings, validated
+    once, when the window was finished) and the Spark schema of its results
+    (``output_schema``; under a Dataflow trigger it ends with the pane columns,
+    :mod:`tidemark.spark.pane_columns`).
 
-    ``accumulation_mode`` is what ``accumulation_mode(...)`` was given until the window
-    is finished; then the mode it runs with: DISCARDING by default under a Dataflow
-    trigger, whose results carry their panes (``output_schema`` then ends with the pane
-    columns, :mod:`tidemark.spark.pane_columns`), None under any other trigger."""
+    The window's settings read through it (``assigner``, ``trigger`` ...) are the
+    spec's. A run ships :meth:`run_spec` to Spark's workers, which build the operator
+    from it (:func:`~tidemark._engine.create.create_window_operator`)."""
 
     upstream: PlanNode
     key: KeySpec | None
-    assigner: WindowAssigner
-    trigger: Trigger | None = None
-    evictor: Evictor | None = None
-    allowed_lateness_ms: int = 0
-    late_tag: OutputTag | None = None
-    function: Any = None
-    window_function: Any = None
-    output_schema: Any = None
-    accumulation_mode: AccumulationMode | None = None
+    spec: OperatorSpec
+    output_schema: Any
 
     @property
     def schema(self) -> Any:
@@ -137,20 +134,63 @@ class WindowOp:
         """The source at the start of the chain."""
         return source_of(self)
 
-    def operator_factory(self) -> OperatorFactory:
-        """A picklable ``() -> WindowOperator`` for Spark's workers (no DataFrames in it)."""
-        return OperatorFactory(
-            self.assigner,
-            self.trigger,
-            self.evictor,
-            self.allowed_lateness_ms,
-            self.late_tag,
-            self.function,
-            self.window_function,
-            fast_paths_enabled(self.source.df.sparkSession),
-            self.accumulation_mode,
-            slice_incremental_enabled(self.source.df.sparkSession),
+    @property
+    def assigner(self) -> WindowAssigner:
+        return self.spec.assigner
+
+    @property
+    def trigger(self) -> AnyTrigger | None:
+        """The trigger as given (None: the assigner's default)."""
+        return self.spec.trigger
+
+    @property
+    def evictor(self) -> Evictor | None:
+        return self.spec.evictor
+
+    @property
+    def allowed_lateness_ms(self) -> int:
+        return self.spec.allowed_lateness_ms
+
+    @property
+    def late_tag(self) -> OutputTag | None:
+        return self.spec.late_data_tag
+
+    @property
+    def function(self) -> Any:
+        """The user's reduce, aggregate or window function, as given."""
+        return self.spec.logic.function
+
+    @property
+    def window_function(self) -> Any:
+        """The window function given beside a reduce or aggregate function, or None."""
+        logic = self.spec.logic
+        return None if logic.keeps_elements else logic.window_function
+
+    @property
+    def accumulation_mode(self) -> AccumulationMode | None:
+        """The mode of a Dataflow trigger's panes (DISCARDING unless given); None under
+        Flink's triggers (no panes)."""
+        return self.spec.accumulation_mode
+
+    def run_spec(
+        self, *, batch_mode: bool = False, record_output_watermarks: bool = False
+    ) -> OperatorSpec:
+        """The spec with the run's options: the session's switches
+        (``spark.tidemark.fastPaths``, ``spark.tidemark.sliceIncremental``), read when
+        the run is planned, and the mode's (``batch_mode`` for BATCH,
+        ``record_output_watermarks`` for a replay). Picklable: no DataFrames in it."""
+        spark = self.source.df.sparkSession
+        return self.spec.with_run_options(
+            batch_mode=batch_mode,
+            record_output_watermarks=record_output_watermarks,
+            fast_paths=fast_paths_enabled(spark),
+            slice_incremental=slice_incremental_enabled(spark),
         )
+
+    def operator_maker(self) -> Callable[[], WindowOperator]:
+        """A picklable ``() -> WindowOperator`` of a streaming run's :meth:`run_spec`
+        (a query makes an operator per key group and micro-batch)."""
+        return partial(create_window_operator, self.run_spec())
 
 
 PlanNode = Source | WindowOp
@@ -161,49 +201,6 @@ def source_of(node: PlanNode) -> Source:
     while isinstance(node, WindowOp):
         node = node.upstream
     return node
-
-
-@dataclass(frozen=True)
-class OperatorFactory:
-    """Builds the engine's window operator of a window operation, on a Spark worker."""
-
-    assigner: WindowAssigner
-    trigger: Trigger | None
-    evictor: Evictor | None
-    allowed_lateness_ms: int
-    late_tag: OutputTag | None
-    function: Any
-    window_function: Any
-    fast_paths: bool = True
-    accumulation_mode: AccumulationMode | None = None  # set: results are PanedResults
-    slice_incremental: bool = False
-    # The spec of each (batch_mode, record_output_watermarks), built once per process:
-    # a streaming query makes an operator per key group and micro-batch.
-    _specs: dict[tuple[bool, bool], OperatorSpec] = field(
-        default_factory=dict, init=False, repr=False, compare=False
-    )
-
-    def __call__(
-        self, *, batch_mode: bool = False, record_output_watermarks: bool = False
-    ) -> WindowOperator:
-        options = (batch_mode, record_output_watermarks)
-        spec = self._specs.get(options)
-        if spec is None:
-            spec = self._specs[options] = OperatorSpec(
-                self.assigner,
-                window_logic(self.function, self.window_function),
-                self.trigger,
-                self.evictor,
-                self.allowed_lateness_ms,
-                self.late_tag,
-                batch_mode=batch_mode,
-                record_output_watermarks=record_output_watermarks,
-                fast_paths=self.fast_paths,
-                accumulation_mode=self.accumulation_mode,
-                pane_results=self.accumulation_mode is not None,
-                slice_incremental=self.slice_incremental,
-            )
-        return create_window_operator(spec)
 
 
 FAST_PATHS_CONF = "spark.tidemark.fastPaths"

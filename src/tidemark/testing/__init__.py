@@ -22,7 +22,7 @@ from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode, PaneInfo
 from tidemark.time import TimeLike, to_millis
-from tidemark.triggers import Trigger
+from tidemark.triggers import AnyTrigger
 
 __all__ = ["WindowOperatorHarness", "Watermark"]
 
@@ -91,7 +91,7 @@ class WindowOperatorHarness:
         function: Any,
         *,
         key_selector: Callable[[Any], Any] | None = None,
-        trigger: Trigger | None = None,
+        trigger: AnyTrigger | None = None,
         evictor: Evictor | None = None,
         allowed_lateness: TimeLike = 0,
         late_data_tag: OutputTag | None = None,
@@ -166,7 +166,7 @@ class WindowOperatorHarness:
         under Flink's triggers), and whether it retracts an earlier result
         (RETRACTING mode)."""
         op = self._operator
-        panes = getattr(op, "output_panes", None)
+        panes = getattr(op.driver, "output_panes", None)
         if panes is None:
             panes = [(PaneInfo.UNKNOWN, False)] * len(op.output)
         return [(v, ts, pane, r) for (v, ts), (pane, r) in zip(op.output, panes)]
@@ -226,7 +226,7 @@ def replay_trace(
     elements: Sequence[tuple[Any, ...]],
     *,
     key_selector: Callable[[Any], Any] | None = None,
-    trigger: Trigger | None = None,
+    trigger: AnyTrigger | None = None,
     evictor: Evictor | None = None,
     out_of_orderness: TimeLike = 0,
     allowed_lateness: TimeLike = 0,

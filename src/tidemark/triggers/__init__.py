@@ -8,9 +8,13 @@ window. Behaviour follows Flink 1.20's built-in triggers, including Java's ``%``
 continuous triggers' alignment. The Dataflow model's triggers (Beam's names, with panes
 and accumulation modes) are in :mod:`tidemark.triggers.dataflow`.
 
+A window takes either kind: :data:`AnyTrigger` names both.
+
 The guide: ``docs/concepts/triggers.md``; a custom trigger, tested in the harness:
 ``docs/testing.md``.
 """
+
+from typing import Any
 
 from tidemark.triggers.base import (
     OnMergeContext,
@@ -43,7 +47,12 @@ from tidemark.triggers.dataflow import (
     Repeatedly,
 )
 
+AnyTrigger = Trigger[Any] | DataflowTrigger
+"""A window's trigger: Flink's (:class:`Trigger`) or the Dataflow model's
+(:class:`DataflowTrigger`)."""
+
 __all__ = [
+    "AnyTrigger",
     "TimeDomain",
     "TriggerResult",
     "TriggerContext",

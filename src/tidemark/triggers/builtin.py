@@ -140,7 +140,7 @@ class ProcessingTimeTrigger(Trigger[Window]):
         return _PROCESSING_TIME
 
 
-def is_plain_processing_time_trigger(trigger: Trigger[Any]) -> bool:
+def is_plain_processing_time_trigger(trigger: object) -> bool:
     """Whether ``trigger`` is a :class:`ProcessingTimeTrigger` that overrides none of its
     callbacks: the engine's processing-time runs operator serves it without calling it."""
     return isinstance(trigger, ProcessingTimeTrigger) and not _overrides_any(
@@ -211,10 +211,10 @@ class PurgingTrigger(Trigger[Window]):
     """Wraps a trigger and turns each of its FIRE into FIRE_AND_PURGE."""
 
     def __init__(self, nested: Trigger[Any]):
-        if not isinstance(nested, Trigger):
-            raise WindowSpecError(f"`nested` must be a Trigger; got {nested!r}")
         if isinstance(nested, DataflowTrigger):
             raise nested.not_nestable()
+        if not isinstance(nested, Trigger):
+            raise WindowSpecError(f"`nested` must be a Trigger; got {nested!r}")
         self.nested = nested
 
     @classmethod

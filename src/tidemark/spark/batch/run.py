@@ -68,7 +68,8 @@ def run_partitioned(
     sort_budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = RunnerConfig(
-        operator=op.operator_factory(),
+        # BATCH: each key's elements come sorted by time, then the watermark jumps to +inf
+        spec=op.run_spec(batch_mode=not frame.replay, record_output_watermarks=frame.replay),
         value_names=frame.value_schema.fieldNames(),
         value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
         key_columns=key_columns,

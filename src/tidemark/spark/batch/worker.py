@@ -34,7 +34,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidemark._engine.create import create_window_operator
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import InputDataError, WindowResultError
 from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
@@ -90,7 +92,7 @@ _FLUSH_ROWS = 10_000
 class RunnerConfig:
     """Everything a task needs, picklable (no DataFrames)."""
 
-    operator: Any  # api.OperatorFactory: () -> WindowOperator
+    spec: OperatorSpec  # the window's one record, with the run's options
     value_names: list[str]
     value_types: list[str]
     key_columns: list[str]
@@ -109,11 +111,7 @@ class RunnerConfig:
     sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
 
     def make_operator(self) -> WindowOperator:
-        # BATCH: each key's elements come sorted by time, then the watermark jumps to +inf
-        op: WindowOperator = self.operator(
-            batch_mode=not self.replay, record_output_watermarks=self.replay
-        )
-        return op
+        return create_window_operator(self.spec)
 
 
 class _Output:
@@ -137,7 +135,7 @@ class _Output:
         # (first result index, first row index, key) of each stretch emitted for one key
         self.key_marks: list[tuple[int, int, Any]] = []
         self.figures = Figures()  # the task's, emitted by stats()
-        late = config.operator.late_tag
+        late = config.spec.late_data_tag
         self.late_tag_id = None if late is None else late.tag_id
 
     def __len__(self) -> int:
@@ -388,8 +386,8 @@ class BatchDriver(PartitionDriver):
     def __init__(self, config: RunnerConfig):
         super().__init__(config)
         # BATCH reads the wall clock only for pipelines that use processing time.
-        self.wall_clock = not config.operator.assigner.is_event_time() or _uses_processing_time(
-            config.operator.trigger
+        self.wall_clock = not config.spec.assigner.is_event_time() or _uses_processing_time(
+            config.spec.trigger
         )
 
     def _feed(
