@@ -1,14 +1,24 @@
 """Event time of a DataFrame's rows as long milliseconds: one rule for every Spark mode.
 
 BATCH, replay, the SQL fast path and streaming all read the timestamp column through
-:func:`timestamp_ms`: integral columns are milliseconds; ``TimestampType`` and
-``TimestampNTZType`` columns are instants (the session's time zone is UTC); strings are
-parsed as Spark timestamps (:data:`ACCEPTED_TIMESTAMP_STRINGS`), an unparseable one
-giving null (reported with the row by the path that meets it). Any other type is a
-:class:`~tidemark.errors.WindowSpecError` when the pipeline is defined.
-:func:`with_assigned_timestamps` applies a ``WatermarkStrategy``'s timestamp assigner
-instead; an integral column in another unit (``from_dataframe``'s ``timestamp_unit``)
-is read by one, :class:`ScaledTimestamp`, which every mode applies the same way.
+:func:`timestamp_ms`, and the result never depends on the session's time zone
+(``spark.sql.session.timeZone``) nor on the Python workers' local zone:
+
+* integral columns are milliseconds since the epoch;
+* ``TimestampType`` (a zoned timestamp) is its instant;
+* ``TimestampNTZType`` (a wall-clock time without zone) and ``DateType`` (midnight) are
+  read as UTC wall clocks, as Spark's own ``window()`` and Flink SQL's ``TIMESTAMP(3)``
+  align them: ``2024-01-01 00:30`` is ``1704069000000`` in every session;
+* strings are parsed as Spark timestamps (:data:`ACCEPTED_TIMESTAMP_STRINGS`): one with
+  a zone or offset is that instant, one without is a UTC wall clock, as an NTZ value; an
+  unparseable one (or a time without a date) gives null, reported with the row by the
+  path that meets it.
+
+Any other type is a :class:`~tidemark.errors.WindowSpecError` when the pipeline is
+defined. :func:`with_assigned_timestamps` applies a ``WatermarkStrategy``'s timestamp
+assigner instead; an integral column in another unit (``from_dataframe``'s
+``timestamp_unit``) is read by one, :class:`ScaledTimestamp`, which every mode applies
+the same way. The rules, as a table: ``docs/concepts/time.md``.
 """
 
 from __future__ import annotations
@@ -18,15 +28,17 @@ from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import LongType, StructField, StructType
 
 from tidemark.errors import InputDataError, TidemarkWarning, WindowSpecError
-from tidemark.spark.codec import arrow_rows_and_columns
+from tidemark.spark.codec import NULL_MICROS, arrow_rows_and_columns
 from tidemark.spark.columns import TS
 from tidemark.time import LONG_MIN, to_datetime
 
 __all__ = [
     "timestamp_ms",
+    "timestamp_micros",
+    "wall_clock_ms",
     "with_assigned_timestamps",
     "ScaledTimestamp",
     "check_timestamp_unit",
@@ -36,7 +48,11 @@ __all__ = [
 ]
 
 _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
-_TIMESTAMPS = ("TimestampType", "TimestampNTZType")
+
+# Spark's string-to-timestamp parser takes a zone only right after the seconds (or their
+# fraction): ``...HH:mm:ss[.SSSSSS]<zone>``, the zone maybe after spaces.
+_ZONED_STRING = r":[0-9]+:[0-9]+(\.[0-9]*)?[\s\p{Cntrl}]*[^0-9.\s\p{Cntrl}]"
+_DAY_MS = 86_400_000
 
 TIMESTAMP_UNITS = ("ms", "s", "us", "ns")
 """The units of an integral event-time column (``from_dataframe``'s ``timestamp_unit``)."""
@@ -45,10 +61,12 @@ _UNIT_NAMES = {"s": "seconds", "us": "microseconds", "ns": "nanoseconds"}
 
 ACCEPTED_TIMESTAMP_STRINGS = (
     "'yyyy-MM-dd HH:mm:ss[.SSSSSS]' or 'yyyy-MM-ddTHH:mm:ss[.SSSSSS]', optionally with a "
-    "zone ('Z', '+01:00', 'Europe/Paris'; none means UTC), or 'yyyy-MM-dd' (midnight UTC)"
+    "zone ('Z', '+01:00', 'Europe/Paris'; none means UTC, whatever the session's time "
+    "zone), or 'yyyy-MM-dd' (midnight UTC)"
 )
 """The timestamp strings an event-time column may hold (Spark's string-to-timestamp
-cast); for any other format, parse the column with ``F.to_timestamp(col, format)``."""
+cast, read independently of the session's time zone); for any other format, parse the
+column with ``F.to_timestamp(col, format)``."""
 
 
 def timestamp_ms(schema: StructType, column: str | None, parameter: str = "timestamp") -> Any:
@@ -63,13 +81,65 @@ def timestamp_ms(schema: StructType, column: str | None, parameter: str = "times
     col = F.col(f"`{column}`")
     if name in _INTEGRAL:
         return col.cast(LongType())
-    if name in _TIMESTAMPS:
-        return F.unix_millis(col.cast(TimestampType()))
+    if name == "TimestampType":
+        return F.unix_millis(col)
+    if name == "TimestampNTZType":
+        return wall_clock_ms(col)
+    if name == "DateType":
+        return F.unix_date(col).cast(LongType()) * _DAY_MS
     if name == "StringType":
-        return F.unix_millis(F.try_to_timestamp(col))
+        return _string_ms(col)
     raise WindowSpecError(
-        f"`{parameter}` column {column!r} must be long milliseconds, a timestamp or a "
-        f"timestamp string; got type {data_type.simpleString()}"
+        f"`{parameter}` column {column!r} must be long milliseconds, a timestamp, a date "
+        f"or a timestamp string; got type {data_type.simpleString()}"
+    )
+
+
+def wall_clock_ms(ntz: Any) -> Any:
+    """The TimestampNTZ Column ``ntz`` read as a UTC wall clock, in long ms (floored)."""
+    return F.floor(_wall_clock_seconds(ntz) * 1000).cast(LongType())
+
+
+def _wall_clock_seconds(ntz: Any) -> Any:
+    """The seconds (a decimal, to the microsecond) from the epoch's wall clock to ``ntz``.
+
+    Spark's casts of an NTZ value to a timestamp, and its interval arithmetic on one, go
+    through the session's time zone (a wall clock in a daylight-saving gap moves by an
+    hour); the difference of two NTZ values, as an interval of seconds, does not.
+    """
+    since_epoch = ntz - F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'")
+    return since_epoch.cast("interval second").cast("decimal(20,6)")
+
+
+def timestamp_micros(schema: StructType, column: str) -> Any:
+    """A timestamp column's values as long microseconds, the form the streaming runner
+    hands its Python workers (:func:`~tidemark.spark.codec.column_values` turns them
+    back into naive UTC ``datetime`` values, as the batch paths' Rows hold them).
+
+    PySpark would hand them as pandas timestamps: in nanoseconds (nothing after 2262,
+    such as a ``9999-12-31`` "valid to") and as wall clocks of the session's time zone
+    (an instant in the hour a daylight-saving change repeats is then ambiguous). Nulls
+    are :data:`~tidemark.spark.codec.NULL_MICROS`: a nullable long column would reach
+    pandas as float64, which rounds microseconds past 2255.
+    """
+    col = F.col(f"`{column}`")
+    if type(schema[column].dataType).__name__ == "TimestampNTZType":
+        micros = (_wall_clock_seconds(col) * 1_000_000).cast(LongType())
+    else:
+        micros = F.unix_micros(col)
+    return F.coalesce(micros, F.lit(NULL_MICROS)).alias(column)
+
+
+def _string_ms(text: Any) -> Any:
+    """A timestamp string Column in long ms: its instant when it names a zone, else its
+    wall clock read as UTC; null when it is no timestamp or a time without a date (which
+    Spark would place on today's date)."""
+    wall_clock = text.try_cast("timestamp_ntz")
+    zoned = F.trim(text).rlike(_ZONED_STRING)
+    return (
+        F.when(wall_clock.isNull(), F.lit(None).cast(LongType()))
+        .when(zoned, F.unix_millis(F.try_to_timestamp(text)))
+        .otherwise(wall_clock_ms(wall_clock))
     )
 
 

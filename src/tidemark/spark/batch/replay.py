@@ -302,11 +302,22 @@ def _fold(
 
 
 def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> Any:
+    """Pass 2: each Arrow batch with ``__tm_wm``; the rows' own columns pass as Spark
+    gave them (through pandas a timestamp would become a wall clock of the session's
+    time zone, ambiguous where daylight saving repeats an hour, and fail after 2262)."""
+
     def stamp(batches: Any) -> Any:
+        import pyarrow as pa
+
         best = prefix.get(_partition_id())
-        for pdf in batches:
-            wms, best = watermarks_before(pdf[TS], best, out_of_orderness_ms)
-            yield pdf.assign(**{WM: wms})
+        for batch in batches:
+            stamps = batch.column(batch.schema.get_field_index(TS))
+            wms, best = watermarks_before(
+                stamps.to_pandas(integer_object_nulls=True), best, out_of_orderness_ms
+            )
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(wms, pa.int64())], names=[*batch.schema.names, WM]
+            )
 
     return stamp
 
@@ -409,7 +420,8 @@ def stamp_replay_watermarks(
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
     recorded = WM in frame.columns
     column = WM if recorded else TS
-    pass_1 = ranged.mapInPandas(
+    read = [F.col(f"`{name}`") for name in dict.fromkeys([ORDER, TS, column, *order_by])]
+    pass_1 = ranged.select(*read).mapInPandas(
         _local_records(column, order_by), "pid int, first long, records binary, fault string"
     )
     rows = [r.asDict() for r in pass_1.collect()]
@@ -418,7 +430,7 @@ def stamp_replay_watermarks(
     if recorded:
         return ranged, sequence, ranged
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
-    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
+    return ranged.mapInArrow(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
 
 
 def _refuse_faults(rows: list[dict[str, Any]], order_by: list[str]) -> None:

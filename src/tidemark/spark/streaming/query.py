@@ -81,7 +81,7 @@ from tidemark.spark.streaming.metrics import observed_chain
 from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME, TIME_MODES, check_time_mode
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.surfacing import TidemarkStreamingQuery
-from tidemark.spark.timestamps import timestamp_ms
+from tidemark.spark.timestamps import timestamp_micros, timestamp_ms
 from tidemark.time import TimeDomain
 
 __all__ = [
@@ -370,15 +370,13 @@ def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
     return list(dict.fromkeys([*key_columns, *value_columns]))
 
 
-def _input_column(df: DataFrame, name: str, is_key: bool, timestamp_ms: Any) -> Any:
-    col = F.col(f"`{name}`")
-    kind = type(df.schema[name].dataType).__name__
-    if is_key or kind not in ("TimestampType", "TimestampNTZType"):
-        return col
-    # An end-of-input marker's timestamp (year 9999) is beyond pandas' nanosecond range,
-    # which PySpark converts timestamps to; the marker's values are never used.
-    is_marker = timestamp_ms.isNotNull() & (timestamp_ms >= F.lit(END_OF_INPUT_MS))
-    return F.when(~is_marker, col).alias(name)
+def _input_column(df: DataFrame, name: str) -> Any:
+    """A processor input column; timestamps as long microseconds
+    (:func:`~tidemark.spark.timestamps.timestamp_micros`: exact, in any session time
+    zone and for any year, where PySpark's pandas timestamps are neither)."""
+    if type(df.schema[name].dataType).__name__ in ("TimestampType", "TimestampNTZType"):
+        return timestamp_micros(df.schema, name)
+    return F.col(f"`{name}`")
 
 
 def _prepare_input(
@@ -391,7 +389,7 @@ def _prepare_input(
 ) -> DataFrame:
     names = _input_names(key_columns, value_columns)
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
-    columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
+    columns = [_input_column(df, c) for c in names]
     prepared = df.select(*columns, timestamp.alias(TS))
     if TimeDomain.EVENT_TIME not in TIME_MODES[time_mode]:
         return prepared
