@@ -20,6 +20,7 @@ from tidemark.spark.timestamps import (
     ScaledTimestamp,
     check_timestamp_unit,
     timestamp_ms,
+    warn_if_assigned_unit_looks_wrong,
     warn_if_unit_looks_wrong,
 )
 from tidemark.watermarks import WatermarkStrategy
@@ -60,12 +61,16 @@ def from_dataframe(
     watermark_strategy : WatermarkStrategy, optional
         Defaults to monotonous timestamps: on a stream or a replay an element for a
         window that already ended is late. Event-time windows on such a source without
-        a strategy give a :class:`~tidemark.errors.TidemarkWarning`.
+        a strategy give a :class:`~tidemark.errors.TidemarkWarning`. A timestamp
+        assigner (used when ``timestamp`` is not given) returns ms; on a bounded
+        DataFrame it is tried on the first rows, with a warning when its values look
+        like another unit.
     processing_time : str, optional
         Replay only: the arrival time (long ms or timestamp) that drives processing time.
     watermark : str, optional
-        Replay only: the watermark in force when each element arrived (long ms), as
-        recorded with the stream; replaces the watermarks of ``watermark_strategy``.
+        Replay only: the watermark in force when each element arrived (long ms or a
+        timestamp, read as ``timestamp`` is), as recorded with the stream; replaces the
+        watermarks of ``watermark_strategy``.
     timestamp_unit : {"ms", "s", "us", "ns"}, optional
         The unit of an integral ``timestamp`` column; the default is ms. Without it, a
         bounded DataFrame's first values are read (one small Spark job) and a
@@ -97,8 +102,11 @@ def from_dataframe(
     _check_columns(df, columns, order)
     timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
     timestamp_ms(df.schema, processing_time, "processing_time")
+    timestamp_ms(df.schema, watermark, "watermark")
     check_timestamp_unit(df.schema, timestamp, timestamp_unit)
     _check_other_units(df, timestamp_unit, processing_time=processing_time, watermark=watermark)
+    if timestamp is None and strategy.timestamp_assigner is not None:
+        warn_if_assigned_unit_looks_wrong(df, strategy.timestamp_assigner)
     if timestamp_unit is None:
         warn_if_unit_looks_wrong(df, timestamp)
     elif timestamp_unit != "ms":

@@ -24,13 +24,15 @@ the same way. The rules, as a table: ``docs/concepts/time.md``.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from tidemark.errors import InputDataError, TidemarkWarning, WindowSpecError
+from tidemark.errors import InputDataError, TidemarkWarning, UserFunctionError, WindowSpecError
 from tidemark.spark.codec import NULL_MICROS, arrow_rows_and_columns
 from tidemark.spark.columns import TS
 from tidemark.time import LONG_MIN, to_datetime
@@ -43,6 +45,7 @@ __all__ = [
     "ScaledTimestamp",
     "check_timestamp_unit",
     "warn_if_unit_looks_wrong",
+    "warn_if_assigned_unit_looks_wrong",
     "TIMESTAMP_UNITS",
     "ACCEPTED_TIMESTAMP_STRINGS",
 ]
@@ -226,6 +229,42 @@ def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
         return
     col = F.col(f"`{column}`")
     values = [r[0] for r in df.select(col).where(col.isNotNull()).limit(8).collect()]
+    _warn_if_one_other_unit(
+        values,
+        f"`timestamp` column {column!r} holds",
+        lambda unit: (
+            f'pass timestamp_unit="{unit}" (or timestamp_unit="ms" to read '
+            "milliseconds and skip this check)"
+        ),
+    )
+
+
+def warn_if_assigned_unit_looks_wrong(df: Any, assigner: Any) -> None:
+    """Warn, as :func:`warn_if_unit_looks_wrong` does for a column, when a
+    ``WatermarkStrategy``'s timestamp assigner returns, for the first rows of bounded
+    ``df``, values that all look like another unit than ms.
+
+    The sample runs the assigner where the pipeline will (one small Spark job, on the
+    Rows the workers hand it). An assigner that fails on them is left for the run to
+    report, with its row, as it reports any failing assigner.
+    """
+    if df.isStreaming:
+        return
+    sample = with_assigned_timestamps(df.limit(8), assigner, failures_as_null=True)
+    values = [r[0] for r in sample.select(TS).collect() if r[0] is not None]
+    _warn_if_one_other_unit(
+        values,
+        f"the WatermarkStrategy's timestamp assigner {assigner!r} returned",
+        lambda unit: f"return milliseconds from it (e.g. {_TO_MS[unit]})",
+    )
+
+
+_TO_MS = {"s": "row.ts * 1000", "us": "row.ts // 1000", "ns": "row.ts // 1_000_000"}
+
+
+def _warn_if_one_other_unit(values: list[int], subject: str, fix: Callable[[str], str]) -> None:
+    """Warn when ``values`` (epoch timestamps meant as ms) all look like one other unit;
+    ``subject`` says where they are from, ``fix(unit)`` what to do."""
     units = {_likely_unit(v) for v in values}
     unit = units.pop() if len(units) == 1 else None
     if unit is None:
@@ -236,26 +275,68 @@ def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
     except OverflowError:
         as_ms = "after the year 9999"
     warnings.warn(
-        f"`timestamp` column {column!r} holds {largest}, which as milliseconds is {as_ms}: "
-        f'it looks like {_UNIT_NAMES[unit]} since the epoch; pass timestamp_unit="{unit}" (or '
-        'timestamp_unit="ms" to read milliseconds and skip this check)',
+        f"{subject} {largest}, which as milliseconds is {as_ms}: it looks like "
+        f"{_UNIT_NAMES[unit]} since the epoch; {fix(unit)}",
         TidemarkWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
-def with_assigned_timestamps(df: Any, assigner: Any) -> Any:
+def with_assigned_timestamps(df: Any, assigner: Any, *, failures_as_null: bool = False) -> Any:
     """``df`` with ``__tm_ts`` from a WatermarkStrategy's timestamp assigner on Rows
     (``assigner(row, record_timestamp)``; a DataFrame row has no record timestamp yet,
-    so Flink's "no timestamp", ``Long.MIN_VALUE``, is passed)."""
+    so Flink's "no timestamp", ``Long.MIN_VALUE``, is passed).
+
+    An assigner that raises, or returns what is no int milliseconds (a ``datetime``, a
+    string), is a :class:`~tidemark.errors.UserFunctionError` naming it and the row;
+    ``failures_as_null`` gives such rows a null instead (a sample of the assigner's
+    values)."""
     names = df.columns
 
     def assign(batches: Any) -> Any:
         for batch in batches:
             rows, _ = arrow_rows_and_columns(batch, names)
-            stamps = pa.array([assigner(row, LONG_MIN) for row in rows], pa.int64())
+            stamps = _assigned(assigner, rows, failures_as_null)
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, stamps], names=[*batch.schema.names, TS]
             )
 
     return df.mapInArrow(assign, StructType(df.schema.fields + [StructField(TS, LongType())]))
+
+
+def _assigned(assigner: Any, rows: list[Any], failures_as_null: bool) -> Any:
+    """The Arrow array of ``assigner``'s timestamps of ``rows``."""
+    values = []
+    for row in rows:
+        try:
+            values.append(assigner(row, LONG_MIN))
+        except Exception as exc:
+            if not failures_as_null:
+                what = f"timestamp assigner {assigner!r} on row {row!r}"
+                raise UserFunctionError(what, cause=exc) from exc
+            values.append(None)
+    try:
+        return pa.array(values, pa.int64())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        if failures_as_null:
+            return pa.array([v if type(v) is int else None for v in values], pa.int64())
+        raise _not_milliseconds(assigner, rows, values) from None
+
+
+def _is_long(value: Any) -> bool:
+    try:
+        pa.array([value], pa.int64())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _not_milliseconds(assigner: Any, rows: list[Any], values: list[Any]) -> UserFunctionError:
+    """The error for the first of ``values`` that is no long."""
+    at = next(i for i, value in enumerate(values) if not _is_long(value))
+    row, value = rows[at], values[at]
+    hint = ": convert it with tidemark.time.from_datetime" if isinstance(value, datetime) else ""
+    return UserFunctionError(
+        f"timestamp assigner {assigner!r} must return int milliseconds since the epoch (a "
+        f"long); got {value!r} ({type(value).__name__}) for row {row!r}{hint}"
+    )

@@ -1,0 +1,191 @@
+"""Time at the edges of what a pipeline can mean: each is the right result or a clear
+refusal, the same in every mode (issue 28).
+
+- processing-time windows (or a processing-time trigger) on a replay without
+  ``processing_time=``: the replay's clock would never move; refused at definition;
+- a timestamp assigner returning epoch seconds: warned from a sample of its values, as
+  a long column in seconds is; one returning no long: an error naming it and the row;
+- a recorded watermark column that is a timestamp: read as the event-time column is.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import warnings
+
+import pytest
+
+import tidemark as tm
+
+pytestmark = pytest.mark.spark
+
+SECOND = tm.Duration.of_seconds(1)
+MINUTE = tm.Duration.of_minutes(1)
+REPLAY_CLOCK = (
+    r"on processing time, but this replay \(`order_by`\) has no `processing_time` column to "
+    r"drive it, so its clock would never move and no such window would fire: pass "
+    r"from_dataframe\(\.\.\., processing_time=<the arrival-time column>\) \(long ms or a "
+    r"timestamp\), or drop `order_by` to run in BATCH, where processing time is the wall clock"
+)
+
+
+def _clicks(spark):
+    rows = [(0, "a", 1, 1_000), (1, "a", 2, 2_000)]
+    return spark.createDataFrame(rows, "o long, k string, v long, ts long")
+
+
+# ---------------------------------------------------------------- a replay's clock
+
+
+@pytest.mark.parametrize(
+    "assigner",
+    [
+        tm.TumblingProcessingTimeWindows.of(SECOND),
+        tm.SlidingProcessingTimeWindows.of(MINUTE, SECOND),
+        tm.ProcessingTimeSessionWindows.with_gap(SECOND),
+    ],
+    ids=["tumbling", "sliding", "sessions"],
+)
+def test_processing_time_windows_on_a_replay_need_its_arrival_times(spark, assigner):
+    stream = tm.from_dataframe(_clicks(spark), "ts", order_by="o").key_by("k")
+    with pytest.raises(tm.WindowSpecError, match=f"^the windows of .* are {REPLAY_CLOCK}$"):
+        stream.window(assigner)
+
+
+def test_a_processing_time_trigger_on_a_replay_needs_its_arrival_times(spark):
+    windowed = (
+        tm.from_dataframe(
+            _clicks(spark),
+            "ts",
+            order_by="o",
+            watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps(),
+        )
+        .key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(MINUTE))
+    )
+    with pytest.raises(tm.WindowSpecError, match=f"^the trigger .* is {REPLAY_CLOCK}$"):
+        windowed.trigger(tm.ContinuousProcessingTimeTrigger.of(SECOND))
+
+
+def test_the_ways_out_run_processing_time_windows(spark):
+    """With arrival times the replay's clock moves (a's window closes at the arrival at
+    5 s); in BATCH processing time is the wall clock and every window fires at the end."""
+    rows = [(0, "a", 1, 1_000), (1, "a", 2, 1_500), (2, "b", 0, 5_000)]
+    df = spark.createDataFrame(rows, "o long, k string, v long, pt long")
+    replay = tm.from_dataframe(df, order_by="o", processing_time="pt")
+    batch = tm.from_dataframe(df)
+    for stream in (replay, batch):
+        windows = stream.key_by("k").window(tm.TumblingProcessingTimeWindows.of(SECOND))
+        result = windows.sum("v")
+        assert [r.v for r in result.to_dataframe().where("k = 'a'").collect()] == [3]
+
+
+# ---------------------------------------------------------------- assigners' units
+
+
+def _seconds(spark):
+    rows = [("a", 1, 1_700_000_000 + i) for i in range(200)]
+    return spark.createDataFrame(rows, "k string, v long, t long")
+
+
+def seconds_of_row(row, record_timestamp):
+    return row.t
+
+
+def datetime_of_row(row, record_timestamp):
+    return row.when
+
+
+SECONDS_WARNING = (
+    r"^the WatermarkStrategy's timestamp assigner <function seconds_of_row at .*> returned "
+    r"1700000007, which as milliseconds is 1970-01-20 16:13:20 UTC: it looks like seconds "
+    r"since the epoch; return milliseconds from it \(e\.g\. row\.ts \* 1000\)$"
+)
+
+
+@pytest.mark.parametrize("order_by", [None, "t"], ids=["batch", "replay"])
+def test_an_assigner_returning_seconds_warns_like_a_column_in_seconds(spark, order_by):
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        seconds_of_row
+    )
+    with pytest.warns(tm.TidemarkWarning, match=SECONDS_WARNING):
+        stream = tm.from_dataframe(_seconds(spark), watermark_strategy=strategy, order_by=order_by)
+    # as the warning says: 200 events in 200 s fall into one 1-minute window in 1970
+    windows = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(MINUTE)).sum("v")
+    assert [r.v for r in windows.to_dataframe().collect()] == [200]
+
+
+def test_an_assigner_returning_milliseconds_does_not_warn(spark):
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        lambda row, ts: row.t * 1000
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tm.TidemarkWarning)
+        stream = tm.from_dataframe(_seconds(spark), watermark_strategy=strategy)
+    windows = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(MINUTE)).sum("v")
+    assert sum(r.v for r in windows.to_dataframe().collect()) == 200
+
+
+def _stamped(spark):
+    when = datetime.datetime(2024, 1, 1, 0, 30)
+    return spark.createDataFrame([("a", 1, when)], "k string, v long, when timestamp")
+
+
+NOT_A_LONG = (
+    r"^timestamp assigner <function datetime_of_row at .*> must return int milliseconds since "
+    r"the epoch \(a long\); got datetime\.datetime\(2024, 1, 1, 0, 30\) \(datetime\) for row "
+    r"Row\(k='a', v=1, when=datetime\.datetime\(2024, 1, 1, 0, 30\)\): convert it with "
+    r"tidemark\.time\.from_datetime"
+)
+
+
+def test_an_assigner_returning_a_datetime_is_a_user_function_error(spark):
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        datetime_of_row
+    )
+    stream = tm.from_dataframe(_stamped(spark), watermark_strategy=strategy)
+    result = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(MINUTE)).sum("v")
+    with pytest.raises(tm.UserFunctionError, match=NOT_A_LONG), tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+
+
+def test_a_streaming_assigner_returning_a_datetime_fails_its_query_so(spark, tmp_path):
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    row = {"k": "a", "v": 1, "when": "2024-01-01T00:30:00Z"}
+    (source_dir / "batch-0.json").write_text(json.dumps(row) + "\n")
+    source = spark.readStream.schema("k string, v long, when timestamp").json(str(source_dir))
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        datetime_of_row
+    )
+    stream = tm.from_dataframe(source, watermark_strategy=strategy)
+    result = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(MINUTE)).sum("v")
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    try:
+        with pytest.raises(tm.UserFunctionError, match=NOT_A_LONG):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+# ---------------------------------------------------------------- recorded watermarks
+
+
+def test_a_recorded_watermark_column_of_timestamps_is_read_as_event_time_is(spark):
+    """A timestamp column of recorded watermarks is its instants in ms (a cast to long
+    would give seconds, and every element would look late)."""
+    utc = datetime.timezone.utc
+    at = [datetime.datetime(2024, 1, 1, 0, 0, s, tzinfo=utc) for s in (0, 5, 20)]
+    rows = [(0, "a", 1, at[0], at[0]), (1, "a", 2, at[1], at[0]), (2, "a", 4, at[2], at[1])]
+    df = spark.createDataFrame(rows, "o long, k string, v long, ts timestamp, wm timestamp")
+    stream = tm.from_dataframe(df, "ts", order_by="o", watermark="wm")
+    result = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(10 * SECOND.millis)).sum("v")
+    assert sorted(r.v for r in result.to_dataframe().collect()) == [3, 4]
+    assert result.num_late_records_dropped() == 0
+
+
+def test_a_recorded_watermark_column_of_another_type_is_refused(spark):
+    df = spark.createDataFrame([(0, "a", 1, 1.5)], "o long, k string, ts long, wm double")
+    with pytest.raises(tm.WindowSpecError, match=r"^`watermark` column 'wm' must be long"):
+        tm.from_dataframe(df, "ts", order_by="o", watermark="wm")
