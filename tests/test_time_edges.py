@@ -189,3 +189,121 @@ def test_a_recorded_watermark_column_of_another_type_is_refused(spark):
     df = spark.createDataFrame([(0, "a", 1, 1.5)], "o long, k string, ts long, wm double")
     with pytest.raises(tm.WindowSpecError, match=r"^`watermark` column 'wm' must be long"):
         tm.from_dataframe(df, "ts", order_by="o", watermark="wm")
+
+
+# ---------------------------------------------------------------- the timestamp range
+
+LONG_MIN, LONG_MAX = tm.LONG_MIN, tm.LONG_MAX
+OUT_OF_RANGE = r"^timestamp {ts}ms is outside what .* can window, which is \[{low}, {high}\] ms: "
+
+
+def _harness(assigner, **kwargs):
+    from tidemark.testing import WindowOperatorHarness
+
+    return WindowOperatorHarness(assigner, lambda a, b: a + b, **kwargs)
+
+
+RANGES = [
+    # assigner, its lowest and highest timestamp: 2**63 = 153722867280912 * 60000 + 55808,
+    # so the first minute after Long.MIN_VALUE starts 55808 ms into the long range
+    (tm.TumblingEventTimeWindows.of(60_000), LONG_MIN + 55_808, LONG_MAX - 55_808),
+    (tm.TumblingEventTimeWindows.of(60_000, 5_000), LONG_MIN + 808, LONG_MAX - 50_808),
+    (tm.SlidingEventTimeWindows.of(60_000, 7_000), LONG_MIN + 55_808, LONG_MAX - 58_808),
+    (tm.SlidingEventTimeWindows.of(60_000, 7_000, -3_000), LONG_MIN + 59_808, LONG_MAX - 54_808),
+    (tm.EventTimeSessionWindows.with_gap(1_000), LONG_MIN, LONG_MAX - 1_000),
+    (tm.GlobalWindows.create(), LONG_MIN, LONG_MAX),
+]
+
+
+@pytest.mark.parametrize("assigner, low, high", RANGES, ids=lambda v: repr(v)[:40])
+def test_each_assigner_states_the_timestamps_its_windows_hold(assigner, low, high):
+    assert assigner.timestamp_range() == (low, high)
+    for ts in (low, high):  # accepted, with windows inside the long range
+        for window in assigner.assign_windows(None, ts, None):
+            assert LONG_MIN <= getattr(window, "start", 0) and getattr(window, "end", 0) <= LONG_MAX
+    if high < LONG_MAX:  # one more, and a window would end past Long.MAX_VALUE
+        assert max(w.end for w in assigner.assign_windows(None, high + 1, None)) > LONG_MAX
+    if low > LONG_MIN:
+        assert min(w.start for w in assigner.assign_windows(None, low - 1, None)) < LONG_MIN
+
+
+@pytest.mark.parametrize("assigner, low, high", RANGES[:5], ids=lambda v: repr(v)[:40])
+def test_the_engine_refuses_an_element_beyond_the_range_and_windows_the_edges(assigner, low, high):
+    for beyond in (low - 1, high + 1):
+        if LONG_MIN <= beyond <= LONG_MAX:
+            pattern = OUT_OF_RANGE.format(ts=beyond, low=low, high=high)
+            with pytest.raises(tm.InputDataError, match=pattern):
+                _harness(assigner).process_element(1, beyond)
+    h = _harness(assigner, allowed_lateness=LONG_MAX)  # cleanup saturates at Long.MAX_VALUE
+    h.process_element(1, low)
+    h.process_element(2, high)
+    h.process_watermark(LONG_MAX)
+    assert sum(value for value, _ in h.output()) >= 3 and h.num_late_records_dropped == 0
+    assert all(LONG_MIN <= ts < LONG_MAX for _, ts in h.output())
+
+
+def test_a_dynamic_gap_past_the_range_is_refused_with_its_element():
+    """The gap is the element's, so the assigner refuses it when asked (and, as any
+    assigner error, it reaches the caller as the assigner's)."""
+    from tidemark.testing import WindowOperatorHarness
+
+    sessions = tm.EventTimeSessionWindows.with_dynamic_gap(lambda value: value)
+    for fast_paths in (True, False):
+        h = WindowOperatorHarness(sessions, lambda a, b: a + b, fast_paths=fast_paths)
+        with pytest.raises(tm.UserFunctionError) as info:
+            h.process_element(1_000, LONG_MAX - 807)
+        cause = info.value.__cause__
+        assert type(cause) is tm.InputDataError
+        assert str(cause).startswith("timestamp 9223372036854775000ms is outside what ")
+        assert "example row: 1000." in str(cause)
+
+
+class Count(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, len(list(elements)))
+
+
+@pytest.mark.parametrize(
+    "order_by, finish",
+    [
+        pytest.param(None, lambda w: w.sum("v"), id="batch-sql"),
+        pytest.param(None, lambda w: w.process(Count(), "k string, v long"), id="batch-engine"),
+        pytest.param("o", lambda w: w.sum("v"), id="replay"),
+    ],
+)
+def test_an_element_whose_window_overflows_is_refused_in_every_bounded_mode(
+    spark, order_by, finish
+):
+    """The issue's case: ``2**63 - 1000`` in 1-minute windows; it was counted nowhere."""
+    rows = [(0, "a", 1, LONG_MAX - 807), (1, "a", 2, 1_000)]
+    df = spark.createDataFrame(rows, "o long, k string, v long, ts long")
+    stream = tm.from_dataframe(df, "ts", timestamp_unit="ms", order_by=order_by)
+    windows = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(MINUTE))
+    pattern = OUT_OF_RANGE.format(
+        ts=LONG_MAX - 807, low=LONG_MIN + 55_808, high=LONG_MAX - 55_808
+    ) + (r"its windows would end after Long\.MAX_VALUE \(9223372036854775807\); example row: ")
+    with pytest.raises(tm.InputDataError, match=pattern), tm.raising_tidemark_errors():
+        finish(windows).to_dataframe().collect()
+
+
+def test_a_stream_refuses_an_element_its_windows_cannot_hold(spark, tmp_path):
+    """A session gap so long that an element of the year 8307 would end its window past
+    Long.MAX_VALUE: the query fails with the element (streaming reads timestamps up to
+    the year 9999; later ones end its input)."""
+    gap = LONG_MAX - 10**14
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    rows = [{"k": "a", "v": 1, "ts": 1_000}, {"k": "a", "v": 2, "ts": 2 * 10**14}]
+    (source_dir / "batch-0.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    source = spark.readStream.schema("k string, v long, ts long").json(str(source_dir))
+    stream = tm.from_dataframe(
+        source, "ts", watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps()
+    )
+    result = stream.key_by("k").window(tm.EventTimeSessionWindows.with_gap(gap)).sum("v")
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    pattern = OUT_OF_RANGE.format(ts=2 * 10**14, low=LONG_MIN, high=10**14)
+    try:
+        with pytest.raises(tm.InputDataError, match=pattern):
+            query.processAllAvailable()
+    finally:
+        query.stop()

@@ -296,7 +296,11 @@ def _fold(
     elif out_of_orderness_ms is None:
         sequence = WatermarkSequence(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     else:
-        wms = np.array(values, dtype=np.int64) - np.int64(out_of_orderness_ms + 1)
+        # never below Long.MIN_VALUE: Flink's bounded out-of-orderness starts its
+        # maximum at Long.MIN_VALUE + out_of_orderness + 1 (int64 would wrap around)
+        floor = np.int64(LONG_MIN + out_of_orderness_ms + 1)
+        records = np.maximum(np.array(values, dtype=np.int64), floor)
+        wms = records - np.int64(out_of_orderness_ms + 1)
         sequence = WatermarkSequence(wms, np.array(positions, dtype=np.int64))
     return prefix, sequence
 

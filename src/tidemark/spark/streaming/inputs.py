@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import EARLY
 from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
@@ -47,6 +48,8 @@ class RowReader:
     def __init__(self, config: ProcessorConfig):
         self._config = config
         self._row_type = row_type_of(config.value_names)
+        self._assigner = config.make_operator().assigner
+        self._bounds = self._assigner.timestamp_range()  # what its windows hold
 
     def split_frames(self, frames: Iterable[pd.DataFrame]) -> KeyRuns:
         """A call's rows split by key, frame after frame."""
@@ -90,6 +93,9 @@ class RowReader:
             )
         if not rows:
             return
+        at = first_out_of_range(timestamps, *self._bounds)
+        if at is not None:
+            raise out_of_range_error(self._assigner, timestamps[at], self._bounds, rows[at])
         order, segments = _key_segments(keys, self._engine_key, phases)
         rows, timestamps = _reorder(rows, order), _reorder(timestamps, order)
         follows = None if follows is None else _reorder(follows, order)
