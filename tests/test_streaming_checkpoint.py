@@ -21,7 +21,10 @@ pytestmark = pytest.mark.spark
 def _windowed(spark, root, assigner, lateness=5):
     df = spark.readStream.schema("k string, v long, ts long").json(str(root / "in"))
     stream = tm.from_dataframe(
-        df, timestamp="ts", watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0)
+        df,
+        timestamp="ts",
+        watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
+        shift_spark_clock=True,  # timestamps from 1 ms: their watermarks need it
     )
     windowed = stream.key_by("k").window(assigner).allowed_lateness(lateness)
     return windowed.side_output_late_data(LATE).sum("v")

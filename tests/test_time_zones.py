@@ -19,6 +19,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from pyspark.sql import functions as F
@@ -195,3 +200,72 @@ def test_the_sql_fast_path_windows_ntz_as_spark_does(spark, zone):
             r.v for r in df.groupBy(F.window("t", "1 hour")).agg(F.sum("v").alias("v")).collect()
         )
     assert got == spark_windows == [1, 2]
+
+
+@pytest.mark.slow
+def test_a_users_session_on_a_machine_outside_utc(tmp_path):
+    """``TZ`` for the driver, the JVM (so the session's zone, from ``getOrCreate()``) and
+    the Python workers (tests/tz_check.py, in a process of its own)."""
+    script = Path(__file__).with_name("tz_check.py")
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "TZ": "America/New_York"}
+    done = subprocess.run(
+        [sys.executable, str(script), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=env,
+    )
+    lines = [x for x in done.stdout.splitlines() if x.startswith("TZ-RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-4000:]
+    assert json.loads(lines[-1].removeprefix("TZ-RESULT ")) == []
+
+
+class LatestAt(tm.ProcessWindowFunction):
+    """``(key, sum of v, the latest of the rows' zoned column)``: a timestamp result."""
+
+    def process(self, key, context, elements):
+        rows = list(elements)
+        yield (key, sum(r.v for r in rows), max(r.at for r in rows))
+
+
+def _chain(stream):
+    hourly = (
+        stream.key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(HOUR))
+        .process(LatestAt(), "k string, v long, at timestamp")
+    )
+    return (
+        hourly.key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(3 * HOUR.millis))
+        .process(Instants(), OUTPUT)
+    )
+
+
+def test_a_chain_hands_a_timestamp_result_on_as_its_instant(spark, tmp_path):
+    """A window's timestamp result column reaches the next window of a streaming chain
+    as the instant it is, as in BATCH (PySpark's pandas would make it New York's)."""
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(HOUR)
+    df = _frame(spark, "zoned", ROWS)
+    with session_zone(spark, "America/New_York"):
+        batch = _chain(tm.from_dataframe(df, "t", watermark_strategy=strategy))
+        want = sorted(tuple(r) for r in batch.to_dataframe().collect())
+        df.coalesce(1).write.parquet(str(tmp_path / "in" / "0"))
+        end = [(9, "_end", 0, END, "2024-01-01 00:00:00")]
+        _frame(spark, "zoned", end).write.parquet(str(tmp_path / "in" / "1"))
+        source = spark.readStream.schema(df.schema).option("maxFilesPerTrigger", 1)
+        stream = tm.from_dataframe(
+            source.parquet(str(tmp_path / "in" / "*")), "t", watermark_strategy=strategy
+        )
+        out = str(tmp_path / "out")
+        query = _chain(stream).write_outputs(
+            {"main": lambda d, b: d.write.mode("append").parquet(out)},
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+        query.awaitTermination(300)
+        got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
+    assert [(k, s, v, list(at)) for k, s, v, at in want] == [
+        ("a", MARCH_10, 7, FALL),
+        ("a", MARCH_10 + 10_800_000, 8, [FALL[1]]),
+    ]
+    assert got == want

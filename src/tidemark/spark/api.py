@@ -44,7 +44,6 @@ from tidemark.spark.plan import (
     PlanNode,
     Source,
     WindowOp,
-    check_replay_clock,
     key_spec,
     source_of,
     warn_default_watermarks,
@@ -224,7 +223,6 @@ class WindowedStream:
         validate_window_spec(
             op.assigner, op.trigger, op.evictor, op.allowed_lateness_ms, op.late_tag
         )
-        check_replay_clock(op.upstream, op.assigner, op.trigger)
         self._op = op
         self._spark = spark
 

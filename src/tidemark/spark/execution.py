@@ -72,7 +72,9 @@ class ExecutionMode(enum.Enum):
 
 
 _combined: weakref.WeakKeyDictionary[WindowOp, Any] = weakref.WeakKeyDictionary()
-_streaming: weakref.WeakKeyDictionary[WindowOp, StreamingWindow] = weakref.WeakKeyDictionary()
+_streaming: weakref.WeakKeyDictionary[WindowOp, dict[int | None, StreamingWindow]] = (
+    weakref.WeakKeyDictionary()
+)
 _elements: weakref.WeakKeyDictionary[PlanNode, ElementFrame] = weakref.WeakKeyDictionary()
 _engine_runs: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # BATCH and REPLAY runs
 _kept: weakref.WeakSet[WindowOp] = weakref.WeakSet()  # persisted, released or not
@@ -123,12 +125,17 @@ def _run(op: WindowOp, spark: Any) -> Any:
     return run_partitioned(op, frame, spark, driver)
 
 
-def streaming_window(op: WindowOp) -> StreamingWindow:
+def streaming_window(op: WindowOp, spark_offset_ms: int | None = None) -> StreamingWindow:
     """The streaming window of ``op`` on a streaming source: its combined frame and the
-    settings its query starts with, built once."""
-    window = _streaming.get(op)
+    settings its query starts with, built once (per clock: ``spark_offset_ms``, a
+    checkpoint's; None: the source's choice, see
+    :func:`~tidemark.spark.streaming.from_plan.run_streaming_window`)."""
+    built = _streaming.get(op)
+    if built is None:
+        built = _streaming[op] = {}
+    window = built.get(spark_offset_ms)
     if window is None:
-        window = _streaming[op] = run_streaming_window(op)
+        window = built[spark_offset_ms] = run_streaming_window(op, spark_offset_ms)
     return window
 
 

@@ -52,7 +52,9 @@ class Source:
     has a timestamp assigner that reads the column in its unit
     (:class:`~tidemark.spark.timestamps.ScaledTimestamp`), which every mode applies.
     ``watermark_strategy_given`` is False when ``strategy`` is the default (monotonous
-    timestamps), not the user's choice.
+    timestamps), not the user's choice. ``shift_spark_clock`` is the user's choice of
+    Spark's event-time clock for a stream (None: the checkpoint's, unshifted at a first
+    start; :mod:`tidemark.spark.streaming.clock`).
     """
 
     df: Any
@@ -63,6 +65,7 @@ class Source:
     watermark: str | None = None
     timestamp_unit: str = "ms"
     watermark_strategy_given: bool = True
+    shift_spark_clock: bool | None = None
 
     @property
     def schema(self) -> Any:
@@ -112,6 +115,9 @@ class WindowOp:
     window_function: Any = None
     output_schema: Any = None
     accumulation_mode: AccumulationMode | None = None
+
+    def __post_init__(self) -> None:
+        check_replay_clock(self.upstream, self.assigner, self.trigger)
 
     @property
     def schema(self) -> Any:
@@ -250,10 +256,12 @@ def check_replay_clock(plan: PlanNode, assigner: WindowAssigner, trigger: Trigge
     source = source_of(plan)
     if not source.replay or source.processing_time is not None:
         return
+    if not isinstance(assigner, WindowAssigner):
+        return  # validate_window_spec names what it is
     uses = None
     if TimeDomain.PROCESSING_TIME in assigner.timer_domains():
         uses = f"the windows of {assigner!r} are"
-    elif trigger is not None and trigger.declares_timer_domains():
+    elif isinstance(trigger, Trigger) and trigger.declares_timer_domains():
         if TimeDomain.PROCESSING_TIME in trigger.timer_domains():
             uses = f"the trigger {trigger!r} is"
     if uses is None:

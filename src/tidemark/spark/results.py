@@ -21,6 +21,7 @@ from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution, metrics
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
+from tidemark.spark.streaming.checkpoint import checkpoint_clock
 from tidemark.spark.streaming.from_plan import chain_output_name
 from tidemark.spark.streaming.query import write_outputs as start_query
 from tidemark.spark.surfacing import raising_tidemark_errors
@@ -185,7 +186,9 @@ def write_outputs(
             "checkpoint='out/_checkpoint'"
         )
     named, schemas = named_sinks(last, sinks)
-    window = execution.streaming_window(last.plan)
+    spark = last.source.df.sparkSession
+    clock = checkpoint_clock(spark, checkpoint, last.source.shift_spark_clock)
+    window = execution.streaming_window(last.plan, clock)
     return start_query(window, named, checkpoint, trigger, schemas=schemas)
 
 

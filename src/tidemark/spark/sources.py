@@ -37,6 +37,7 @@ def from_dataframe(
     processing_time: str | None = None,
     watermark: str | None = None,
     timestamp_unit: str | None = None,
+    shift_spark_clock: bool | None = None,
     spark: Any = None,
 ) -> DataStream:
     """Read a DataFrame as a stream of Rows.
@@ -77,6 +78,17 @@ def from_dataframe(
         :class:`~tidemark.errors.TidemarkWarning` names the unit they look like (epoch
         seconds read as ms make one-minute windows span 16.7 hours); give the unit, even
         "ms", to skip that check. ``processing_time`` and ``watermark`` stay ms.
+    shift_spark_clock : bool, optional
+        Streaming only. A query runs Spark's event-time clock as the engine's, so that
+        Spark's progress (``lastProgress["eventTime"]["watermark"]``) and UI show the
+        real watermark; Spark's watermark starts at 0, though, so an element that would
+        make a watermark at or before the epoch (at or before 1970-01-01 plus the
+        out-of-orderness bound) before the query has a watermark is refused, naming
+        this option. True runs Spark's clock 2**50 ms (~35,700 years) ahead instead:
+        timestamps from about 15,800 BC on, with Spark showing the watermark that far
+        ahead. Chosen when the query first starts and kept with its checkpoint; None
+        (the default) takes the checkpoint's (a checkpoint written before this option
+        existed runs shifted), unshifted at a first start.
 
     Returns
     -------
@@ -90,7 +102,8 @@ def from_dataframe(
         column that does not exist, a timestamp column of another type, replay options
         without ``order_by``, a ``watermark_strategy`` that is not one, or a
         ``timestamp_unit`` that is not one of the four (or given for a column that is
-        not integral, or with integral ``processing_time`` / ``watermark`` columns).
+        not integral, or with integral ``processing_time`` / ``watermark`` columns), or
+        a ``shift_spark_clock`` that is not a bool.
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
@@ -123,8 +136,17 @@ def from_dataframe(
         watermark,
         timestamp_unit=timestamp_unit or "ms",
         watermark_strategy_given=watermark_strategy is not None,
+        shift_spark_clock=_shift(shift_spark_clock),
     )
     return DataStream(source, spark)
+
+
+def _shift(shift_spark_clock: Any) -> bool | None:
+    if shift_spark_clock is None or isinstance(shift_spark_clock, bool):
+        return shift_spark_clock
+    raise WindowSpecError(
+        f"`shift_spark_clock` must be True, False or None; got {shift_spark_clock!r}"
+    )
 
 
 def _check_dataframe(df: Any) -> None:

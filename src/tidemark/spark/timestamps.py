@@ -40,6 +40,7 @@ from tidemark.time import LONG_MIN, to_datetime
 __all__ = [
     "timestamp_ms",
     "timestamp_micros",
+    "processor_column",
     "wall_clock_ms",
     "with_assigned_timestamps",
     "ScaledTimestamp",
@@ -112,6 +113,14 @@ def _wall_clock_seconds(ntz: Any) -> Any:
     """
     since_epoch = ntz - F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'")
     return since_epoch.cast("interval second").cast("decimal(20,6)")
+
+
+def processor_column(df: Any, name: str) -> Any:
+    """A streaming processor's input column ``name`` of ``df``: timestamps as long
+    microseconds (:func:`timestamp_micros`), anything else as it is."""
+    if type(df.schema[name].dataType).__name__ in ("TimestampType", "TimestampNTZType"):
+        return timestamp_micros(df.schema, name)
+    return F.col(f"`{name}`")
 
 
 def timestamp_micros(schema: StructType, column: str) -> Any:

@@ -68,6 +68,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.streaming.keygroups import slot_column
 from tidemark.spark.streaming.modes import EVENT_TIME
+from tidemark.spark.timestamps import processor_column
 
 __all__ = ["UpstreamInput", "check_chain_mode", "prepare_upstream", "upstream_schemas"]
 
@@ -158,7 +159,7 @@ def prepare_upstream(
     key_group = slot_column(key_columns, max_parallelism)
     spread = slot_column([TS, SIDE], max_parallelism)
     return df.select(
-        *[F.col(f"`{c}`") for c in names],
+        *[processor_column(df, c) for c in names],
         # a count row has no timestamp; 0 keeps the column integral for pandas
         F.coalesce(F.col(TS), F.lit(0)).alias(TS),
         F.col(OUTPUT),

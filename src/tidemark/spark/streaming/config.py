@@ -10,6 +10,7 @@ from typing import Any
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS
 from tidemark.spark.streaming.chain import UpstreamInput
+from tidemark.spark.streaming.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.modes import PROCESSING_TIME, TIME_MODES
 from tidemark.time import TimeDomain
 
@@ -64,6 +65,14 @@ class ProcessorConfig:
         (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
     metrics : bool
         Each call emits a ``"__tm_stats"`` row of its figures (:mod:`.metrics`).
+    spark_offset_ms : int
+        How far Spark's event-time clock runs ahead of the engine's (:mod:`.clock`): 0,
+        or :data:`~.clock.SPARK_OFFSET_MS` (the default here, every query's before the
+        offset was chosen per query); kept with the checkpoint.
+    out_of_orderness_ms : int, optional
+        The watermark's out-of-orderness bound (event time): on an unshifted clock an
+        element that would make a watermark at or before the epoch is refused before the
+        query has one.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -83,6 +92,8 @@ class ProcessorConfig:
     feeds_downstream: bool = False
     result_schema: Any = None
     metrics: bool = False
+    spark_offset_ms: int = SPARK_OFFSET_MS
+    out_of_orderness_ms: int | None = None
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []

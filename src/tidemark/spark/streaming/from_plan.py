@@ -21,6 +21,7 @@ from tidemark.spark.columns import (
     with_function_key,
 )
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
+from tidemark.spark.streaming.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.modes import (
     EVENT_AND_PROCESSING_TIME,
@@ -100,24 +101,28 @@ def _no_key(key: tuple[Any, ...]) -> Any:
     return None
 
 
-def run_streaming_window(op: WindowOp) -> StreamingWindow:
+def run_streaming_window(op: WindowOp, spark_offset_ms: int | None = None) -> StreamingWindow:
     """The combined streaming output (results and side outputs) of one window operation.
 
     A window on an earlier window's results runs in the same query: the chain becomes
     one ``transformWithStateInPandas`` per window, each reading the one before in the
     same micro-batch, and the last one's combined frame carries every window's side
-    outputs and dropped counts (see ``docs/streaming.md``).
+    outputs and dropped counts (see ``docs/streaming.md``). Spark's clock runs
+    ``spark_offset_ms`` ahead of the engine's (a checkpoint's, :mod:`.clock`); by
+    default as the source's ``shift_spark_clock`` says.
     """
-    return _window_frame(op, feeds_downstream=False)
+    if spark_offset_ms is None:
+        spark_offset_ms = SPARK_OFFSET_MS if source_of(op).shift_spark_clock else 0
+    return _window_frame(op, feeds_downstream=False, spark_offset_ms=spark_offset_ms)
 
 
-def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
+def _window_frame(op: WindowOp, feeds_downstream: bool, spark_offset_ms: int) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
     earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        earlier = _window_frame(upstream, feeds_downstream=True)
+        earlier = _window_frame(upstream, feeds_downstream=True, spark_offset_ms=spark_offset_ms)
         df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
@@ -151,6 +156,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool) -> StreamingWindow:
         idleness_ms=source.strategy.idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
+        spark_offset_ms=spark_offset_ms,
     )
 
 

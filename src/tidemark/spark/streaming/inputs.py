@@ -22,7 +22,7 @@ import pandas as pd
 from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import EARLY
-from tidemark.spark.streaming.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
+from tidemark.spark.streaming.clock import END_OF_INPUT_MS, check_timestamp, earliest_timestamp
 from tidemark.spark.streaming.config import ProcessorConfig
 
 __all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
@@ -51,13 +51,17 @@ class RowReader:
         self._assigner = config.make_operator().assigner
         self._bounds = self._assigner.timestamp_range()  # what its windows hold
 
-    def split_frames(self, frames: Iterable[pd.DataFrame]) -> KeyRuns:
-        """A call's rows split by key, frame after frame."""
+    def split_frames(self, frames: Iterable[pd.DataFrame], spark_watermark_ms: int) -> KeyRuns:
+        """A call's rows split by key, frame after frame, under Spark's watermark."""
         runs: dict[Any, KeyRun] = {}
         passed: list[tuple[Any, ...]] = []
         forwarded: dict[Any, int] = {}
+        config = self._config
+        earliest = earliest_timestamp(
+            config.spark_offset_ms, config.out_of_orderness_ms, spark_watermark_ms
+        )
         for pdf in frames:
-            self._split(pdf, runs, passed, forwarded)
+            self._split(pdf, runs, passed, forwarded, earliest)
         return runs, passed, forwarded
 
     def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
@@ -71,6 +75,7 @@ class RowReader:
         runs: dict[Any, KeyRun],
         passed: list[tuple[Any, ...]],
         forwarded: dict[Any, int],
+        earliest: int,
     ) -> None:
         config = self._config
         phases: Any
@@ -85,7 +90,7 @@ class RowReader:
         ]
         tuples = zip(*values) if values else repeat((), len(timestamps))
         rows: Any = list(map(tuple.__new__, repeat(self._row_type), tuples))
-        kept = self._kept_rows(timestamps, keys)
+        kept = self._kept_rows(timestamps, keys, earliest)
         if kept is not None:
             keys, timestamps, rows, phases, follows = (
                 None if seq is None else [seq[i] for i in kept]
@@ -111,9 +116,10 @@ class RowReader:
                 if follow is not None:
                     forwarded[key] = max(follow, forwarded.get(key, follow))
 
-    def _kept_rows(self, timestamps: list[Any], keys: list[Any]) -> list[int] | None:
+    def _kept_rows(self, timestamps: list[Any], keys: list[Any], earliest: int) -> list[int] | None:
         """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
-        carry fails, naming its key; an end-of-input marker only moves the watermark."""
+        carry (before ``earliest``) fails, naming its key; an end-of-input marker only
+        moves the watermark."""
         markers = self.end_of_input
         low: Any = None
         high: Any = None
@@ -121,12 +127,12 @@ class RowReader:
             low, high = min(timestamps, default=0), max(timestamps, default=0)
         except TypeError:  # a null timestamp among others
             pass
-        if low is not None and low >= MIN_TIMESTAMP_MS and (markers is None or high < markers):
+        if low is not None and low >= earliest and (markers is None or high < markers):
             return None
         kept = []
         for row, (timestamp, key) in enumerate(zip(timestamps, keys, strict=True)):
-            if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
-                check_timestamp(timestamp, key, self._config.event_time)
+            if timestamp is None or timestamp < earliest:
+                check_timestamp(timestamp, key, self._config.event_time, earliest)
             elif markers is not None and timestamp >= markers:
                 continue
             kept.append(row)

@@ -62,11 +62,17 @@ from tidemark.spark.streaming.chain import (
     prepare_upstream,
     upstream_schemas,
 )
-from tidemark.spark.streaming.checkpoint import check_checkpoint, describe_window, stored_groups
+from tidemark.spark.streaming.checkpoint import (
+    check_checkpoint,
+    check_checkpoint_clock,
+    describe_window,
+    stored_groups,
+)
 from tidemark.spark.streaming.clock import (
-    COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
     END_OF_INPUT_MS,
+    check_spark_offset,
+    column_shift_ms,
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.config import ProcessorConfig
@@ -81,7 +87,7 @@ from tidemark.spark.streaming.metrics import observed_chain
 from tidemark.spark.streaming.modes import EVENT_TIME, PROCESSING_TIME, TIME_MODES, check_time_mode
 from tidemark.spark.streaming.state import STATE_NAME
 from tidemark.spark.surfacing import TidemarkStreamingQuery
-from tidemark.spark.timestamps import timestamp_micros, timestamp_ms
+from tidemark.spark.timestamps import processor_column, timestamp_ms
 from tidemark.time import TimeDomain
 
 __all__ = [
@@ -132,6 +138,9 @@ class StreamingWindow:
         What the state of each window of its chain depends on
         (:func:`~tidemark.spark.streaming.checkpoint.describe_window`): a restart with
         another is refused.
+    spark_offset_ms : int
+        How far Spark's event-time clock runs ahead of the engine's
+        (:mod:`~tidemark.spark.streaming.clock`), kept with the checkpoint.
     """
 
     frame: DataFrame
@@ -143,6 +152,7 @@ class StreamingWindow:
     feeds_downstream: bool = False
     pipeline: tuple[dict[str, str], ...] = ()
     rebuild: Callable[[int], StreamingWindow] | None = None
+    spark_offset_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -177,6 +187,7 @@ def window_stream(
     engine_key: Callable[[tuple], Any] | None = None,
     max_parallelism: int | None = None,
     feeds_downstream: bool = False,
+    spark_offset_ms: int = 0,
 ) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
@@ -226,6 +237,9 @@ def window_stream(
         chain takes its earlier window's.
     feeds_downstream : bool
         A later window of a chain reads the result: add ``__tm_phase``.
+    spark_offset_ms : {0, SPARK_OFFSET_MS}
+        Spark's event-time clock ahead of the engine's (:mod:`.clock`: 0 shows Spark the
+        real watermark); fixed at the first start; a chain's window takes its earlier's.
 
     Returns
     -------
@@ -248,7 +262,8 @@ def window_stream(
     spark = source.sparkSession
     rebuild = _rebuild(arguments, spark)
     if upstream is not None:
-        max_parallelism = upstream.max_parallelism
+        max_parallelism, spark_offset_ms = upstream.max_parallelism, upstream.spark_offset_ms
+    check_spark_offset(spark_offset_ms)
     partitions_cap = state_partitions_cap(spark, max_parallelism)
     if max_parallelism is None:
         max_parallelism = session_max_parallelism(spark)
@@ -257,7 +272,13 @@ def window_stream(
     chained = None
     if upstream is None:
         prepared = _prepare_input(
-            source, key_columns, timestamp_column, value_columns, time_mode, out_of_orderness_ms
+            source,
+            key_columns,
+            timestamp_column,
+            value_columns,
+            time_mode,
+            out_of_orderness_ms,
+            spark_offset_ms,
         )
         prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, max_parallelism))
     else:
@@ -283,11 +304,13 @@ def window_stream(
         feeds_downstream=feeds_downstream,
         result_schema=result_schema,
         metrics=True,
+        spark_offset_ms=spark_offset_ms,
+        out_of_orderness_ms=out_of_orderness_ms,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
     if config.event_time and out_of_orderness_ms is not None:
-        delay = watermark_delay_ms(out_of_orderness_ms)
+        delay = watermark_delay_ms(out_of_orderness_ms, spark_offset_ms)
     schemas = upstream_schemas(upstream)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
@@ -307,6 +330,7 @@ def window_stream(
         feeds_downstream=feeds_downstream,
         pipeline=(*(upstream.pipeline if upstream else ()), described),
         rebuild=rebuild,
+        spark_offset_ms=spark_offset_ms,
     )
 
 
@@ -370,15 +394,6 @@ def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
     return list(dict.fromkeys([*key_columns, *value_columns]))
 
 
-def _input_column(df: DataFrame, name: str) -> Any:
-    """A processor input column; timestamps as long microseconds
-    (:func:`~tidemark.spark.timestamps.timestamp_micros`: exact, in any session time
-    zone and for any year, where PySpark's pandas timestamps are neither)."""
-    if type(df.schema[name].dataType).__name__ in ("TimestampType", "TimestampNTZType"):
-        return timestamp_micros(df.schema, name)
-    return F.col(f"`{name}`")
-
-
 def _prepare_input(
     df: DataFrame,
     key_columns: list[str],
@@ -386,19 +401,22 @@ def _prepare_input(
     value_columns: list[str],
     time_mode: str,
     out_of_orderness_ms: int | None,
+    offset_ms: int,
 ) -> DataFrame:
+    """The processor's input: key and value columns, ``__tm_ts``, and (event time) the
+    watermark on Spark's clock, ``offset_ms`` ahead of the engine's."""
     names = _input_names(key_columns, value_columns)
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
-    columns = [_input_column(df, c) for c in names]
+    columns = [processor_column(df, c) for c in names]
     prepared = df.select(*columns, timestamp.alias(TS))
     if TimeDomain.EVENT_TIME not in TIME_MODES[time_mode]:
         return prepared
     assert out_of_orderness_ms is not None
     ts = F.col(TS)
     end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
-    shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
+    shifted = F.timestamp_millis(ts + F.lit(column_shift_ms(offset_ms)))
     event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
-    delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
+    delay = f"{watermark_delay_ms(out_of_orderness_ms, offset_ms)} milliseconds"
     # The watermark column is dropped right away: Spark still tracks the watermark, and
     # with nothing to filter on it drops no late row before the processor.
     return (
@@ -499,6 +517,7 @@ def write_outputs(
     stored = stored_groups(spark, checkpoint)
     if stored is not None and stored != window.max_parallelism and window.rebuild is not None:
         window = window.rebuild(stored)  # a default number follows the checkpoint's
+    check_checkpoint_clock(spark, checkpoint, window.spark_offset_ms)
     check_checkpoint(spark, checkpoint, window.max_parallelism, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
     writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
