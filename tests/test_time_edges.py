@@ -70,15 +70,17 @@ def test_a_processing_time_trigger_on_a_replay_needs_its_arrival_times(spark):
 
 def test_the_ways_out_run_processing_time_windows(spark):
     """With arrival times the replay's clock moves (a's window closes at the arrival at
-    5 s); in BATCH processing time is the wall clock and every window fires at the end."""
-    rows = [(0, "a", 1, 1_000), (1, "a", 2, 1_500), (2, "b", 0, 5_000)]
+    5 s), and at its end it goes on to +inf, as its watermark does, so b's window fires
+    too; in BATCH processing time is the wall clock and every window fires at the end."""
+    rows = [(0, "a", 1, 1_000), (1, "a", 2, 1_500), (2, "b", 4, 5_000)]
     df = spark.createDataFrame(rows, "o long, k string, v long, pt long")
     replay = tm.from_dataframe(df, order_by="o", processing_time="pt")
     batch = tm.from_dataframe(df)
     for stream in (replay, batch):
         windows = stream.key_by("k").window(tm.TumblingProcessingTimeWindows.of(SECOND))
         result = windows.sum("v")
-        assert [r.v for r in result.to_dataframe().where("k = 'a'").collect()] == [3]
+        assert sorted((r.k, r.v) for r in result.to_dataframe().collect()) == [("a", 3), ("b", 4)]
+        assert result.num_late_records_dropped() == 0
 
 
 # ---------------------------------------------------------------- assigners' units
@@ -307,3 +309,28 @@ def test_a_stream_refuses_an_element_its_windows_cannot_hold(spark, tmp_path):
             query.processAllAvailable()
     finally:
         query.stop()
+
+
+def none_of_row(row, record_timestamp):
+    return None
+
+
+def test_an_assigner_returning_none_is_a_user_function_error(spark):
+    """Flink's assigner returns a long; None is no timestamp (BATCH's SQL fast path, the
+    engine path and a replay say so alike)."""
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(none_of_row)
+    for order_by in (None, "v"):
+        stream = tm.from_dataframe(_stamped(spark), watermark_strategy=strategy, order_by=order_by)
+        windows = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(MINUTE))
+        for result in (windows.sum("v"), windows.process(Count(), "k string, v long")):
+            with pytest.raises(tm.UserFunctionError, match=r"\); got None \(NoneType\) for row"):
+                with tm.raising_tidemark_errors():
+                    result.to_dataframe().collect()
+
+
+def test_a_timestamp_column_and_an_assigner_are_refused_together(spark):
+    strategy = tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(
+        seconds_of_row
+    )
+    with pytest.raises(tm.WindowSpecError, match=r"^event time must come one way: `timestamp`"):
+        tm.from_dataframe(_seconds(spark), "t", watermark_strategy=strategy)

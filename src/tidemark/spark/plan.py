@@ -254,10 +254,10 @@ def check_replay_clock(plan: PlanNode, assigner: WindowAssigner, trigger: Trigge
         Naming the assigner or trigger and the two ways out.
     """
     source = source_of(plan)
-    if not source.replay or source.processing_time is not None:
+    if not isinstance(source, Source) or not source.replay:
         return
-    if not isinstance(assigner, WindowAssigner):
-        return  # validate_window_spec names what it is
+    if source.processing_time is not None or not isinstance(assigner, WindowAssigner):
+        return  # (validate_window_spec names what a non-assigner is)
     uses = None
     if TimeDomain.PROCESSING_TIME in assigner.timer_domains():
         uses = f"the windows of {assigner!r} are"

@@ -100,16 +100,23 @@ def from_dataframe(
     WindowSpecError
         ``df`` is not a Spark DataFrame, a column parameter is not a str or names a
         column that does not exist, a timestamp column of another type, replay options
-        without ``order_by``, a ``watermark_strategy`` that is not one, or a
-        ``timestamp_unit`` that is not one of the four (or given for a column that is
-        not integral, or with integral ``processing_time`` / ``watermark`` columns), or
-        a ``shift_spark_clock`` that is not a bool.
+        without ``order_by``, a ``watermark_strategy`` that is not one (or has a timestamp
+        assigner beside a ``timestamp`` column), or a ``timestamp_unit`` that is not one
+        of the four (or given for a column that is not integral, or with integral
+        ``processing_time`` / ``watermark`` columns), or a ``shift_spark_clock`` that is
+        not a bool.
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
     if not isinstance(strategy, WatermarkStrategy):
         raise WindowSpecError(f"`watermark_strategy` must be a WatermarkStrategy; got {strategy!r}")
+    if timestamp is not None and strategy.timestamp_assigner is not None:
+        raise WindowSpecError(
+            f"event time must come one way: `timestamp` names the column {timestamp!r}, and "
+            f"`watermark_strategy` has a timestamp assigner "
+            f"({strategy.timestamp_assigner!r}); drop one of them"
+        )
     order = _order_columns(order_by)
     columns = {"timestamp": timestamp, "processing_time": processing_time, "watermark": watermark}
     _check_columns(df, columns, order)

@@ -325,14 +325,19 @@ def _assigned(assigner: Any, rows: list[Any], failures_as_null: bool) -> Any:
                 raise UserFunctionError(what, cause=exc) from exc
             values.append(None)
     try:
-        return pa.array(values, pa.int64())
+        stamps = pa.array(values, pa.int64())
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         if failures_as_null:
             return pa.array([v if type(v) is int else None for v in values], pa.int64())
         raise _not_milliseconds(assigner, rows, values) from None
+    if stamps.null_count and not failures_as_null:  # Flink's assigner returns a long
+        raise _not_milliseconds(assigner, rows, values)
+    return stamps
 
 
 def _is_long(value: Any) -> bool:
+    if value is None:
+        return False
     try:
         pa.array([value], pa.int64())
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
