@@ -269,3 +269,23 @@ def test_a_chain_hands_a_timestamp_result_on_as_its_instant(spark, tmp_path):
         ("a", MARCH_10 + 10_800_000, 8, [FALL[1]]),
     ]
     assert got == want
+
+
+@pytest.mark.parametrize("zone", ["America/New_York", "Australia/Lord_Howe"])
+def test_the_watermark_figure_is_the_utc_wall_clock_in_any_session_zone(spark, zone):
+    """tidemark's ``watermark`` figure (docs/watching.md) across daylight-saving changes:
+    New York's gap at 02:30 UTC-wall-clock and both instants of its repeated hour."""
+    from tidemark.spark.metrics import _iso_utc
+
+    values = [MARCH_10 + 9_000_000, *FALL, -1, 253402300799999, 2**62]
+    df = spark.createDataFrame([(v,) for v in values], "ms long")
+    with session_zone(spark, zone):
+        got = [r[0] for r in df.selectExpr(_iso_utc("ms")).collect()]
+    assert got == [
+        "2024-03-10T02:30:00.000Z",
+        "2024-11-03T05:30:00.000Z",
+        "2024-11-03T06:30:00.000Z",
+        "1969-12-31T23:59:59.999Z",
+        "9999-12-31T23:59:59.999Z",
+        "9999-12-31T23:59:59.999Z",  # the end of input and beyond
+    ]
