@@ -56,6 +56,7 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.keygroups import session_max_parallelism
 from tidemark.spark.streaming.state import read_group_rows
 
@@ -150,6 +151,7 @@ def start_tidemark(
         result_to_row=count_sum_row,
         late_tag=None,
         max_parallelism=groups,
+        spark_offset_ms=SPARK_OFFSET_MS,  # events from the epoch on, some before it
     )
     return write_outputs(combined, {"main": sink}, str(checkpoint), {"availableNow": True})
 
