@@ -144,13 +144,16 @@ def _pipeline(stream):
     )
 
 
-def _run(spark, mode, kind, tmp_path):
+def _run(spark, mode, kind, tmp_path, pipeline=None):
+    """The results of ``pipeline`` (default: hourly :class:`Instants`) on the rows in
+    ``mode``, the event time written as ``kind``."""
+    pipeline = pipeline or _pipeline
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(HOUR)
     df = _frame(spark, kind, ROWS)
     if mode != "streaming":
         order = {"order_by": "o"} if mode == "replay" else {}
         stream = tm.from_dataframe(df, "t", watermark_strategy=strategy, **order)
-        return [tuple(r) for r in _pipeline(stream).to_dataframe().collect()]
+        return [tuple(r) for r in pipeline(stream).to_dataframe().collect()]
     df.coalesce(1).write.parquet(str(tmp_path / "in" / "0"))  # one micro-batch
     _frame(spark, kind, [(9, "_end", 0, END, "2024-01-01 00:00:00")]).write.parquet(
         str(tmp_path / "in" / "1")
@@ -160,7 +163,7 @@ def _run(spark, mode, kind, tmp_path):
         source.parquet(str(tmp_path / "in" / "*")), "t", watermark_strategy=strategy
     )
     out = str(tmp_path / "out")
-    query = _pipeline(stream).write_outputs(
+    query = pipeline(stream).write_outputs(
         {"main": lambda d, b: d.write.mode("append").parquet(out)},
         checkpoint=str(tmp_path / "checkpoint"),
         trigger={"availableNow": True},
@@ -244,26 +247,9 @@ def _chain(stream):
 def test_a_chain_hands_a_timestamp_result_on_as_its_instant(spark, tmp_path):
     """A window's timestamp result column reaches the next window of a streaming chain
     as the instant it is, as in BATCH (PySpark's pandas would make it New York's)."""
-    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(HOUR)
-    df = _frame(spark, "zoned", ROWS)
     with session_zone(spark, "America/New_York"):
-        batch = _chain(tm.from_dataframe(df, "t", watermark_strategy=strategy))
-        want = sorted(tuple(r) for r in batch.to_dataframe().collect())
-        df.coalesce(1).write.parquet(str(tmp_path / "in" / "0"))
-        end = [(9, "_end", 0, END, "2024-01-01 00:00:00")]
-        _frame(spark, "zoned", end).write.parquet(str(tmp_path / "in" / "1"))
-        source = spark.readStream.schema(df.schema).option("maxFilesPerTrigger", 1)
-        stream = tm.from_dataframe(
-            source.parquet(str(tmp_path / "in" / "*")), "t", watermark_strategy=strategy
-        )
-        out = str(tmp_path / "out")
-        query = _chain(stream).write_outputs(
-            {"main": lambda d, b: d.write.mode("append").parquet(out)},
-            checkpoint=str(tmp_path / "checkpoint"),
-            trigger={"availableNow": True},
-        )
-        query.awaitTermination(300)
-        got = sorted(tuple(r) for r in spark.read.parquet(out).collect())
+        want = sorted(_run(spark, "batch", "zoned", tmp_path, _chain))
+        got = sorted(_run(spark, "streaming", "zoned", tmp_path, _chain))
     assert [(k, s, v, list(at)) for k, s, v, at in want] == [
         ("a", MARCH_10, 7, FALL),
         ("a", MARCH_10 + 10_800_000, 8, [FALL[1]]),
