@@ -522,7 +522,6 @@ class ReplayDriver(PartitionDriver):
         final = self.config.final_processing_time
         advance_clocks(op, final, last, sequence, self._arrivals())
         op.process_watermark(LONG_MAX)
-        op.advance_processing_time(LONG_MAX)
         self._drain(op, out, key, LONG_MAX, False, sequence)
         op.evict_key(key)
         op.reset_clocks()
