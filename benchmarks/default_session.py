@@ -156,7 +156,10 @@ def stream_runs(spark, root: Path) -> dict[str, tuple[float, float | None]]:
     )
     spark_times = micro_batches(spark_query)
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
-    stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+    # events from the epoch on: their first watermarks need Spark's clock shifted
+    stream = tm.from_dataframe(
+        source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+    )
     result = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(5000)).sum("amount")
     query = result.write_outputs(
         {"main": lambda d, b: d.write.format("noop").mode("overwrite").save()},

@@ -57,6 +57,7 @@ from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import read_group_rows
 
 WINDOW_MS = 10_000
@@ -150,6 +151,7 @@ def start_tidemark(
         result_to_row=count_sum_row,
         late_tag=None,
         max_parallelism=groups,
+        spark_offset_ms=SPARK_OFFSET_MS,  # events from the epoch on, some before it
     )
     return write_outputs(combined, {"main": sink}, str(checkpoint), {"availableNow": True})
 

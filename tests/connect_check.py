@@ -277,6 +277,36 @@ def sql_fast_path(spark: Any) -> list[str]:
     return [] if same else [f"sql fast path: {got['true']} != engine {got['false']}"]
 
 
+def time_zones(spark: Any, workdir: Path) -> list[str]:
+    """A session in New York, daylight-saving changes in the data: every mode gives the
+    windows and instants of the UTC wall clock (tests/test_time_zones.py); a stream of
+    2024 shows Spark the real watermark (tests/test_spark_clock.py)."""
+    import test_time_zones as z
+
+    failures = []
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        for mode in ("batch", "replay", "streaming"):
+            got = z._run(spark, mode, "ntz", workdir / f"zones-{mode}")
+            normalised = sorted((k, s, v, list(at)) for k, s, v, at in got)
+            if normalised != z.EXPECTED:
+                failures.append(f"time zones {mode}: {normalised}")
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    return failures + _real_watermark(spark, workdir / "clock")
+
+
+def _real_watermark(spark: Any, root: Path) -> list[str]:
+    import test_spark_clock as c
+
+    c._write(root / "in", [[("a", 1, c.JAN_2024 + 1_000), ("a", 2, c.JAN_2024 + 70_000)]])
+    query = c._start(spark, root)
+    query.awaitTermination(300)
+    marks = {p["eventTime"].get("watermark") for p in query.recentProgress}
+    want = "2024-01-01T00:01:04.999Z"
+    return [] if want in marks else [f"spark clock: progress shows {marks}, not {want}"]
+
+
 def main(argv: list[str]) -> None:
     workdir = Path(argv[0])
     spark = connect_session()
@@ -286,6 +316,7 @@ def main(argv: list[str]) -> None:
     failures += bounded_once(spark)
     failures += panes(spark, workdir)
     failures += sql_fast_path(spark)
+    failures += time_zones(spark, workdir)
     print("CONNECT-RESULT " + json.dumps(failures))
     spark.stop()
 

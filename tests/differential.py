@@ -529,6 +529,8 @@ def spark_pipeline(scenario: dict[str, Any], df: Any, replay: bool) -> Any:
         order_by="arrival" if replay else None,
         watermark="wm" if replay and ooo is None else None,
         watermark_strategy=strategy,
+        # timestamps from the epoch on: watermarks at or before it need Spark's clock shifted
+        shift_spark_clock=True if df.isStreaming else None,
     )
     assigner = scenario["assigner"]
     keyed = scenario["key"] is not None

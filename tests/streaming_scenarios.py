@@ -50,6 +50,7 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS, window_stream, write_outputs
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.time import LONG_MAX, TimeDomain
 
 # Workers cannot import this module: ship its functions and classes by value.
@@ -378,6 +379,8 @@ def combined_stream(spark: Any, scenario: Scenario, input_dir: Path) -> Any:
         result_to_row=describe_row,
         late_tag=scenario.late_tag,
         idleness_ms=scenario.idleness_ms,
+        # scenarios run from the epoch on: their first watermarks need Spark's clock shifted
+        spark_offset_ms=SPARK_OFFSET_MS,
         **(
             {}
             if scenario.max_parallelism is None

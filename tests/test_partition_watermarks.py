@@ -162,7 +162,9 @@ def _run_stream(spark, tmp_path, per_partition, partitions=PARTITIONS):
     extra = {"partition_column": "partition", "partitions": partitions} if per_partition else {}
     late = tm.OutputTag("late")
     result = (
-        tm.from_dataframe(source, "ts", watermark_strategy=STRATEGY, **extra)
+        tm.from_dataframe(
+            source, "ts", watermark_strategy=STRATEGY, shift_spark_clock=True, **extra
+        )
         .key_by("key")
         .window(tm.TumblingEventTimeWindows.of(WINDOW_MS))
         .side_output_late_data(late)

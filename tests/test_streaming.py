@@ -42,6 +42,7 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import read_group_rows
 
 pytestmark = pytest.mark.spark
@@ -162,6 +163,7 @@ def _window_stream(df, **overrides):
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
         late_tag=None,
+        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
     )
     arguments.update(overrides)
     return window_stream(df, **arguments)

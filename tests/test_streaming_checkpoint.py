@@ -14,6 +14,7 @@ from tidemark.spark.streaming.driver import from_plan
 from tidemark.spark.streaming.driver.checkpoint import (
     PIPELINE_FILE,
     check_checkpoint,
+    check_checkpoint_clock,
     check_checkpoint_groups,
     describe,
     stored_groups,
@@ -26,7 +27,10 @@ pytestmark = pytest.mark.spark
 def _windowed(spark, root, assigner, lateness=5):
     df = spark.readStream.schema("k string, v long, ts long").json(str(root / "in"))
     stream = tm.from_dataframe(
-        df, timestamp="ts", watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0)
+        df,
+        timestamp="ts",
+        watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
+        shift_spark_clock=True,  # timestamps from 1 ms: their watermarks need it
     )
     windowed = stream.key_by("k").window(assigner).allowed_lateness(lateness)
     return windowed.side_output_late_data(LATE).sum("v")
@@ -165,7 +169,8 @@ def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path)
     refused, naming the number to use."""
     (tmp_path / "in").mkdir()
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_groups(spark, checkpoint, 3)  # as a first start with 3 groups
+    check_checkpoint_clock(spark, checkpoint, 0)  # as a first start with 3 groups
+    check_checkpoint_groups(spark, checkpoint, 3)
     assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).key_groups == KeyGroups(3, 3)
     unread = _low_level_window(spark, tmp_path)
     assert unread.key_groups == KeyGroups(8, 2)  # the session's default

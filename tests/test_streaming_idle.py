@@ -31,7 +31,7 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
 from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
-from tidemark.spark.streaming.worker.clock import spark_watermark
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
 from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
@@ -160,6 +160,7 @@ def _window_stream(df: Any, **overrides: Any) -> Any:
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
         late_tag=LATE,
+        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
     )
     arguments.update(overrides)
     return window_stream(df, **arguments)

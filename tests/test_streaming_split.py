@@ -56,7 +56,7 @@ def _config(**changes) -> ProcessorConfig:  # type: ignore[no-untyped-def]
 
 def _split(config: ProcessorConfig, *frames: list[tuple]) -> dict:
     pdfs = [pd.DataFrame(rows, columns=COLUMNS) for rows in frames]
-    runs, passed, forwarded = row_reader(config).split_frames(pdfs)
+    runs, passed, forwarded = row_reader(config).split_frames(pdfs, spark_watermark_ms=0)
     assert passed == [] and forwarded == {}
     return {key: [[tuple(r) for r in run[2]], run[3]] for key, run in runs.items()}
 

@@ -21,7 +21,7 @@ from tidemark.spark.timestamps import timestamp_ms
 pytestmark = pytest.mark.spark
 
 NOON = 1590292800000  # 2020-05-24 04:00:00 UTC
-TYPE_ERROR = "must be long milliseconds, a timestamp or a timestamp string; got type double"
+TYPE_ERROR = "must be long milliseconds, a timestamp, a date or a timestamp string; got type double"
 
 
 @pytest.mark.parametrize(

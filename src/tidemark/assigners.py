@@ -15,7 +15,8 @@ from collections.abc import Callable, Collection, Iterable
 from typing import Any, cast
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.time import TimeDomain, TimeLike, to_millis
+from tidemark.ranges import aligned_timestamp_range, out_of_range_error
+from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain, TimeLike, to_millis
 from tidemark.triggers import (
     EndOfStreamTrigger,
     EventTimeTrigger,
@@ -108,6 +109,17 @@ class WindowAssigner(ABC):
         domain = TimeDomain.EVENT_TIME if self.is_event_time() else TimeDomain.PROCESSING_TIME
         return frozenset((domain,))
 
+    def timestamp_range(self) -> tuple[int, int]:
+        """``(lowest, highest)``: the event timestamps whose windows fit in a long.
+
+        Flink computes windows in Java longs, where a window's end past
+        ``Long.MAX_VALUE`` (or its start before ``Long.MIN_VALUE``) silently wraps
+        around; tidemark refuses an element outside this range, in every mode, with its
+        value (:func:`out_of_range_error`). The default, for windows not placed by event
+        time or an assigner that does not say: every long.
+        """
+        return (LONG_MIN, LONG_MAX)
+
     def aligned_layout(self) -> AlignedLayout | None:
         """The fixed layout of this assigner's windows, when an element at ``ts`` is in
         every window ``[s, s + size)`` with ``s = layout.last_start(ts) - k * slide > ts
@@ -187,6 +199,11 @@ class _Tumbling(WindowAssigner):
         start = get_window_start_with_offset(timestamp, self.offset_ms, self.size_ms)
         return [TimeWindow(start, start + self.size_ms)]
 
+    def timestamp_range(self) -> tuple[int, int]:
+        if not self.is_event_time():
+            return super().timestamp_range()
+        return aligned_timestamp_range(self.size_ms, self.size_ms, self.offset_ms)
+
     def aligned_layout(self) -> AlignedLayout | None:
         if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][0]):
             return None
@@ -257,6 +274,11 @@ class _Sliding(WindowAssigner):
         if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][1]):
             return None
         return AlignedLayout(self.size_ms, self.slide_ms, self.offset_ms)
+
+    def timestamp_range(self) -> tuple[int, int]:
+        if not self.is_event_time():
+            return super().timestamp_range()
+        return aligned_timestamp_range(self.size_ms, self.slide_ms, self.offset_ms)
 
     def _windows(self, timestamp: int) -> list[Window]:
         size, slide = self.size_ms, self.slide_ms
@@ -374,6 +396,9 @@ class EventTimeSessionWindows(_StaticGap):
         ts = _require_timestamp(self, timestamp)
         return [TimeWindow(ts, ts + self.gap_ms)]
 
+    def timestamp_range(self) -> tuple[int, int]:
+        return (LONG_MIN, LONG_MAX - self.gap_ms)
+
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return EventTimeTrigger()
 
@@ -426,7 +451,10 @@ class DynamicEventTimeSessionWindows(_DynamicGap):
         self, element: Any, timestamp: int | None, context: WindowAssignerContext
     ) -> Collection[Window]:
         ts = _require_timestamp(self, timestamp)
-        return [TimeWindow(ts, ts + self._gap(element))]
+        end = ts + self._gap(element)
+        if end > LONG_MAX:
+            raise out_of_range_error(self, ts, (LONG_MIN, LONG_MAX - end + ts), element)
+        return [TimeWindow(ts, end)]
 
     def get_default_trigger(self, env: Any = None) -> Trigger:
         return EventTimeTrigger()

@@ -162,7 +162,7 @@ def from_datetime(moment: datetime.datetime) -> int:
     are floored, as Spark's ``unix_millis`` does).
 
     A naive ``datetime`` is read as UTC: that is how a Spark timestamp column reaches a
-    user's function (tidemark's sessions run in UTC).
+    user's function, in every mode and whatever the session's time zone.
 
     Raises
     ------

@@ -36,6 +36,7 @@ PARTITIONS = 4
 STEP_MS = 100  # users' first clicks are this far apart in each partition
 GAP_MS = 30_000  # the example's session gap
 LATE_CLICKS = 200
+T0 = 1_704_067_200_000  # 2024-01-01T00:00Z: real clicks are after the epoch
 
 
 def _clicks() -> list[tuple[int, dict]]:
@@ -43,7 +44,7 @@ def _clicks() -> list[tuple[int, dict]]:
     minute later (a second session). Each partition's clicks in event-time order."""
     by_partition: dict[int, list[dict]] = {p: [] for p in range(PARTITIONS)}
     for user in range(USERS):
-        base = (user // PARTITIONS) * STEP_MS
+        base = T0 + (user // PARTITIONS) * STEP_MS
         clicks = [(base, "home"), (base + 5_000, "cart")]
         if user % 10 == 0:
             clicks.append((base + 60_000, "buy"))
@@ -59,7 +60,7 @@ def _ts(click: dict) -> int:
 def _expected_sessions() -> Counter:
     sessions: Counter = Counter()
     for user in range(USERS):
-        base = (user // PARTITIONS) * STEP_MS
+        base = T0 + (user // PARTITIONS) * STEP_MS
         sessions[(f"u{user}", base, base + 5_000 + GAP_MS, 2, 2)] += 1
         if user % 10 == 0:
             sessions[(f"u{user}", base + 60_000, base + 60_000 + GAP_MS, 1, 1)] += 1
@@ -83,7 +84,7 @@ def _finish(job: subprocess.Popen) -> None:
 
 def test_driver_killed_mid_stream_restarts_exactly_once(spark, bootstrap, topic, produce, tmp_path):
     name = topic(PARTITIONS)
-    late = [(p, {"user": f"u{u}", "page": "late", "ts": u}) for p in range(PARTITIONS)
+    late = [(p, {"user": f"u{u}", "page": "late", "ts": T0 + u}) for p in range(PARTITIONS)
             for u in range(p, LATE_CLICKS, PARTITIONS)]  # fmt: skip
     produce(name, [*_clicks(), *late, (0, {"user": "_end", "page": "", "ts": END_OF_INPUT_MS})])
     out = tmp_path / "out"
@@ -109,7 +110,7 @@ def test_driver_killed_mid_stream_restarts_exactly_once(spark, bootstrap, topic,
     assert got - expected == Counter(), "duplicated or unexpected sessions"
     assert expected - got == Counter(), "lost sessions"
     late_rows = spark.read.parquet(str(out / "late")).collect()
-    assert sorted(r.ts for r in late_rows) == list(range(LATE_CLICKS))  # each once
+    assert sorted(r.ts - T0 for r in late_rows) == list(range(LATE_CLICKS))  # each once
     dropped = spark.read.parquet(str(out / "dropped")).collect()
     batches = [r.batch_id for r in dropped]
     assert len(batches) == len(set(batches)) >= 4  # one row per micro-batch

@@ -64,6 +64,7 @@ def test_malformed_record_fails_a_streaming_query(spark, bootstrap, topic, produ
             partition_column="partition",
             partitions=2,
             watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(1_000),
+            shift_spark_clock=True,  # timestamps from the epoch on
         )  # fmt: skip
         .key_by("key")
         .window(tm.TumblingEventTimeWindows.of(5_000))

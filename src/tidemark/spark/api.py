@@ -43,6 +43,7 @@ from tidemark.spark.plan import (
     PlanNode,
     Source,
     WindowOp,
+    check_replay_clock,
     key_spec,
     source_of,
     warn_default_watermarks,
@@ -223,6 +224,7 @@ class WindowedStream:
     ):
         # ``window``: OperatorSpec's keywords so far; the spec is made when it is finished
         validate_window_spec(**window)
+        check_replay_clock(upstream, window.get("assigner"), window.get("trigger"))
         self._upstream, self._key, self._spark = upstream, key, spark
         self._mode, self._window = mode, window
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import functools
 from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
@@ -16,6 +17,7 @@ from tidemark.panes import PanedResult
 from tidemark.spark.pane_columns import paned_tuple
 
 __all__ = [
+    "NULL_MICROS",
     "parse_schema",
     "rows_from_pandas",
     "rows_and_columns",
@@ -32,6 +34,15 @@ __all__ = [
 ]
 
 _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
+_TIMESTAMPS = ("TimestampType", "TimestampNTZType")
+
+NULL_MICROS = -(2**63)
+"""A null in a column of timestamps as long microseconds (as the streaming runner hands
+them to its workers, :func:`~tidemark.spark.timestamps.timestamp_micros`): no timestamp
+Spark holds is that far back."""
+
+_EPOCH = datetime.datetime(1970, 1, 1)
+_MICROSECOND = datetime.timedelta(microseconds=1)
 
 
 def parse_schema(schema: Any, spark: Any) -> Any:
@@ -56,7 +67,11 @@ def parse_schema(schema: Any, spark: Any) -> Any:
 
 
 def column_values(series: pd.Series, type_name: str) -> list[Any]:
-    """Python values of one pandas column, as a Spark Row would hold them."""
+    """Python values of one pandas column, as a Spark Row would hold them (a timestamp
+    column given as long microseconds, :data:`NULL_MICROS` for null, as naive UTC
+    ``datetime`` values)."""
+    if type_name in _TIMESTAMPS and series.dtype.kind == "i":
+        return [None if v == NULL_MICROS else _EPOCH + _MICROSECOND * v for v in series.tolist()]
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         return [None if pd.isna(v) else v.to_pydatetime() for v in series]
     values = series.tolist()
@@ -140,7 +155,7 @@ def _positional(value: Iterable[Any], names: Sequence[str]) -> tuple[Any, ...]:
 
 def arrow_column(batch: Any, name: str) -> list[Any]:
     """Python values of one column of a pyarrow RecordBatch, as a Spark Row holds them
-    (timestamps naive, in the session's UTC)."""
+    (timestamps as naive UTC ``datetime`` values, whatever the session's time zone)."""
     import pyarrow as pa
 
     column = batch.column(batch.schema.get_field_index(name))

@@ -59,7 +59,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from tidemark.errors import InputDataError
-from tidemark.spark.codec import result_tuple, rows_from_pandas
+from tidemark.spark.codec import arrow_column, arrow_rows_and_columns, result_tuple
 
 __all__ = [
     "OUTPUT",
@@ -230,21 +230,27 @@ def function_key(function: Any, row: Any) -> bytes:
 def with_function_key(df: Any, names: list[str], function: Any, combined: bool = False) -> Any:
     """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
     encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming).
-    ``combined``: ``df`` is a combined frame; only its results get a key (others null)."""
-    types = [type(df.schema[n].dataType).__name__ for n in names]
+    ``combined``: ``df`` is a combined frame; only its results get a key (others null).
+
+    The function sees the Rows every other function sees (from Arrow: a timestamp as a
+    naive UTC ``datetime``, in any session time zone)."""
 
     def add_key(batches: Any) -> Any:
-        for pdf in batches:
-            rows = rows_from_pandas(pdf, names, types)
-            if not combined:
-                yield pdf.assign(**{KEY: [function_key(function, row) for row in rows]})
-                continue
-            results = (pdf[OUTPUT] == MAIN).tolist()
-            keys = [function_key(function, r) if on else None for r, on in zip(rows, results)]
-            yield pdf.assign(**{KEY: pd.Series(keys, dtype=object)})
+        import pyarrow as pa
+
+        for batch in batches:
+            rows, _ = arrow_rows_and_columns(batch, names)
+            if combined:
+                results = [output == MAIN for output in arrow_column(batch, OUTPUT)]
+                keys = [function_key(function, r) if on else None for r, on in zip(rows, results)]
+            else:
+                keys = [function_key(function, row) for row in rows]
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(keys, pa.binary())], names=[*batch.schema.names, KEY]
+            )
 
     schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), combined)])
-    return df.mapInPandas(add_key, schema)
+    return df.mapInArrow(add_key, schema)
 
 
 def main_output(combined: Any, output_schema: StructType) -> Any:

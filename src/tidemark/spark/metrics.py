@@ -126,12 +126,17 @@ def figure_columns(output: str = STATS_OUTPUT) -> list[Any]:
 def _iso_utc(ms: str) -> str:
     """``ms`` as Spark's progress writes its own times: ISO 8601 in UTC, to the
     millisecond (``2020-05-24T04:00:06.999Z``); at most the end of input; null stays
-    null. (A timestamp column would reach the progress as text in the session's time
-    zone, to the second.)"""
-    instant = f"timestamp_millis(least({ms}, {END_OF_INPUT_TIMESTAMP_MS}L))"
-    utc = f"to_utc_timestamp({instant}, current_timezone())"
-    pattern = _sql_string("yyyy-MM-dd'T'HH:mm:ss.SSS'Z'")
-    return f"CASE WHEN {ms} IS NOT NULL THEN date_format({utc}, {pattern}) END"
+    null. Built from the day and the milliseconds into it, since Spark formats a
+    timestamp in the session's time zone, where a UTC wall clock in a daylight-saving
+    gap (New York's 2024-03-10 02:30) would move an hour."""
+    capped = f"least({ms}, {END_OF_INPUT_TIMESTAMP_MS}L)"
+    into_day = f"pmod({capped}, 86400000)"
+    day = f"date_from_unix_date(cast(({capped} - {into_day}) div 86400000 AS INT))"
+    clock = (
+        f"format_string('%02d:%02d:%02d.%03d', {into_day} div 3600000, "
+        f"{into_day} div 60000 % 60, {into_day} div 1000 % 60, {into_day} % 1000)"
+    )
+    return f"CASE WHEN {ms} IS NOT NULL THEN concat(cast({day} AS STRING), 'T', {clock}, 'Z') END"
 
 
 def observed(frame: Any, name: str = OBSERVATION, output: str = STATS_OUTPUT) -> Any:

@@ -26,12 +26,14 @@ from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
+from tidemark.time import TimeDomain
 from tidemark.triggers import AnyTrigger
 from tidemark.watermarks import WatermarkStrategy
 
 __all__ = [
     "key_spec",
     "warn_default_watermarks",
+    "check_replay_clock",
     "Source",
     "SourcePartitions",
     "WindowOp",
@@ -68,6 +70,9 @@ class Source:
     ``watermark_strategy_given`` is False when ``strategy`` is the default (monotonous
     timestamps), not the user's choice. ``partitions`` says which column holds a row's
     source partition, for per-partition watermarks (:mod:`tidemark.spark.partitions`).
+    ``shift_spark_clock`` is the user's choice of Spark's event-time clock for a stream
+    (None: the checkpoint's, unshifted at a first start;
+    :mod:`tidemark.spark.streaming.worker.clock`).
     """
 
     df: Any
@@ -79,6 +84,7 @@ class Source:
     timestamp_unit: str = "ms"
     watermark_strategy_given: bool = True
     partitions: SourcePartitions | None = None
+    shift_spark_clock: bool | None = None
 
     @property
     def schema(self) -> Any:
@@ -242,6 +248,43 @@ def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
         "for_bounded_out_of_orderness(...) (or for_monotonous_timestamps() to keep this)",
         TidemarkWarning,
         stacklevel=3,
+    )
+
+
+def check_replay_clock(
+    plan: PlanNode, assigner: WindowAssigner, trigger: AnyTrigger | None
+) -> None:
+    """Refuse processing time on a replay that has no arrival times to drive it.
+
+    A replay's processing time is its ``processing_time`` column; without one the clock
+    never moves, so processing-time windows (or a trigger on processing time) would keep
+    every element and fire nothing. A custom trigger that does not declare its domains
+    (``Trigger.declares_timer_domains``) is taken to use the windows' clock.
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the assigner or trigger and the two ways out.
+    """
+    source = source_of(plan)
+    if not isinstance(source, Source) or not source.replay:
+        return
+    if source.processing_time is not None or not isinstance(assigner, WindowAssigner):
+        return  # (validate_window_spec names what a non-assigner is)
+    uses = None
+    if TimeDomain.PROCESSING_TIME in assigner.timer_domains():
+        uses = f"the windows of {assigner!r} are"
+    elif trigger is not None and trigger.declares_timer_domains():
+        if TimeDomain.PROCESSING_TIME in trigger.timer_domains():
+            uses = f"the trigger {trigger!r} is"
+    if uses is None:
+        return
+    raise WindowSpecError(
+        f"{uses} on processing time, but this replay (`order_by`) has no `processing_time` "
+        "column to drive it, so its clock would never move and no such window would fire: "
+        "pass from_dataframe(..., processing_time=<the arrival-time column>) (long ms or a "
+        "timestamp), or drop `order_by` to run in BATCH, where processing time is the wall "
+        "clock"
     )
 
 

@@ -21,6 +21,7 @@ from tidemark.spark.timestamps import (
     ScaledTimestamp,
     check_timestamp_unit,
     timestamp_ms,
+    warn_if_assigned_unit_looks_wrong,
     warn_if_unit_looks_wrong,
 )
 from tidemark.watermarks import WatermarkStrategy
@@ -39,6 +40,7 @@ def from_dataframe(
     timestamp_unit: str | None = None,
     partition_column: str | None = None,
     partitions: int | list[Any] | None = None,
+    shift_spark_clock: bool | None = None,
     spark: Any = None,
 ) -> DataStream:
     """Read a DataFrame as a stream of Rows.
@@ -63,12 +65,16 @@ def from_dataframe(
     watermark_strategy : WatermarkStrategy, optional
         Defaults to monotonous timestamps: on a stream or a replay an element for a
         window that already ended is late. Event-time windows on such a source without
-        a strategy give a :class:`~tidemark.errors.TidemarkWarning`.
+        a strategy give a :class:`~tidemark.errors.TidemarkWarning`. A timestamp
+        assigner (used when ``timestamp`` is not given) returns ms; on a bounded
+        DataFrame it is tried on the first rows, with a warning when its values look
+        like another unit.
     processing_time : str, optional
         Replay only: the arrival time (long ms or timestamp) that drives processing time.
     watermark : str, optional
-        Replay only: the watermark in force when each element arrived (long ms), as
-        recorded with the stream; replaces the watermarks of ``watermark_strategy``.
+        Replay only: the watermark in force when each element arrived (long ms or a
+        timestamp, read as ``timestamp`` is), as recorded with the stream; replaces the
+        watermarks of ``watermark_strategy``.
     timestamp_unit : {"ms", "s", "us", "ns"}, optional
         The unit of an integral ``timestamp`` column; the default is ms. Without it, a
         bounded DataFrame's first values are read (one small Spark job) and a
@@ -85,6 +91,17 @@ def from_dataframe(
         The partitions there are: a number ``n`` (values ``0 .. n-1``, Kafka's) or the
         list of values. Required on a stream; a replay takes the values its rows hold. A
         row of another partition is an :class:`~tidemark.errors.InputDataError`.
+    shift_spark_clock : bool, optional
+        Streaming only. A query runs Spark's event-time clock as the engine's, so that
+        Spark's progress (``lastProgress["eventTime"]["watermark"]``) and UI show the
+        real watermark; Spark's watermark starts at 0, though, so an element that would
+        make a watermark at or before the epoch (at or before 1970-01-01 plus the
+        out-of-orderness bound) before the query has a watermark is refused, naming
+        this option. True runs Spark's clock 2**50 ms (~35,700 years) ahead instead:
+        timestamps from about 15,800 BC on, with Spark showing the watermark that far
+        ahead. Chosen when the query first starts and kept with its checkpoint; None
+        (the default) takes the checkpoint's (a checkpoint written before this option
+        existed runs shifted), unshifted at a first start.
 
     Returns
     -------
@@ -96,23 +113,33 @@ def from_dataframe(
     WindowSpecError
         ``df`` is not a Spark DataFrame, a column parameter is not a str or names a
         column that does not exist, a timestamp column of another type, replay options
-        without ``order_by``, a ``watermark_strategy`` that is not one, or a
-        ``timestamp_unit`` that is not one of the four (or given for a column that is
-        not integral, or with integral ``processing_time`` / ``watermark`` columns);
-        ``partitions`` without ``partition_column``, or missing on a stream.
+        without ``order_by``, a ``watermark_strategy`` that is not one (or has a timestamp
+        assigner beside a ``timestamp`` column), or a ``timestamp_unit`` that is not one
+        of the four (or given for a column that is not integral, or with integral
+        ``processing_time`` / ``watermark`` columns), or a ``shift_spark_clock`` that is
+        not a bool; ``partitions`` without ``partition_column``, or missing on a stream.
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
     if not isinstance(strategy, WatermarkStrategy):
         raise WindowSpecError(f"`watermark_strategy` must be a WatermarkStrategy; got {strategy!r}")
+    if timestamp is not None and strategy.timestamp_assigner is not None:
+        raise WindowSpecError(
+            f"event time must come one way: `timestamp` names the column {timestamp!r}, and "
+            f"`watermark_strategy` has a timestamp assigner "
+            f"({strategy.timestamp_assigner!r}); drop one of them"
+        )
     order = _order_columns(order_by)
     columns = {"timestamp": timestamp, "processing_time": processing_time, "watermark": watermark}
     _check_columns(df, columns, order)
     timestamp_ms(df.schema, timestamp)  # the type is checked now, the same in every mode
     timestamp_ms(df.schema, processing_time, "processing_time")
+    timestamp_ms(df.schema, watermark, "watermark")
     check_timestamp_unit(df.schema, timestamp, timestamp_unit)
     _check_other_units(df, timestamp_unit, processing_time=processing_time, watermark=watermark)
+    if timestamp is None and strategy.timestamp_assigner is not None:
+        warn_if_assigned_unit_looks_wrong(df, strategy.timestamp_assigner)
     by_partition = source_partitions(df, partition_column, partitions, streaming=df.isStreaming)
     if by_partition is not None and watermark is not None:
         raise WindowSpecError(
@@ -141,8 +168,17 @@ def from_dataframe(
         timestamp_unit=timestamp_unit or "ms",
         watermark_strategy_given=watermark_strategy is not None,
         partitions=by_partition,
+        shift_spark_clock=_shift(shift_spark_clock),
     )
     return DataStream(source, spark)
+
+
+def _shift(shift_spark_clock: Any) -> bool | None:
+    if shift_spark_clock is None or isinstance(shift_spark_clock, bool):
+        return shift_spark_clock
+    raise WindowSpecError(
+        f"`shift_spark_clock` must be True, False or None; got {shift_spark_clock!r}"
+    )
 
 
 def _check_dataframe(df: Any) -> None:

@@ -1,42 +1,62 @@
 """Event time of a DataFrame's rows as long milliseconds: one rule for every Spark mode.
 
 BATCH, replay, the SQL fast path and streaming all read the timestamp column through
-:func:`timestamp_ms`: integral columns are milliseconds; ``TimestampType`` and
-``TimestampNTZType`` columns are instants (the session's time zone is UTC); strings are
-parsed as Spark timestamps (:data:`ACCEPTED_TIMESTAMP_STRINGS`), an unparseable one
-giving null (reported with the row by the path that meets it). Any other type is a
-:class:`~tidemark.errors.WindowSpecError` when the pipeline is defined.
-:func:`with_assigned_timestamps` applies a ``WatermarkStrategy``'s timestamp assigner
-instead; an integral column in another unit (``from_dataframe``'s ``timestamp_unit``)
-is read by one, :class:`ScaledTimestamp`, which every mode applies the same way.
+:func:`timestamp_ms`, and the result never depends on the session's time zone
+(``spark.sql.session.timeZone``) nor on the Python workers' local zone:
+
+* integral columns are milliseconds since the epoch;
+* ``TimestampType`` (a zoned timestamp) is its instant;
+* ``TimestampNTZType`` (a wall-clock time without zone) and ``DateType`` (midnight) are
+  read as UTC wall clocks, as Spark's own ``window()`` and Flink SQL's ``TIMESTAMP(3)``
+  align them: ``2024-01-01 00:30`` is ``1704069000000`` in every session;
+* strings are parsed as Spark timestamps (:data:`ACCEPTED_TIMESTAMP_STRINGS`): one with
+  a zone or offset is that instant, one without is a UTC wall clock, as an NTZ value; an
+  unparseable one (or a time without a date) gives null, reported with the row by the
+  path that meets it.
+
+Any other type is a :class:`~tidemark.errors.WindowSpecError` when the pipeline is
+defined. :func:`with_assigned_timestamps` applies a ``WatermarkStrategy``'s timestamp
+assigner instead; an integral column in another unit (``from_dataframe``'s
+``timestamp_unit``) is read by one, :class:`ScaledTimestamp`, which every mode applies
+the same way. The rules, as a table: ``docs/concepts/time.md``.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, StructField, StructType, TimestampType
+from pyspark.sql.types import LongType, StructField, StructType
 
-from tidemark.errors import InputDataError, TidemarkWarning, WindowSpecError
-from tidemark.spark.codec import arrow_rows_and_columns
+from tidemark.errors import InputDataError, TidemarkWarning, UserFunctionError, WindowSpecError
+from tidemark.spark.codec import NULL_MICROS, arrow_rows_and_columns
 from tidemark.spark.columns import TS
 from tidemark.time import LONG_MIN, to_datetime
 
 __all__ = [
     "timestamp_ms",
+    "timestamp_micros",
+    "processor_column",
+    "wall_clock_ms",
     "with_assigned_timestamps",
     "ScaledTimestamp",
     "check_timestamp_unit",
     "warn_if_unit_looks_wrong",
+    "warn_if_assigned_unit_looks_wrong",
     "TIMESTAMP_UNITS",
     "ACCEPTED_TIMESTAMP_STRINGS",
 ]
 
 _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
-_TIMESTAMPS = ("TimestampType", "TimestampNTZType")
+
+# Spark's string-to-timestamp parser takes a zone only right after the seconds (or their
+# fraction): ``...HH:mm:ss[.SSSSSS]<zone>``, the zone maybe after spaces.
+_ZONED_STRING = r":[0-9]+:[0-9]+(\.[0-9]*)?[\s\p{Cntrl}]*[^0-9.\s\p{Cntrl}]"
+_DAY_MS = 86_400_000
 
 TIMESTAMP_UNITS = ("ms", "s", "us", "ns")
 """The units of an integral event-time column (``from_dataframe``'s ``timestamp_unit``)."""
@@ -45,10 +65,12 @@ _UNIT_NAMES = {"s": "seconds", "us": "microseconds", "ns": "nanoseconds"}
 
 ACCEPTED_TIMESTAMP_STRINGS = (
     "'yyyy-MM-dd HH:mm:ss[.SSSSSS]' or 'yyyy-MM-ddTHH:mm:ss[.SSSSSS]', optionally with a "
-    "zone ('Z', '+01:00', 'Europe/Paris'; none means UTC), or 'yyyy-MM-dd' (midnight UTC)"
+    "zone ('Z', '+01:00', 'Europe/Paris'; none means UTC, whatever the session's time "
+    "zone), or 'yyyy-MM-dd' (midnight UTC)"
 )
 """The timestamp strings an event-time column may hold (Spark's string-to-timestamp
-cast); for any other format, parse the column with ``F.to_timestamp(col, format)``."""
+cast, read independently of the session's time zone); for any other format, parse the
+column with ``F.to_timestamp(col, format)``."""
 
 
 def timestamp_ms(schema: StructType, column: str | None, parameter: str = "timestamp") -> Any:
@@ -63,13 +85,73 @@ def timestamp_ms(schema: StructType, column: str | None, parameter: str = "times
     col = F.col(f"`{column}`")
     if name in _INTEGRAL:
         return col.cast(LongType())
-    if name in _TIMESTAMPS:
-        return F.unix_millis(col.cast(TimestampType()))
+    if name == "TimestampType":
+        return F.unix_millis(col)
+    if name == "TimestampNTZType":
+        return wall_clock_ms(col)
+    if name == "DateType":
+        return F.unix_date(col).cast(LongType()) * _DAY_MS
     if name == "StringType":
-        return F.unix_millis(F.try_to_timestamp(col))
+        return _string_ms(col)
     raise WindowSpecError(
-        f"`{parameter}` column {column!r} must be long milliseconds, a timestamp or a "
-        f"timestamp string; got type {data_type.simpleString()}"
+        f"`{parameter}` column {column!r} must be long milliseconds, a timestamp, a date "
+        f"or a timestamp string; got type {data_type.simpleString()}"
+    )
+
+
+def wall_clock_ms(ntz: Any) -> Any:
+    """The TimestampNTZ Column ``ntz`` read as a UTC wall clock, in long ms (floored)."""
+    return F.floor(_wall_clock_seconds(ntz) * 1000).cast(LongType())
+
+
+def _wall_clock_seconds(ntz: Any) -> Any:
+    """The seconds (a decimal, to the microsecond) from the epoch's wall clock to ``ntz``.
+
+    Spark's casts of an NTZ value to a timestamp, and its interval arithmetic on one, go
+    through the session's time zone (a wall clock in a daylight-saving gap moves by an
+    hour); the difference of two NTZ values, as an interval of seconds, does not.
+    """
+    since_epoch = ntz - F.expr("TIMESTAMP_NTZ'1970-01-01 00:00:00'")
+    return since_epoch.cast("interval second").cast("decimal(20,6)")
+
+
+def processor_column(df: Any, name: str) -> Any:
+    """A streaming processor's input column ``name`` of ``df``: timestamps as long
+    microseconds (:func:`timestamp_micros`), anything else as it is."""
+    if type(df.schema[name].dataType).__name__ in ("TimestampType", "TimestampNTZType"):
+        return timestamp_micros(df.schema, name)
+    return F.col(f"`{name}`")
+
+
+def timestamp_micros(schema: StructType, column: str) -> Any:
+    """A timestamp column's values as long microseconds, the form the streaming runner
+    hands its Python workers (:func:`~tidemark.spark.codec.column_values` turns them
+    back into naive UTC ``datetime`` values, as the batch paths' Rows hold them).
+
+    PySpark would hand them as pandas timestamps: in nanoseconds (nothing after 2262,
+    such as a ``9999-12-31`` "valid to") and as wall clocks of the session's time zone
+    (an instant in the hour a daylight-saving change repeats is then ambiguous). Nulls
+    are :data:`~tidemark.spark.codec.NULL_MICROS`: a nullable long column would reach
+    pandas as float64, which rounds microseconds past 2255.
+    """
+    col = F.col(f"`{column}`")
+    if type(schema[column].dataType).__name__ == "TimestampNTZType":
+        micros = (_wall_clock_seconds(col) * 1_000_000).cast(LongType())
+    else:
+        micros = F.unix_micros(col)
+    return F.coalesce(micros, F.lit(NULL_MICROS)).alias(column)
+
+
+def _string_ms(text: Any) -> Any:
+    """A timestamp string Column in long ms: its instant when it names a zone, else its
+    wall clock read as UTC; null when it is no timestamp or a time without a date (which
+    Spark would place on today's date)."""
+    wall_clock = text.try_cast("timestamp_ntz")
+    zoned = F.trim(text).rlike(_ZONED_STRING)
+    return (
+        F.when(wall_clock.isNull(), F.lit(None).cast(LongType()))
+        .when(zoned, F.unix_millis(F.try_to_timestamp(text)))
+        .otherwise(wall_clock_ms(wall_clock))
     )
 
 
@@ -156,6 +238,42 @@ def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
         return
     col = F.col(f"`{column}`")
     values = [r[0] for r in df.select(col).where(col.isNotNull()).limit(8).collect()]
+    _warn_if_one_other_unit(
+        values,
+        f"`timestamp` column {column!r} holds",
+        lambda unit: (
+            f'pass timestamp_unit="{unit}" (or timestamp_unit="ms" to read '
+            "milliseconds and skip this check)"
+        ),
+    )
+
+
+def warn_if_assigned_unit_looks_wrong(df: Any, assigner: Any) -> None:
+    """Warn, as :func:`warn_if_unit_looks_wrong` does for a column, when a
+    ``WatermarkStrategy``'s timestamp assigner returns, for the first rows of bounded
+    ``df``, values that all look like another unit than ms.
+
+    The sample runs the assigner where the pipeline will (one small Spark job, on the
+    Rows the workers hand it). An assigner that fails on them is left for the run to
+    report, with its row, as it reports any failing assigner.
+    """
+    if df.isStreaming:
+        return
+    sample = with_assigned_timestamps(df.limit(8), assigner, failures_as_null=True)
+    values = [r[0] for r in sample.select(TS).collect() if r[0] is not None]
+    _warn_if_one_other_unit(
+        values,
+        f"the WatermarkStrategy's timestamp assigner {assigner!r} returned",
+        lambda unit: f"return milliseconds from it (e.g. {_TO_MS[unit]})",
+    )
+
+
+_TO_MS = {"s": "row.ts * 1000", "us": "row.ts // 1000", "ns": "row.ts // 1_000_000"}
+
+
+def _warn_if_one_other_unit(values: list[int], subject: str, fix: Callable[[str], str]) -> None:
+    """Warn when ``values`` (epoch timestamps meant as ms) all look like one other unit;
+    ``subject`` says where they are from, ``fix(unit)`` what to do."""
     units = {_likely_unit(v) for v in values}
     unit = units.pop() if len(units) == 1 else None
     if unit is None:
@@ -166,26 +284,73 @@ def warn_if_unit_looks_wrong(df: Any, column: str | None) -> None:
     except OverflowError:
         as_ms = "after the year 9999"
     warnings.warn(
-        f"`timestamp` column {column!r} holds {largest}, which as milliseconds is {as_ms}: "
-        f'it looks like {_UNIT_NAMES[unit]} since the epoch; pass timestamp_unit="{unit}" (or '
-        'timestamp_unit="ms" to read milliseconds and skip this check)',
+        f"{subject} {largest}, which as milliseconds is {as_ms}: it looks like "
+        f"{_UNIT_NAMES[unit]} since the epoch; {fix(unit)}",
         TidemarkWarning,
-        stacklevel=3,
+        stacklevel=4,
     )
 
 
-def with_assigned_timestamps(df: Any, assigner: Any) -> Any:
+def with_assigned_timestamps(df: Any, assigner: Any, *, failures_as_null: bool = False) -> Any:
     """``df`` with ``__tm_ts`` from a WatermarkStrategy's timestamp assigner on Rows
     (``assigner(row, record_timestamp)``; a DataFrame row has no record timestamp yet,
-    so Flink's "no timestamp", ``Long.MIN_VALUE``, is passed)."""
+    so Flink's "no timestamp", ``Long.MIN_VALUE``, is passed).
+
+    An assigner that raises, or returns what is no int milliseconds (a ``datetime``, a
+    string), is a :class:`~tidemark.errors.UserFunctionError` naming it and the row;
+    ``failures_as_null`` gives such rows a null instead (a sample of the assigner's
+    values)."""
     names = df.columns
 
     def assign(batches: Any) -> Any:
         for batch in batches:
             rows, _ = arrow_rows_and_columns(batch, names)
-            stamps = pa.array([assigner(row, LONG_MIN) for row in rows], pa.int64())
+            stamps = _assigned(assigner, rows, failures_as_null)
             yield pa.RecordBatch.from_arrays(
                 [*batch.columns, stamps], names=[*batch.schema.names, TS]
             )
 
     return df.mapInArrow(assign, StructType(df.schema.fields + [StructField(TS, LongType())]))
+
+
+def _assigned(assigner: Any, rows: list[Any], failures_as_null: bool) -> Any:
+    """The Arrow array of ``assigner``'s timestamps of ``rows``."""
+    values = []
+    for row in rows:
+        try:
+            values.append(assigner(row, LONG_MIN))
+        except Exception as exc:
+            if not failures_as_null:
+                what = f"timestamp assigner {assigner!r} on row {row!r}"
+                raise UserFunctionError(what, cause=exc) from exc
+            values.append(None)
+    try:
+        stamps = pa.array(values, pa.int64())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        if failures_as_null:
+            return pa.array([v if type(v) is int else None for v in values], pa.int64())
+        raise _not_milliseconds(assigner, rows, values) from None
+    if stamps.null_count and not failures_as_null:  # Flink's assigner returns a long
+        raise _not_milliseconds(assigner, rows, values)
+    return stamps
+
+
+def _is_long(value: Any) -> bool:
+    if value is None:
+        return False
+    try:
+        pa.array([value], pa.int64())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return False
+    return True
+
+
+def _not_milliseconds(assigner: Any, rows: list[Any], values: list[Any]) -> UserFunctionError:
+    """The error for the first of ``values`` that is no long."""
+    at = next(i for i, value in enumerate(values) if not _is_long(value))
+    row, value = rows[at], values[at]
+    hint = ": convert it with tidemark.time.from_datetime" if isinstance(value, datetime) else ""
+    return UserFunctionError(
+        f"timestamp assigner {assigner!r} must return int milliseconds since the epoch (a "
+        f"long); got {value!r} ({type(value).__name__}) for row {row!r}{hint}"
+    )

@@ -21,6 +21,7 @@ from tidemark.assigners import WindowAssigner
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode, PaneInfo
+from tidemark.ranges import out_of_range_error
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import AnyTrigger
 
@@ -129,6 +130,9 @@ class WindowOperatorHarness:
     def process_element(self, value: Any, timestamp: int | None = None) -> None:
         """Feed one element; ``timestamp`` may be None for processing-time pipelines."""
         key = self._key_selector(value) if self._key_selector is not None else None
+        bounds = self._operator.assigner.timestamp_range()
+        if timestamp is not None and not bounds[0] <= timestamp <= bounds[1]:
+            raise out_of_range_error(self._operator.assigner, timestamp, bounds, value)
         self._operator.process_element(key, value, timestamp)
         self._collect()
 

@@ -73,7 +73,7 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
     if source.processing_time is not None:
         columns.append(timestamp_ms(df.schema, source.processing_time, "processing_time").alias(PT))
     if source.watermark is not None:
-        columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
+        columns.append(timestamp_ms(df.schema, source.watermark, "watermark").alias(WM))
     with raising_tidemark_errors():  # the scan's jobs run here
         elements = df.select(*columns)
         if source.partitions is not None:  # computed, then replayed as if recorded

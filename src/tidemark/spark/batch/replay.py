@@ -296,17 +296,32 @@ def _fold(
     elif out_of_orderness_ms is None:
         sequence = WatermarkSequence(np.array([], dtype=np.int64), np.array([], dtype=np.int64))
     else:
-        wms = np.array(values, dtype=np.int64) - np.int64(out_of_orderness_ms + 1)
+        # never below Long.MIN_VALUE: Flink's bounded out-of-orderness starts its
+        # maximum at Long.MIN_VALUE + out_of_orderness + 1 (int64 would wrap around)
+        floor = np.int64(LONG_MIN + out_of_orderness_ms + 1)
+        records = np.maximum(np.array(values, dtype=np.int64), floor)
+        wms = records - np.int64(out_of_orderness_ms + 1)
         sequence = WatermarkSequence(wms, np.array(positions, dtype=np.int64))
     return prefix, sequence
 
 
 def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> Any:
+    """Pass 2: each Arrow batch with ``__tm_wm``; the rows' own columns pass as Spark
+    gave them (through pandas a timestamp would become a wall clock of the session's
+    time zone, ambiguous where daylight saving repeats an hour, and fail after 2262)."""
+
     def stamp(batches: Any) -> Any:
+        import pyarrow as pa
+
         best = prefix.get(_partition_id())
-        for pdf in batches:
-            wms, best = watermarks_before(pdf[TS], best, out_of_orderness_ms)
-            yield pdf.assign(**{WM: wms})
+        for batch in batches:
+            stamps = batch.column(batch.schema.get_field_index(TS))
+            wms, best = watermarks_before(
+                stamps.to_pandas(integer_object_nulls=True), best, out_of_orderness_ms
+            )
+            yield pa.RecordBatch.from_arrays(
+                [*batch.columns, pa.array(wms, pa.int64())], names=[*batch.schema.names, WM]
+            )
 
     return stamp
 
@@ -409,7 +424,8 @@ def stamp_replay_watermarks(
     ranged = ranged.persist(StorageLevel.MEMORY_AND_DISK)
     recorded = WM in frame.columns
     column = WM if recorded else TS
-    pass_1 = ranged.mapInPandas(
+    read = [F.col(f"`{name}`") for name in dict.fromkeys([ORDER, TS, column, *order_by])]
+    pass_1 = ranged.select(*read).mapInPandas(
         _local_records(column, order_by), "pid int, first long, records binary, fault string"
     )
     rows = [r.asDict() for r in pass_1.collect()]
@@ -418,7 +434,7 @@ def stamp_replay_watermarks(
     if recorded:
         return ranged, sequence, ranged
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
-    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
+    return ranged.mapInArrow(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
 
 
 def _refuse_faults(rows: list[dict[str, Any]], order_by: list[str]) -> None:

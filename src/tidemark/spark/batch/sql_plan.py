@@ -33,6 +33,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from tidemark.ranges import out_of_range_message
 from tidemark.spark import aggregations as agg
 from tidemark.spark.batch.worker import (
     NULL_KEY_ADVICE,
@@ -181,11 +182,33 @@ def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str |
     return df.withColumn(TS, F.when(ts.isNull(), F.raise_error(message)).otherwise(ts))
 
 
+def _in_range(df: Any, assigner: Any, example: Any) -> Any:
+    """``df`` failing, as the engine path does, on an element whose windows would
+    overflow a long (:mod:`tidemark.ranges`), with its value and row."""
+    low, high = bounds = assigner.timestamp_range()
+    ts = F.col(TS)
+
+    def message(above: bool) -> Any:
+        text = out_of_range_message(assigner, "\0", bounds, above, "\0")
+        before, between, after = text.split("\0")
+        parts = [F.lit(_RAISED + before), ts.cast("string"), F.lit(between), example]
+        return F.concat(*parts, F.lit(after))
+
+    checked = (
+        F.when(ts < F.lit(low), F.raise_error(message(False)))
+        .when(ts > F.lit(high), F.raise_error(message(True)))
+        .otherwise(ts)
+    )
+    return df.withColumn(TS, checked)
+
+
 def sql_window(op: WindowOp, frame: Any) -> Any:
     """The combined output (results only) of the window operation, in Spark SQL."""
     values = frame.value_schema.fieldNames()
     keys = list(op.key.columns) if op.key is not None else []
     checked = _checked_input(frame.df, keys, values, frame.timestamp_column)
+    example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
+    checked = _in_range(checked, op.assigner, example)
     starts = _window_starts(op)
     assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
     sliding = getattr(assigner, "slide_ms", assigner.size_ms) != assigner.size_ms

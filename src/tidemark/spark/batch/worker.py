@@ -38,6 +38,7 @@ from tidemark._engine.create import create_window_operator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import InputDataError, WindowResultError
+from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
 from tidemark.spark.codec import (
@@ -260,6 +261,14 @@ def _changes(column: Any) -> Any:
     return changed.to_numpy(zero_copy_only=False)
 
 
+def _refuse_out_of_range(assigner: Any, stamps: list[Any], rows: list[Any]) -> None:
+    """An element whose windows would overflow a long is an error, with its row."""
+    bounds = assigner.timestamp_range()
+    at = first_out_of_range(stamps, *bounds)
+    if at is not None:
+        raise out_of_range_error(assigner, stamps[at], bounds, rows[at])
+
+
 class PartitionDriver:
     """``mapInArrow`` function: runs the operator over one key-sorted partition.
 
@@ -289,6 +298,7 @@ class PartitionDriver:
             rows, columns = arrow_rows_and_columns(batch, config.value_names)
             keys = self._keys(batch, rows, columns)
             stamps = columns.get(config.timestamps_in) or arrow_column(batch, config.timestamps_in)
+            _refuse_out_of_range(op.assigner, stamps, rows)
             current = self._feed(op, out, current, batch, keys, rows, stamps)
             if len(out) >= _FLUSH_ROWS:
                 yield from out.batches(config.output_schema)

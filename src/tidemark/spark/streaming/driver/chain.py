@@ -65,6 +65,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.streaming.driver.keygroups import slot_column
 from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.timestamps import processor_column
 
 __all__ = ["check_chain_mode", "prepare_upstream", "upstream_schemas"]
 
@@ -102,7 +103,7 @@ def prepare_upstream(
     key_group = slot_column(key_columns, max_parallelism)
     spread = slot_column([TS, SIDE], max_parallelism)
     return df.select(
-        *[F.col(f"`{c}`") for c in names],
+        *[processor_column(df, c) for c in names],
         # a count row has no timestamp; 0 keeps the column integral for pandas
         F.coalesce(F.col(TS), F.lit(0)).alias(TS),
         F.col(OUTPUT),

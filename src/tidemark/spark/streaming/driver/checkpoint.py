@@ -11,7 +11,10 @@ query's first start and compared at every restart, before the query starts:
   under a Dataflow trigger the accumulation mode, the key and value columns with their
   types, the time mode). A restart with a changed window would read state built for
   another one (a 10-minute window's contents as a 20-minute one's, discarding panes'
-  state as accumulating ones'), so it is refused, naming what changed.
+  state as accumulating ones'), so it is refused, naming what changed;
+- ``tidemark-spark-clock``: how far Spark's event-time clock runs ahead of the engine's
+  (:mod:`.clock`): Spark's watermark and the timers in the state are on that clock. A
+  checkpoint started before this file existed ran 2**50 ms ahead and keeps doing so.
 
 A checkpoint written before the pipeline file existed gets it at its next start. Each
 file is text, as Spark writes it: on a classic session read and written with the
@@ -31,6 +34,7 @@ from pyspark.errors import AnalysisException
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.session import is_connect
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import parallelism_changed
 
 __all__ = [
@@ -39,6 +43,9 @@ __all__ = [
     "check_checkpoint",
     "check_checkpoint_groups",
     "stored_groups",
+    "stored_clock",
+    "checkpoint_clock",
+    "check_checkpoint_clock",
     "describe",
     "describe_window",
 ]
@@ -48,6 +55,9 @@ GROUPS_FILE = "tidemark-max-parallelism"
 
 PIPELINE_FILE = "tidemark-pipeline"
 """Beside the checkpoint: what the state of each window of the query depends on (JSON)."""
+
+CLOCK_FILE = "tidemark-spark-clock"
+"""Beside the checkpoint: the offset of Spark's event-time clock, ms (:mod:`.clock`)."""
 
 Pipeline = tuple[dict[str, str], ...]
 """One description per window of a query (a chain's in order), see :func:`describe_window`."""
@@ -88,6 +98,61 @@ def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
         return
     if stored != groups:
         raise parallelism_changed(stored, groups, f"the checkpoint {checkpoint!r}")
+
+
+def stored_clock(spark: Any, checkpoint: str) -> int | None:
+    """The offset of Spark's event-time clock ``checkpoint``'s query runs with: the
+    recorded one, else :data:`~.clock.SPARK_OFFSET_MS` for a query started before it
+    was recorded (which recorded its key groups); None before a first start."""
+    lines = _read_lines(spark, _beside(checkpoint, CLOCK_FILE))
+    if lines:
+        return int(lines[0])
+    return None if stored_groups(spark, checkpoint) is None else SPARK_OFFSET_MS
+
+
+def checkpoint_clock(spark: Any, checkpoint: str, shift: bool | None) -> int:
+    """The offset a query on ``checkpoint`` runs with: the checkpoint's; at a first
+    start :data:`~.clock.SPARK_OFFSET_MS` when ``shift``, else 0.
+
+    Raises
+    ------
+    WindowSpecError
+        ``shift`` was given and asks for the other clock than the checkpoint's.
+    """
+    wanted = None if shift is None else (SPARK_OFFSET_MS if shift else 0)
+    stored = stored_clock(spark, checkpoint)
+    if stored is None:
+        return wanted if wanted is not None else 0
+    if wanted is not None and wanted != stored:
+        raise WindowSpecError(
+            f"`shift_spark_clock` must be what the checkpoint {checkpoint!r} was started "
+            f"with: its watermark and timers run {_clock(stored)}; got "
+            f"shift_spark_clock={shift!r}. Leave it out to keep the checkpoint's clock, or "
+            "start a new checkpoint"
+        )
+    return stored
+
+
+def check_checkpoint_clock(spark: Any, checkpoint: str, offset_ms: int) -> None:
+    """Refuse to start a query on ``checkpoint`` with another clock than it first
+    started with; record the clock (at a first start, or the first time a checkpoint
+    that predates the record is restarted). Call it before :func:`check_checkpoint`,
+    which records the key groups that tell an old checkpoint from a new one."""
+    stored = stored_clock(spark, checkpoint)
+    if stored is not None and stored != offset_ms:
+        raise WindowSpecError(
+            f"the checkpoint {checkpoint!r} was started with Spark's event-time clock "
+            f"{_clock(stored)}, and this query runs {_clock(offset_ms)}: the watermark and "
+            "timers it holds would be read 35,700 years apart. Build the window with "
+            f"spark_offset_ms={stored} (write_outputs of a pipeline reads it from the "
+            "checkpoint), or start a new checkpoint"
+        )
+    if not _read_lines(spark, _beside(checkpoint, CLOCK_FILE)):
+        _write_line(spark, _beside(checkpoint, CLOCK_FILE), str(offset_ms))
+
+
+def _clock(offset_ms: int) -> str:
+    return "2**50 ms ahead of the engine's" if offset_ms else "unshifted (the engine's own)"
 
 
 def describe_window(operator: Any, **columns: Any) -> dict[str, str]:

@@ -21,8 +21,10 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.partitions import check_partitions
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
+from tidemark.spark.streaming.driver.checkpoint import checkpoint_clock
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.timestamps import with_assigned_timestamps
@@ -87,23 +89,34 @@ def _served_time_mode(
 def run_streaming_window(op: WindowOp, checkpoint: str | None = None) -> StreamingWindow:
     """The combined streaming output (results and side outputs) of one window operation,
     built for the query that will start on ``checkpoint`` (its recorded number of key
-    groups is read first; None: the session's number).
+    groups and Spark clock are read first; None: the session's number and the source's
+    ``shift_spark_clock``).
 
     A window on an earlier window's results runs in the same query: the chain becomes
     one ``transformWithStateInPandas`` per window, each reading the one before in the
     same micro-batch, and the last one's combined frame carries every window's side
-    outputs and dropped counts (see ``docs/streaming.md``).
+    outputs and dropped counts (see ``docs/streaming.md``). Spark's event-time clock
+    runs 0 or :data:`~..worker.clock.SPARK_OFFSET_MS` ahead of the engine's
+    (:mod:`..worker.clock`): the checkpoint's, else as ``shift_spark_clock`` says.
     """
-    return _window_frame(op, False, checkpoint)
+    source = source_of(op)
+    if checkpoint is None:
+        spark_offset_ms = SPARK_OFFSET_MS if source.shift_spark_clock else 0
+    else:
+        spark = source.df.sparkSession
+        spark_offset_ms = checkpoint_clock(spark, checkpoint, source.shift_spark_clock)
+    return _window_frame(op, False, checkpoint, spark_offset_ms)
 
 
-def _window_frame(op: WindowOp, feeds_downstream: bool, checkpoint: str | None) -> StreamingWindow:
+def _window_frame(
+    op: WindowOp, feeds_downstream: bool, checkpoint: str | None, spark_offset_ms: int
+) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
     earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        earlier = _window_frame(upstream, True, checkpoint)
+        earlier = _window_frame(upstream, True, checkpoint, spark_offset_ms)
         df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
@@ -136,6 +149,7 @@ def _window_frame(op: WindowOp, feeds_downstream: bool, checkpoint: str | None) 
         feeds_downstream=feeds_downstream,
         checkpoint=checkpoint,
         partitions=source.partitions if earlier is None else None,
+        spark_offset_ms=spark_offset_ms,
     )
 
 

@@ -62,15 +62,16 @@ from tidemark.spark.streaming.driver.checkpoint import describe_window, stored_g
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
 from tidemark.spark.streaming.worker.clock import (
-    COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
     END_OF_INPUT_MS,
+    check_spark_offset,
+    column_shift_ms,
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.state import STATE_SCHEMA
-from tidemark.spark.timestamps import timestamp_ms
+from tidemark.spark.timestamps import processor_column, timestamp_ms
 
 __all__ = ["StreamingWindow", "window_stream", "key_group_operator", "check_time_mode"]
 
@@ -104,6 +105,9 @@ class StreamingWindow:
     pipeline : tuple of dict
         What the state of each window of its chain depends on
         (:func:`~.checkpoint.describe_window`): a restart with another is refused.
+    spark_offset_ms : int
+        How far Spark's event-time clock runs ahead of the engine's
+        (:mod:`~..worker.clock`), kept with the checkpoint.
     """
 
     frame: DataFrame
@@ -113,6 +117,7 @@ class StreamingWindow:
     depth: int = 1
     feeds_downstream: bool = False
     pipeline: tuple[dict[str, str], ...] = ()
+    spark_offset_ms: int = 0
 
 
 def window_stream(
@@ -133,6 +138,7 @@ def window_stream(
     feeds_downstream: bool = False,
     checkpoint: str | None = None,
     partitions: SourcePartitions | None = None,
+    spark_offset_ms: int = 0,
 ) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
@@ -189,6 +195,10 @@ def window_stream(
         checkpoint recorded with another default number is refused, naming the number.
     partitions : SourcePartitions, optional
         Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
+    spark_offset_ms : {0, SPARK_OFFSET_MS}
+        Spark's event-time clock ahead of the engine's (:mod:`~..worker.clock`: 0 shows
+        Spark the real watermark); fixed at the first start; a chain's window takes its
+        earlier's.
 
     Returns
     -------
@@ -208,6 +218,9 @@ def window_stream(
     if upstream is not None or feeds_downstream:
         check_chain_mode(assigner, time_mode, idleness_ms, upstream)
     groups = _key_groups(source.sparkSession, max_parallelism, checkpoint, upstream)
+    if upstream is not None:
+        spark_offset_ms = upstream.spark_offset_ms
+    check_spark_offset(spark_offset_ms)
     input_names = _input_names(key_columns, value_columns)
     chained = None
     if upstream is None:
@@ -218,6 +231,7 @@ def window_stream(
             value_columns,
             time_mode,
             out_of_orderness_ms,
+            spark_offset_ms,
             partitions,
         )
         prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, groups.count))
@@ -244,11 +258,13 @@ def window_stream(
         feeds_downstream=feeds_downstream,
         result_schema=result_schema,
         metrics=True,
+        spark_offset_ms=spark_offset_ms,
+        out_of_orderness_ms=out_of_orderness_ms,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
     if time_mode.event_time and out_of_orderness_ms is not None:
-        delay = watermark_delay_ms(out_of_orderness_ms)
+        delay = watermark_delay_ms(out_of_orderness_ms, spark_offset_ms)
     schemas = upstream_schemas(upstream)
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
@@ -266,6 +282,7 @@ def window_stream(
         depth=1 if upstream is None else upstream.depth + 1,
         feeds_downstream=feeds_downstream,
         pipeline=(*(upstream.pipeline if upstream else ()), described),
+        spark_offset_ms=spark_offset_ms,
     )
 
 
@@ -364,17 +381,6 @@ def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
     return list(dict.fromkeys([*key_columns, *value_columns]))
 
 
-def _input_column(df: DataFrame, name: str, is_key: bool, timestamp_ms: Any) -> Any:
-    col = F.col(f"`{name}`")
-    kind = type(df.schema[name].dataType).__name__
-    if is_key or kind not in ("TimestampType", "TimestampNTZType"):
-        return col
-    # An end-of-input marker's timestamp (year 9999) is beyond pandas' nanosecond range,
-    # which PySpark converts timestamps to; the marker's values are never used.
-    is_marker = timestamp_ms.isNotNull() & (timestamp_ms >= F.lit(END_OF_INPUT_MS))
-    return F.when(~is_marker, col).alias(name)
-
-
 def _prepare_input(
     df: DataFrame,
     key_columns: list[str],
@@ -382,20 +388,23 @@ def _prepare_input(
     value_columns: list[str],
     time_mode: TimeMode,
     out_of_orderness_ms: int | None,
+    offset_ms: int,
     partitions: SourcePartitions | None = None,
 ) -> DataFrame:
+    """The processor's input: key and value columns, ``__tm_ts``, and (event time) the
+    watermark on Spark's clock, ``offset_ms`` ahead of the engine's."""
     names = _input_names(key_columns, value_columns)
     timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
-    columns = [_input_column(df, c, c in key_columns, timestamp) for c in names]
+    columns = [processor_column(df, c) for c in names]
     if not time_mode.event_time:
         return df.select(*columns, timestamp.alias(TS))
     assert out_of_orderness_ms is not None
-    delay = f"{watermark_delay_ms(out_of_orderness_ms)} milliseconds"
+    delay = f"{watermark_delay_ms(out_of_orderness_ms, offset_ms)} milliseconds"
 
     def watermarked(rows: DataFrame) -> DataFrame:
         ts = F.col(TS)
         end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
-        shifted = F.timestamp_millis(ts + F.lit(COLUMN_SHIFT_MS))
+        shifted = F.timestamp_millis(ts + F.lit(column_shift_ms(offset_ms)))
         event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
         # The watermark column is dropped right away: Spark still tracks the watermark,
         # and with nothing to filter on it drops no late row before the processor.

@@ -36,7 +36,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.metrics import OBSERVATION, observed
 from tidemark.spark.preflight import streaming_settings
-from tidemark.spark.streaming.driver.checkpoint import check_checkpoint
+from tidemark.spark.streaming.driver.checkpoint import check_checkpoint, check_checkpoint_clock
 from tidemark.spark.streaming.driver.keygroups import SHUFFLE_PARTITIONS
 from tidemark.spark.streaming.driver.query import StreamingWindow
 from tidemark.spark.streaming.worker.modes import TimeMode
@@ -134,6 +134,7 @@ def write_outputs(
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
+    check_checkpoint_clock(spark, checkpoint, window.spark_offset_ms)
     check_checkpoint(spark, checkpoint, window.key_groups.count, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
     writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)

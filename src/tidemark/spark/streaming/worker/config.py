@@ -13,6 +13,7 @@ from typing import Any
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
+from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.modes import TimeMode
 
 __all__ = [
@@ -100,6 +101,14 @@ class ProcessorConfig:
         (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
     metrics : bool
         Each call emits a ``"__tm_stats"`` row of its figures (:mod:`.metrics`).
+    spark_offset_ms : int
+        How far Spark's event-time clock runs ahead of the engine's (:mod:`.clock`): 0,
+        or :data:`~.clock.SPARK_OFFSET_MS` (the default here, every query's before the
+        offset was chosen per query); kept with the checkpoint.
+    out_of_orderness_ms : int, optional
+        The watermark's out-of-orderness bound (event time): on an unshifted clock an
+        element that would make a watermark at or before the epoch is refused before the
+        query has one.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -119,6 +128,8 @@ class ProcessorConfig:
     feeds_downstream: bool = False
     result_schema: Any = None
     metrics: bool = False
+    spark_offset_ms: int = SPARK_OFFSET_MS
+    out_of_orderness_ms: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))

@@ -104,9 +104,9 @@ class WindowGroups:
     def call(self, store: GroupStore, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         """One call of Spark's for one key group: its rows (``frames``, empty for a
         timer) through the group's keys; returns the output rows."""
-        runs, passed, forwarded = self._reader.split_frames(frames)
-        group = StoredGroup.decode(store.read(), self._config.max_parallelism)
         clock = self._advance.clock(store.now, store.watermark)
+        runs, passed, forwarded = self._reader.split_frames(frames, clock.spark_watermark_ms)
+        group = StoredGroup.decode(store.read(), self._config.max_parallelism)
         figures = self._figures(clock.watermark)
         figures.fed(runs.values())
         records = self._run(group, runs, clock, passed, forwarded, figures)
@@ -133,7 +133,8 @@ class WindowGroups:
             cohort = _cohort(visit, runs.get(key), forwarded.get(key))
             cohorts.setdefault(cohort, []).append(visit)
         # What this window forwarded last (the watermark of its previous call)
-        follows = None if group.watermark is None else engine_watermark(group.watermark)
+        offset = self._config.spark_offset_ms
+        follows = None if group.watermark is None else engine_watermark(group.watermark, offset)
         records = passed
         for (_, _, early), visits in cohorts.items():
             self._run_cohort(visits, runs, group, clock, records, early, follows, figures)

@@ -19,6 +19,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
+from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import (
     EARLY,
@@ -27,7 +28,11 @@ from tidemark.spark.columns import (
     is_upstream_output,
     upstream_output_name,
 )
-from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS, MIN_TIMESTAMP_MS, check_timestamp
+from tidemark.spark.streaming.worker.clock import (
+    END_OF_INPUT_MS,
+    check_timestamp,
+    earliest_timestamp,
+)
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 
 __all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
@@ -68,14 +73,20 @@ class RowReader:
     def __init__(self, config: ProcessorConfig):
         self._config = config
         self._row_type = row_type_of(config.value_names)
+        self._assigner = config.make_operator().assigner
+        self._bounds = self._assigner.timestamp_range()  # what its windows hold
 
-    def split_frames(self, frames: Iterable[pd.DataFrame]) -> KeyRuns:
-        """A call's rows split by key, frame after frame."""
+    def split_frames(self, frames: Iterable[pd.DataFrame], spark_watermark_ms: int) -> KeyRuns:
+        """A call's rows split by key, frame after frame, under Spark's watermark."""
         runs: dict[Any, KeyRun] = {}
         passed: list[tuple[Any, ...]] = []
         forwarded: dict[Any, int] = {}
+        config = self._config
+        earliest = earliest_timestamp(
+            config.spark_offset_ms, config.out_of_orderness_ms, spark_watermark_ms
+        )
         for pdf in frames:
-            self._split(pdf, runs, passed, forwarded)
+            self._split(pdf, runs, passed, forwarded, earliest)
         return KeyRuns(runs, passed, forwarded)
 
     def _elements(self, pdf: pd.DataFrame, passed: list[tuple[Any, ...]]) -> tuple[Any, Any, Any]:
@@ -89,6 +100,7 @@ class RowReader:
         runs: dict[Any, KeyRun],
         passed: list[tuple[Any, ...]],
         forwarded: dict[Any, int],
+        earliest: int,
     ) -> None:
         config = self._config
         phases: Any
@@ -103,7 +115,7 @@ class RowReader:
         ]
         tuples = zip(*values) if values else repeat((), len(timestamps))
         rows: Any = list(map(tuple.__new__, repeat(self._row_type), tuples))
-        kept = self._kept_rows(timestamps, keys)
+        kept = self._kept_rows(timestamps, keys, earliest)
         if kept is not None:
             keys, timestamps, rows, phases, follows = (
                 None if seq is None else [seq[i] for i in kept]
@@ -111,6 +123,9 @@ class RowReader:
             )
         if not rows:
             return
+        at = first_out_of_range(timestamps, *self._bounds)
+        if at is not None:
+            raise out_of_range_error(self._assigner, timestamps[at], self._bounds, rows[at])
         order, segments = _key_segments(keys, self._engine_key, phases)
         rows, timestamps = _reorder(rows, order), _reorder(timestamps, order)
         follows = None if follows is None else _reorder(follows, order)
@@ -128,9 +143,10 @@ class RowReader:
             if follow is not None:
                 forwarded[key] = max(follow, forwarded.get(key, follow))
 
-    def _kept_rows(self, timestamps: list[Any], keys: list[Any]) -> list[int] | None:
+    def _kept_rows(self, timestamps: list[Any], keys: list[Any], earliest: int) -> list[int] | None:
         """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
-        carry fails, naming its key; an end-of-input marker only moves the watermark."""
+        carry (before ``earliest``) fails, naming its key; an end-of-input marker only
+        moves the watermark."""
         markers = self.end_of_input
         low: Any = None
         high: Any = None
@@ -138,12 +154,12 @@ class RowReader:
             low, high = min(timestamps, default=0), max(timestamps, default=0)
         except TypeError:  # a null timestamp among others
             pass
-        if low is not None and low >= MIN_TIMESTAMP_MS and (markers is None or high < markers):
+        if low is not None and low >= earliest and (markers is None or high < markers):
             return None
         kept = []
         for row, (timestamp, key) in enumerate(zip(timestamps, keys, strict=True)):
-            if timestamp is None or timestamp < MIN_TIMESTAMP_MS:
-                check_timestamp(timestamp, key, self._config.time_mode.event_time)
+            if timestamp is None or timestamp < earliest:
+                check_timestamp(timestamp, key, self._config.time_mode.event_time, earliest)
             elif markers is not None and timestamp >= markers:
                 continue
             kept.append(row)

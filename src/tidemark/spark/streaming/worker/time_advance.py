@@ -80,6 +80,7 @@ class TimeAdvance:
     def __init__(self, config: ProcessorConfig):
         self._moves_processing_time = config.time_mode.processing_time
         self._idleness_ms = config.idleness_ms
+        self._offset_ms = config.spark_offset_ms  # Spark's clock ahead of the engine's
 
     def clock(self, now: int, spark_watermark_ms: Callable[[], int]) -> BatchClock:
         """The batch's clocks; Spark's watermark is read only where the query has one."""
@@ -114,7 +115,7 @@ class SparkTimers(TimeAdvance):
 
     def clock(self, now: int, spark_watermark_ms: Callable[[], int]) -> BatchClock:
         watermark_ms = spark_watermark_ms()
-        return BatchClock(now, watermark_ms, engine_watermark(watermark_ms))
+        return BatchClock(now, watermark_ms, engine_watermark(watermark_ms, self._offset_ms))
 
     def visit(self, key: Any, stored: StoredKey, clock: BatchClock) -> Visit:
         visit = super().visit(key, stored, clock)
@@ -135,7 +136,8 @@ class SparkTimers(TimeAdvance):
         _, processing_timer = super().key_timers(visit, event_times, processing_times, keep_clock)
         if not event_times:
             return None, processing_timer
-        return spark_event_timer(min(event_times), visit.watermark), processing_timer
+        event_timer = spark_event_timer(min(event_times), visit.watermark, self._offset_ms)
+        return event_timer, processing_timer
 
 
 class PolledWatermark(SparkTimers):
