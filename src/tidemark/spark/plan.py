@@ -252,7 +252,7 @@ def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
 
 
 def check_replay_clock(
-    plan: PlanNode, assigner: WindowAssigner, trigger: AnyTrigger | None
+    plan: PlanNode, assigner: WindowAssigner | None, trigger: AnyTrigger | None
 ) -> None:
     """Refuse processing time on a replay that has no arrival times to drive it.
 
