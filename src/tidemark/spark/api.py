@@ -33,7 +33,8 @@ from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results
-from tidemark.spark.codec import RowResultReduce, parse_schema
+from tidemark.spark.codec import RowResultReduce, check_column_names, parse_schema
+from tidemark.spark.keys import check_key_columns
 from tidemark.spark.pane_columns import (
     check_accumulation_mode,
     paned_schema,
@@ -105,9 +106,12 @@ class DataStream:
         Raises
         ------
         WindowSpecError
-            ``key`` names no column, or a column the stream does not have.
+            ``key`` names no column, or a column the stream does not have, or a map or
+            variant column (no key: ``docs/errors.md``, "Values and keys").
         """
-        return KeyedStream(self, key_spec(key, self.schema))
+        spec = key_spec(key, self.schema)
+        check_key_columns(self.schema, spec.columns)
+        return KeyedStream(self, spec)
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
         """Window the whole stream as one key: it runs in a single partition, as in Flink.
@@ -273,9 +277,12 @@ class WindowedStream:
         Raises
         ------
         WindowSpecError
-            ``tag`` is not an OutputTag.
+            ``tag`` is not an OutputTag, or has a ``type_info`` other than the input's
+            schema (late elements are input rows).
         """
-        return self._with(late_tag=tag)
+        windowed = self._with(late_tag=tag)
+        results.side_output_schema(windowed._op, tag, self._spark)  # the type it holds
+        return windowed
 
     def accumulation_mode(self, mode: AccumulationMode) -> WindowedStream:
         """How the panes of a Dataflow trigger (``tm.AfterWatermark`` ...) relate: each
@@ -448,7 +455,9 @@ class WindowedStream:
                 "`output_schema` is needed: tidemark cannot infer what this window function "
                 "returns; pass a StructType or a DDL string like 'user string, n long'"
             )
-        schema = paned_schema(parse_schema(output_schema, self._spark), mode)
+        parsed = parse_schema(output_schema, self._spark)
+        check_column_names(parsed.fieldNames(), "`output_schema`", self._spark)
+        schema = paned_schema(parsed, mode)
         op = replace(
             op,
             function=function,

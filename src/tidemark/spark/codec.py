@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from itertools import repeat
 from typing import Any
 
@@ -17,8 +18,8 @@ from tidemark.spark.pane_columns import paned_tuple
 
 __all__ = [
     "parse_schema",
-    "rows_from_pandas",
-    "rows_and_columns",
+    "check_column_names",
+    "SUM_ADVICE",
     "arrow_column",
     "arrow_rows_and_columns",
     "arrow_batch",
@@ -55,6 +56,37 @@ def parse_schema(schema: Any, spark: Any) -> Any:
     )
 
 
+def check_column_names(names: Sequence[str], what: str, spark: Any) -> None:
+    """Refuse column ``names`` that Spark cannot tell apart (equal names, or names
+    equal but for case in a session where ``spark.sql.caseSensitive`` is false, the
+    default: Spark's ``[AMBIGUOUS_REFERENCE]``), or that tidemark uses itself
+    (``__tm_...``). ``what`` says whose columns they are, e.g. "`df`".
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the columns and how to rename them.
+    """
+    sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+    seen: dict[str, str] = {}
+    for name in names:
+        folded = name if sensitive else name.lower()
+        if folded in seen:
+            rule = "equal" if seen[folded] == name else "equal but for case"
+            raise WindowSpecError(
+                f"{what} has two columns named {seen[folded]!r} and {name!r} ({rule}): "
+                f"Spark cannot tell them apart in a window's rows; rename one first, e.g. "
+                f"df.toDF(*new_names) or withColumnRenamed; columns: {list(names)}"
+            )
+        seen[folded] = name
+    internal = [name for name in names if name.lower().startswith("__tm_")]
+    if internal:
+        raise WindowSpecError(
+            f"{what} has columns named like tidemark's own internal columns (`__tm_...`): "
+            f"{internal}; rename them first"
+        )
+
+
 def column_values(series: pd.Series, type_name: str) -> list[Any]:
     """Python values of one pandas column, as a Spark Row would hold them."""
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
@@ -68,25 +100,6 @@ def column_values(series: pd.Series, type_name: str) -> list[Any]:
     if type_name in _INTEGRAL and series.dtype.kind == "f":
         return [None if v is None else int(v) for v in values]
     return values
-
-
-def rows_from_pandas(pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]) -> list[Any]:
-    """``pyspark.sql.Row`` objects of the columns ``names`` of a pandas batch."""
-    return rows_and_columns(pdf, names, types)[0]
-
-
-def rows_and_columns(
-    pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]
-) -> tuple[list[Any], dict[str, list[Any]]]:
-    """Rows of a pandas batch, and its columns as lists of Python values.
-
-    Rows are built as :func:`row_type_of` instances, without the per-row keyword
-    handling of ``Row(...)``, since this runs for every element.
-    """
-    columns = {n: column_values(pdf[n], t) for n, t in zip(names, types)}
-    row_type = row_type_of(tuple(names))
-    new = tuple.__new__
-    return [new(row_type, values) for values in zip(*columns.values())], columns
 
 
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
@@ -152,8 +165,11 @@ def arrow_column(batch: Any, name: str) -> list[Any]:
 def arrow_rows_and_columns(
     batch: Any, names: Sequence[str]
 ) -> tuple[list[Any], dict[str, list[Any]]]:
-    """Rows of a pyarrow RecordBatch (see :func:`rows_and_columns`), and its columns."""
+    """Rows of a pyarrow RecordBatch, and its columns as lists of Python values.
 
+    Rows are built as :func:`row_type_of` instances, without the per-row keyword
+    handling of ``Row(...)``, since this runs for every element.
+    """
     columns = {n: arrow_column(batch, n) for n in names}
     row_type = row_type_of(tuple(names))
     return list(map(tuple.__new__, repeat(row_type), zip(*columns.values()))), columns
@@ -304,10 +320,27 @@ def checked_array(
             except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
                 where = f" ({describe(index)})" if describe is not None else ""
                 declared = field.dataType.simpleString()
+                advice = ""
+                if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
+                    advice = f"; {SUM_ADVICE.format(name=field.name)}"
                 raise WindowResultError(
                     f"`output_schema` field {field.name!r} is {declared}, but a result "
                     f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
                     f"Return a {declared} value for {field.name!r}, or declare its type "
-                    "to fit"
+                    f"to fit{advice}"
                 ) from exc
         raise
+
+
+SUM_ADVICE = (
+    "a shorthand sum() keeps its column's type, as Flink's does: cast the column to a "
+    "wider type before the window, e.g. df.withColumn({name!r}, "
+    "F.col({name!r}).cast('decimal(38,0)'))"
+)
+"""What to do about a sum beyond its column's type (``name``: the column), in every mode."""
+
+
+def _is_exact_number(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(arrow_type) or pa.types.is_decimal(arrow_type))

@@ -75,7 +75,11 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         columns.append(F.col(source.watermark).cast(LongType()).alias(WM))
     with raising_tidemark_errors():  # the scan's jobs run here
         stamped, sequence, ranged = stamp_replay_watermarks(
-            df.select(*columns), source.strategy.out_of_orderness_ms, spark, order_by
+            df.select(*columns),
+            source.strategy.out_of_orderness_ms,
+            spark,
+            order_by,
+            source.watermark,
         )
         final_pt, arrivals = None, None
         if source.processing_time is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
@@ -210,6 +211,11 @@ def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
     for pdf in batches:
         if pdf.empty:
             continue
+        if column == WM and pdf[WM].isna().any():  # a recorded watermark is missing
+            at = int(pdf[WM].isna().to_numpy().argmax())
+            fault = f"{_MISSING_WATERMARK}{_describe(pdf, order_by, at)}"
+            first = int(pdf[ORDER].iloc[0]) if first is None else first
+            break
         if last is not None:  # the seam between batches
             fault = order_fault(pd.concat([last, pdf.iloc[[0]]], ignore_index=True), order_by)
         fault = fault or order_fault(pdf, order_by)
@@ -302,11 +308,15 @@ def _fold(
 
 
 def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> Any:
+    """``mapInArrow`` function: each batch with ``__tm_wm`` appended. Arrow, not pandas:
+    the user's columns pass through untouched (pandas would turn a NaN into a null)."""
+
     def stamp(batches: Any) -> Any:
         best = prefix.get(_partition_id())
-        for pdf in batches:
-            wms, best = watermarks_before(pdf[TS], best, out_of_orderness_ms)
-            yield pdf.assign(**{WM: wms})
+        for batch in batches:
+            stamps = batch.column(batch.schema.get_field_index(TS)).to_pandas()
+            wms, best = watermarks_before(stamps, best, out_of_orderness_ms)
+            yield batch.append_column(WM, pa.array(wms, type=pa.int64()))
 
     return stamp
 
@@ -379,7 +389,11 @@ def watermarks_before(
 
 
 def stamp_replay_watermarks(
-    frame: Any, out_of_orderness_ms: int | None, spark: Any, order_by: list[str]
+    frame: Any,
+    out_of_orderness_ms: int | None,
+    spark: Any,
+    order_by: list[str],
+    watermark: str | None = None,
 ) -> tuple[Any, WatermarkSequence, Any]:
     """Add ``__tm_wm`` to ``frame`` (which has ``__tm_ts`` and the ``order_by`` columns).
 
@@ -396,7 +410,8 @@ def stamp_replay_watermarks(
     Raises
     ------
     InputDataError
-        Two rows with equal ``order_by`` values, or a row without one.
+        Two rows with equal ``order_by`` values, or a row without one; a row without
+        its recorded watermark (``__tm_wm``, read from the user's column ``watermark``).
     """
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
@@ -413,17 +428,30 @@ def stamp_replay_watermarks(
         _local_records(column, order_by), "pid int, first long, records binary, fault string"
     )
     rows = [r.asDict() for r in pass_1.collect()]
-    _refuse_faults(rows, order_by)
+    _refuse_faults(rows, order_by, watermark)
     prefix, sequence = _fold(rows, out_of_orderness_ms, recorded)
     if recorded:
         return ranged, sequence, ranged
     schema = StructType(ranged.schema.fields + [StructField(WM, LongType(), False)])
-    return ranged.mapInPandas(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
+    return ranged.mapInArrow(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
 
 
-def _refuse_faults(rows: list[dict[str, Any]], order_by: list[str]) -> None:
+_MISSING_WATERMARK = "no recorded watermark: "
+
+
+def _refuse_faults(
+    rows: list[dict[str, Any]], order_by: list[str], watermark: str | None = None
+) -> None:
     """Raise the first partition's fault in the arrival order (in arrival order)."""
     faults = [r["fault"] for r in sorted(rows, key=lambda r: r["first"]) if r["fault"]]
+    missing = [f[len(_MISSING_WATERMARK) :] for f in faults if f.startswith(_MISSING_WATERMARK)]
+    if missing:
+        raise InputDataError(
+            f"null `watermark` in column {watermark!r}: a replay with recorded watermarks "
+            f"needs the watermark in force at every arrival; first row without one: "
+            f"{missing[0]}. Fill it in (e.g. the previous row's watermark, or "
+            "-9223372036854775808 before the first), or filter those rows out"
+        )
     if faults:
         example = f"order_by={[order_by[0], 'id']!r}"
         given = order_by[0] if len(order_by) == 1 else order_by

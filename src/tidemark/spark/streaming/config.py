@@ -9,6 +9,7 @@ from typing import Any
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS
+from tidemark.spark.lossless import PandasInput, PandasOutput
 from tidemark.spark.streaming.chain import UpstreamInput
 from tidemark.spark.streaming.modes import PROCESSING_TIME, TIME_MODES
 from tidemark.time import TimeDomain
@@ -64,6 +65,12 @@ class ProcessorConfig:
         (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
     metrics : bool
         Each call emits a ``"__tm_stats"`` row of its figures (:mod:`.metrics`).
+    pandas_input, pandas_output : PandasInput, PandasOutput
+        Where the input and the output carry what pandas would lose (a NaN apart from
+        a null, nested values; :mod:`tidemark.spark.lossless`).
+    key_normaliser : callable, optional
+        A row's key column value (or tuple of them) -> its key, for float, struct and
+        array key columns (:mod:`tidemark.spark.keys`).
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -83,6 +90,9 @@ class ProcessorConfig:
     feeds_downstream: bool = False
     result_schema: Any = None
     metrics: bool = False
+    pandas_input: PandasInput = PandasInput()
+    pandas_output: PandasOutput = PandasOutput()
+    key_normaliser: Callable[[Any], Any] | None = None
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []

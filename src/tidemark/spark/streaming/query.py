@@ -54,6 +54,8 @@ from tidemark.spark.columns import (
     dropped_counts,
     is_dropped_output,
 )
+from tidemark.spark.keys import key_normaliser
+from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.bindings import WATERMARK_DELAY, key_group_operator
 from tidemark.spark.streaming.chain import (
@@ -96,6 +98,7 @@ __all__ = [
 ]
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
+_RESULTS_AT = 2  # the combined frame's first result column, after __tm_output and __tm_ts
 
 
 @dataclass(frozen=True, eq=False)
@@ -265,6 +268,10 @@ def window_stream(
         chained = UpstreamInput(
             upstream.depth, len(input_names), len(result_schema.fields), feeds_downstream
         )
+    # what pandas would lose on the way in and out (NaN apart from null, nested values)
+    prepared, pandas_input = lossless_input(prepared, range(len(input_names)))
+    pandas_output = lossless_output(result_schema)
+    key_types = _type_names(source, key_columns)
     config = ProcessorConfig(
         make_operator=make_operator,
         time_mode=time_mode,
@@ -274,7 +281,7 @@ def window_stream(
         result_names=tuple(result_schema.fieldNames()),
         result_to_row=result_to_row,
         key_positions=tuple(input_names.index(c) for c in key_columns),
-        key_types=_type_names(source, key_columns),
+        key_types=key_types,
         timestamp_position=len(input_names),
         engine_key=engine_key,
         idleness_ms=idleness_ms,
@@ -283,6 +290,9 @@ def window_stream(
         feeds_downstream=feeds_downstream,
         result_schema=result_schema,
         metrics=True,
+        pandas_input=pandas_input,
+        pandas_output=pandas_output,
+        key_normaliser=key_normaliser(key_types) if engine_key is None else None,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
@@ -297,8 +307,13 @@ def window_stream(
         values=_columns_of(source, value_columns),
         time_mode=time_mode,
     )
+    frame = key_group_operator(
+        prepared, config, pandas_output.operator_schema(output_schema, _RESULTS_AT), delay
+    )
+    if pandas_output:
+        frame = pandas_output.restore(frame, output_schema, _RESULTS_AT)
     return StreamingWindow(
-        frame=key_group_operator(prepared, config, output_schema, delay),
+        frame=frame,
         max_parallelism=max_parallelism,
         state_partitions_cap=partitions_cap,
         spark_time_mode=config.spark_time_mode(),
@@ -440,7 +455,7 @@ def select_output(
         return dropped_counts(combined, name)
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
-    return rows.select(SIDE).mapInPandas(SideDecoder(schema.fieldNames()), schema)
+    return rows.select(SIDE).mapInArrow(SideDecoder(schema), schema)
 
 
 def write_outputs(
