@@ -39,6 +39,7 @@ from pyspark.sql.types import StructType
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
+from tidemark.panes import AccumulationMode
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,
@@ -306,6 +307,7 @@ def window_stream(
         key=_columns_of(source, key_columns),
         values=_columns_of(source, value_columns),
         time_mode=time_mode,
+        **_stored_results(operator, result_schema),
     )
     frame = key_group_operator(
         prepared, config, pandas_output.operator_schema(output_schema, _RESULTS_AT), delay
@@ -334,6 +336,14 @@ def _rebuild(arguments: dict[str, Any], spark: Any) -> _Rebuild | None:
     if arguments.pop("max_parallelism") is not None or explicit_max_parallelism(spark):
         return None
     return _Rebuild(df, arguments)
+
+
+def _stored_results(operator: WindowOperator, result_schema: StructType) -> dict[str, str]:
+    """What the pipeline record says of results kept in state: in RETRACTING mode the
+    last results of each window, to retract them, in the output schema."""
+    if operator.spec.accumulation_mode is not AccumulationMode.RETRACTING:
+        return {}
+    return {"output schema": result_schema.simpleString()}
 
 
 def _columns_of(df: DataFrame, names: list[str]) -> str:
