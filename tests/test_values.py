@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 from pyspark.sql import Row
 from value_cases import CASES, MODES, NAN, run
@@ -36,6 +37,8 @@ def test_minus_zero_is_the_key_zero_also_inside_structs_and_arrays():
     assert column_key({"x": -0.0, "a": [-0.0, float("nan")]}) == Row(x=0.0, a=(0.0, NAN_KEY))
     assert repr(function_key_value(("a", -0.0))) == "('a', 0.0)"
     assert function_key_value(["a"]) == ["a"]  # a list stays unhashable: refused as before
+    assert function_key_value(np.float32("nan")) is NAN_KEY  # numpy's float32 is no float
+    assert repr(function_key_value(np.float32(-0.0))) == "np.float32(0.0)"
 
 
 def test_only_keys_that_need_it_are_normalised():

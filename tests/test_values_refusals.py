@@ -113,6 +113,15 @@ def test_a_null_recorded_watermark_is_an_input_data_error(spark):
     assert "(o=2, timestamp=2ms)" in message and "Fill it in" in message
 
 
+def test_a_nan_arrival_order_is_named_as_null_or_nan(spark):
+    df = spark.createDataFrame(
+        [("a", 1, 1.0), ("a", 2, float("nan"))], "k string, ts long, o double"
+    )
+    stream = tm.from_dataframe(df, "ts", order_by="o").key_by("k").window(WINDOW)
+    with pytest.raises(tm.InputDataError, match=r"no `order_by` value \(null or NaN 'o'\)"):
+        stream.sum("ts").to_dataframe().collect()
+
+
 # ------------------------------------------------------------------ sums beyond the type
 
 

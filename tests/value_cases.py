@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pyspark.sql import Row
 from pyspark.sql import functions as F
 
@@ -200,6 +201,17 @@ CASES: dict[str, Case] = {
             s.key_by(lambda r: r.k).window(WINDOW).process(Seen("v"), "k string, seen string")
         ),
         {"main": [repr(("a", "[(nan,), (None,)]"))]},
+    ),
+    "a-key-function-returning-numpy-nan-keys-once": Case(
+        [("a", 1, 1.0), ("b", 2, 2.0), ("c", 3, 3.0)],
+        "k string, ts long, v double",
+        lambda s: (
+            s.key_by(lambda r: np.float32("nan") if r.k != "c" else np.float32(-0.0))
+            .window(WINDOW)
+            .process(Seen("v"), "k float, seen string")
+        ),
+        {"main": [repr((0.0, "[(3.0,)]")), repr((NAN, "[(1.0,), (2.0,)]"))]},
+        modes=("batch", "replay"),  # a replay compared keys element by element
     ),
     "nan-keys-are-one-key-and-minus-zero-is-zero": Case(
         [(NAN, 1, 1.0), (NAN, 2, 2.0), (-0.0, 3, 3.0), (0.0, 4, 4.0), (1.5, 5, 5.0)],

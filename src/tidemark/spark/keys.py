@@ -83,10 +83,10 @@ def _nan_key() -> NaNKey:
     return NAN_KEY
 
 
-def _float_key(value: float) -> float:
+def _float_key(value: Any) -> Any:
     if math.isnan(value):
         return NAN_KEY
-    return 0.0 if value == 0.0 else value  # -0.0 is the key 0.0
+    return abs(value) if value == 0.0 else value  # -0.0 is the key 0.0, in its own type
 
 
 def column_key(value: Any) -> Any:
@@ -116,7 +116,7 @@ def function_key_value(value: Any) -> Any:
     >>> function_key_value(("a", -0.0))
     ('a', 0.0)
     """
-    if isinstance(value, float):
+    if isinstance(value, (float, np.floating)):  # numpy's float32 is no float
         return _float_key(value)
     if type(value) is tuple:
         return tuple(function_key_value(v) for v in value)

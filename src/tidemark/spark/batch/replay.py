@@ -240,7 +240,8 @@ def order_fault(pdf: pd.DataFrame, order_by: list[str]) -> str | None:
         missing = pdf[name].isna().to_numpy()
         if missing.any():
             where = _describe(pdf, order_by, int(missing.argmax()))
-            return f"a row has no `order_by` value (null {name!r}): {where}"
+            what = "null or NaN" if pdf[name].dtype.kind == "f" else "null"  # pandas: one
+            return f"a row has no `order_by` value ({what} {name!r}): {where}"
     same = np.ones(max(len(pdf) - 1, 0), dtype=bool)
     for name in order_by:
         values = pdf[name].to_numpy()
