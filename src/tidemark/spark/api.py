@@ -33,8 +33,7 @@ from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results
-from tidemark.spark.codec import RowResultReduce, check_column_names, parse_schema
-from tidemark.spark.keys import check_key_columns
+from tidemark.spark.codec import RowResultReduce, parse_schema
 from tidemark.spark.pane_columns import (
     check_accumulation_mode,
     paned_schema,
@@ -109,9 +108,7 @@ class DataStream:
             ``key`` names no column, or a column the stream does not have, or a map or
             variant column (no key: ``docs/errors.md``, "Values and keys").
         """
-        spec = key_spec(key, self.schema)
-        check_key_columns(self.schema, spec.columns)
-        return KeyedStream(self, spec)
+        return KeyedStream(self, key_spec(key, self.schema))
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
         """Window the whole stream as one key: it runs in a single partition, as in Flink.
@@ -455,9 +452,7 @@ class WindowedStream:
                 "`output_schema` is needed: tidemark cannot infer what this window function "
                 "returns; pass a StructType or a DDL string like 'user string, n long'"
             )
-        parsed = parse_schema(output_schema, self._spark)
-        check_column_names(parsed.fieldNames(), "`output_schema`", self._spark)
-        schema = paned_schema(parsed, mode)
+        schema = paned_schema(parse_schema(output_schema, self._spark), mode)
         op = replace(
             op,
             function=function,

@@ -36,10 +36,12 @@ _INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
 
 
 def parse_schema(schema: Any, spark: Any) -> Any:
-    """A StructType from a StructType or a DDL string such as ``"user string, n long"``."""
+    """A StructType from a StructType or a DDL string such as ``"user string, n long"``,
+    its column names told apart (:func:`check_column_names`)."""
     from pyspark.sql.types import StructType
 
     if isinstance(schema, StructType):
+        check_column_names(schema.fieldNames(), "`output_schema`", spark)
         return schema
     if isinstance(schema, str):
         try:
@@ -49,6 +51,7 @@ def parse_schema(schema: Any, spark: Any) -> Any:
                 f"`output_schema` must be a StructType or a DDL string like "
                 f"'user string, n long'; could not parse {schema!r}: {exc}"
             ) from exc
+        check_column_names(parsed.fieldNames(), "`output_schema`", spark)
         return parsed
     raise WindowSpecError(
         f"`output_schema` must be a StructType or a DDL string; got {schema!r} "

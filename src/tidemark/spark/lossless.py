@@ -54,6 +54,7 @@ NAN_FLAG = "__tm_nan"
 PACKED = "__tm_packed"
 """The input column holding a row's nested values, pickled."""
 
+_RESULTS_AT = 2  # a streaming combined frame's first result (spark/columns.py)
 _FLOATS = ("FloatType", "DoubleType")
 _NESTED = ("ArrayType", "MapType", "StructType")
 
@@ -169,18 +170,23 @@ class PandasOutput:
         flags = tuple(_is_nan(record[2 + p]) for p in self.flagged)
         return (*record, *flags)
 
-    def operator_schema(self, schema: StructType, first: int) -> StructType:
-        """The processor's output schema: ``schema`` (the combined frame's, its results
-        from field ``first``) with the packed fields binary, then the flags."""
+    def operator_schema(self, schema: StructType) -> StructType:
+        """The processor's output schema: ``schema`` (the combined frame's) with the
+        packed result fields binary, then the flags."""
+        first = _RESULTS_AT
         fields = list(schema.fields)
         for p in self.packed:
             fields[first + p] = StructField(fields[first + p].name, BinaryType(), True)
         fields += [StructField(name, BooleanType(), True) for name in self.names()]
         return StructType(fields)
 
-    def restore(self, frame: DataFrame, schema: StructType, first: int) -> DataFrame:
+    def restore(self, frame: DataFrame, schema: StructType) -> DataFrame:
         """The processor's output ``frame`` as the combined frame of ``schema``: NaNs
-        back in the flagged columns (Spark SQL), the packed ones unpickled."""
+        back in the flagged columns (Spark SQL), the packed ones unpickled (``frame``
+        itself when nothing was carried)."""
+        if not self:
+            return frame
+        first = _RESULTS_AT
         columns = [F.col(_quoted(f.name)) for f in schema.fields]
         for p, flag in zip(self.flagged, self.names()):
             kind = schema.fields[first + p]

@@ -35,6 +35,7 @@ from typing import Any
 from pyspark.errors import AnalysisException
 
 from tidemark.errors import WindowSpecError
+from tidemark.panes import AccumulationMode
 from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.keygroups import parallelism_changed
 
@@ -47,6 +48,7 @@ __all__ = [
     "describe",
     "describe_window",
     "LATER_FIELDS",
+    "results_kept",
 ]
 
 GROUPS_FILE = "tidemark-max-parallelism"
@@ -146,6 +148,15 @@ def _accumulator(function: Any) -> str:
     except Exception:  # the function's own error is for its first element to raise
         accumulator = "unknown"
     return f"{name} with a {accumulator} accumulator"
+
+
+def results_kept(operator: Any, result_schema: Any) -> dict[str, str]:
+    """What a pipeline record says of results its state keeps (``describe_window``'s
+    ``columns``): in RETRACTING mode each window's last results, to retract them, in
+    ``result_schema``; nothing in any other mode."""
+    if operator.spec.accumulation_mode is not AccumulationMode.RETRACTING:
+        return {}
+    return {"output schema": result_schema.simpleString()}
 
 
 def describe(value: Any, depth: int = 0) -> str:

@@ -39,7 +39,6 @@ from pyspark.sql.types import StructType
 from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
-from tidemark.panes import AccumulationMode
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,
@@ -65,7 +64,12 @@ from tidemark.spark.streaming.chain import (
     prepare_upstream,
     upstream_schemas,
 )
-from tidemark.spark.streaming.checkpoint import check_checkpoint, describe_window, stored_groups
+from tidemark.spark.streaming.checkpoint import (
+    check_checkpoint,
+    describe_window,
+    results_kept,
+    stored_groups,
+)
 from tidemark.spark.streaming.clock import (
     COLUMN_SHIFT_MS,
     END_OF_INPUT_COLUMN_MICROS,
@@ -99,7 +103,6 @@ __all__ = [
 ]
 
 _SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
-_RESULTS_AT = 2  # the combined frame's first result column, after __tm_output and __tm_ts
 
 
 @dataclass(frozen=True, eq=False)
@@ -307,15 +310,12 @@ def window_stream(
         key=_columns_of(source, key_columns),
         values=_columns_of(source, value_columns),
         time_mode=time_mode,
-        **_stored_results(operator, result_schema),
+        **results_kept(operator, result_schema),
     )
-    frame = key_group_operator(
-        prepared, config, pandas_output.operator_schema(output_schema, _RESULTS_AT), delay
-    )
-    if pandas_output:
-        frame = pandas_output.restore(frame, output_schema, _RESULTS_AT)
+    operator_schema = pandas_output.operator_schema(output_schema)
+    frame = key_group_operator(prepared, config, operator_schema, delay)
     return StreamingWindow(
-        frame=frame,
+        frame=pandas_output.restore(frame, output_schema),
         max_parallelism=max_parallelism,
         state_partitions_cap=partitions_cap,
         spark_time_mode=config.spark_time_mode(),
@@ -336,14 +336,6 @@ def _rebuild(arguments: dict[str, Any], spark: Any) -> _Rebuild | None:
     if arguments.pop("max_parallelism") is not None or explicit_max_parallelism(spark):
         return None
     return _Rebuild(df, arguments)
-
-
-def _stored_results(operator: WindowOperator, result_schema: StructType) -> dict[str, str]:
-    """What the pipeline record says of results kept in state: in RETRACTING mode the
-    last results of each window, to retract them, in the output schema."""
-    if operator.spec.accumulation_mode is not AccumulationMode.RETRACTING:
-        return {}
-    return {"output schema": result_schema.simpleString()}
 
 
 def _columns_of(df: DataFrame, names: list[str]) -> str:
