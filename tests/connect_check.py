@@ -283,6 +283,7 @@ STREAMED_VALUE_CASES = (
     "results-hold-nan-and-null-apart",
     "late-rows-keep-their-nan",
     "struct-and-array-keys",
+    "timestamps-in-values-and-results-are-utc-instants",
 )
 """The value cases also run as streams here (each stream costs a query)."""
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -260,6 +261,52 @@ CASES: dict[str, Case] = {
         {"main": [repr((Row(x=-0.0), 3, 12)), repr((Row(x=NAN), 1, 3))]},
     ),
 }
+
+
+class Instants(tm.ProcessWindowFunction):
+    """The instants its elements' timestamps hold (top level and in an array), and a
+    naive datetime written back at both levels (UTC, as every mode reads it)."""
+
+    def process(self, key, context, elements):
+        e = next(iter(elements))
+        seen = [_utc(e.t).isoformat(), [_utc(x).isoformat() for x in e.a]]
+        yield (key, repr(seen), e.t, [NOON_UTC.replace(tzinfo=None)])
+
+
+def _utc(value: datetime) -> datetime:
+    """A naive datetime as UTC, an aware one in UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value.astimezone(timezone.utc)
+
+
+def _collected(instant: datetime) -> datetime:
+    """What ``collect()`` gives for a timestamp: a naive local time of this process."""
+    return instant.astimezone().replace(tzinfo=None)
+
+
+NOON_UTC = datetime(2024, 1, 1, 0, 30, tzinfo=timezone.utc)
+CASES["timestamps-in-values-and-results-are-utc-instants"] = Case(
+    [("a", 1, NOON_UTC, [NOON_UTC])],
+    "k string, ts long, t timestamp, a array<timestamp>",
+    lambda s: (
+        s.key_by("k")
+        .window(WINDOW)
+        .process(Instants(), "k string, seen string, t timestamp, a array<timestamp>")
+    ),
+    {
+        "main": [
+            repr(
+                (
+                    "a",
+                    repr(["2024-01-01T00:30:00+00:00", ["2024-01-01T00:30:00+00:00"]]),
+                    _collected(NOON_UTC),
+                    [_collected(NOON_UTC)],
+                )
+            )
+        ]
+    },
+)
 
 
 class KeyAndCount(tm.ProcessWindowFunction):

@@ -34,6 +34,7 @@ from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results
 from tidemark.spark.codec import RowResultReduce, parse_schema
+from tidemark.spark.keys import checked_key
 from tidemark.spark.pane_columns import (
     check_accumulation_mode,
     paned_schema,
@@ -105,10 +106,9 @@ class DataStream:
         Raises
         ------
         WindowSpecError
-            ``key`` names no column, or a column the stream does not have, or a map or
-            variant column (no key: ``docs/errors.md``, "Values and keys").
+            ``key`` names no column, a column the stream does not have, or a map column.
         """
-        return KeyedStream(self, key_spec(key, self.schema))
+        return KeyedStream(self, checked_key(key_spec(key, self.schema), self.schema))
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
         """Window the whole stream as one key: it runs in a single partition, as in Flink.
@@ -274,12 +274,9 @@ class WindowedStream:
         Raises
         ------
         WindowSpecError
-            ``tag`` is not an OutputTag, or has a ``type_info`` other than the input's
-            schema (late elements are input rows).
+            ``tag`` is not an OutputTag.
         """
-        windowed = self._with(late_tag=tag)
-        results.side_output_schema(windowed._op, tag, self._spark)  # the type it holds
-        return windowed
+        return self._with(late_tag=tag)
 
     def accumulation_mode(self, mode: AccumulationMode) -> WindowedStream:
         """How the panes of a Dataflow trigger (``tm.AfterWatermark`` ...) relate: each

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
 from decimal import Decimal
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Row
 
@@ -20,6 +22,10 @@ __all__ = [
     "parse_schema",
     "check_column_names",
     "SUM_ADVICE",
+    "NaNKey",
+    "NAN_KEY",
+    "float_key",
+    "function_key_value",
     "arrow_column",
     "arrow_rows_and_columns",
     "arrow_batch",
@@ -347,3 +353,71 @@ def _is_exact_number(arrow_type: Any) -> bool:
     import pyarrow as pa
 
     return bool(pa.types.is_integer(arrow_type) or pa.types.is_decimal(arrow_type))
+
+
+# ---------------------------------------------------------------- keys' floats
+# The float rule of keys (tidemark.spark.keys, whose table states every key rule) lives
+# here, below the column protocol: a key function's key is normalised before it is
+# pickled into ``__tm_key`` (tidemark.spark.columns), so equal keys give equal bytes.
+
+
+class NaNKey(float):
+    """The key of every NaN: a float NaN that equals any NaN and hashes alike, so a
+    dict holds one entry for all of them (a plain NaN is unequal even to itself).
+
+    >>> NAN_KEY == float("nan"), {NAN_KEY: 1}[NaNKey()], NAN_KEY + 1.0
+    (True, 1, nan)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls) -> NaNKey:
+        return float.__new__(cls, "nan")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and math.isnan(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return 0x7FF8_0000  # one value for all: Python's hash(nan) is per object
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_nan_key, ())  # equal keys pickle to equal bytes
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+NAN_KEY = NaNKey()
+"""The one NaN key (what a NaN key column's elements are keyed by)."""
+
+
+def _nan_key() -> NaNKey:
+    return NAN_KEY
+
+
+def float_key(value: Any) -> Any:
+    """A float's key: every NaN the one :data:`NAN_KEY`, ``-0.0`` the key ``0.0`` (in its
+    own type: numpy's float32 too); any other value itself."""
+    if math.isnan(value):
+        return NAN_KEY
+    return abs(value) if value == 0.0 else value  # -0.0 is the key 0.0, in its own type
+
+
+def function_key_value(value: Any) -> Any:
+    """A key function's key with the float rule applied, inside plain tuples and Rows
+    too; anything else as it is (a list stays a list, and is refused as unhashable).
+
+    >>> function_key_value(("a", -0.0))
+    ('a', 0.0)
+    """
+    if isinstance(value, (float, np.floating)):  # numpy's float32 is no float
+        return float_key(value)
+    if type(value) is tuple:
+        return tuple(function_key_value(v) for v in value)
+    fields = getattr(value, "__fields__", None)
+    if isinstance(value, Row) and fields is not None:
+        return Row(**{name: function_key_value(v) for name, v in zip(fields, value)})
+    return value

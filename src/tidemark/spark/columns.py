@@ -58,8 +58,13 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from tidemark.errors import InputDataError
-from tidemark.spark.codec import arrow_batch, arrow_column, arrow_rows_and_columns, result_tuple
-from tidemark.spark.keys import function_key_value
+from tidemark.spark.codec import (
+    arrow_batch,
+    arrow_column,
+    arrow_rows_and_columns,
+    function_key_value,
+    result_tuple,
+)
 
 __all__ = [
     "OUTPUT",

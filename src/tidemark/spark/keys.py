@@ -27,7 +27,6 @@ only the key is normalised. A key function's result follows the same float rule
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -35,6 +34,8 @@ import numpy as np
 from pyspark.sql import Row
 
 from tidemark.errors import WindowSpecError
+from tidemark.spark.codec import NAN_KEY, NaNKey, float_key, function_key_value
+from tidemark.spark.plan import KeySpec
 
 __all__ = [
     "NAN_KEY",
@@ -43,50 +44,8 @@ __all__ = [
     "function_key_value",
     "key_normaliser",
     "check_key_columns",
+    "checked_key",
 ]
-
-
-class NaNKey(float):
-    """The key of every NaN: a float NaN that equals any NaN and hashes alike, so a
-    dict holds one entry for all of them (a plain NaN is unequal even to itself).
-
-    >>> NAN_KEY == float("nan"), {NAN_KEY: 1}[NaNKey()], NAN_KEY + 1.0
-    (True, 1, nan)
-    """
-
-    __slots__ = ()
-
-    def __new__(cls) -> NaNKey:
-        return float.__new__(cls, "nan")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, float) and math.isnan(other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __hash__(self) -> int:
-        return 0x7FF8_0000  # one value for all: Python's hash(nan) is per object
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_nan_key, ())  # equal keys pickle to equal bytes
-
-    def __repr__(self) -> str:
-        return "nan"
-
-
-NAN_KEY = NaNKey()
-"""The one NaN key (what a NaN key column's elements are keyed by)."""
-
-
-def _nan_key() -> NaNKey:
-    return NAN_KEY
-
-
-def _float_key(value: Any) -> Any:
-    if math.isnan(value):
-        return NAN_KEY
-    return abs(value) if value == 0.0 else value  # -0.0 is the key 0.0, in its own type
 
 
 def column_key(value: Any) -> Any:
@@ -98,7 +57,7 @@ def column_key(value: Any) -> Any:
     Row(a=(1.0, 0.0), b=nan)
     """
     if isinstance(value, float):
-        return _float_key(value)
+        return float_key(value)
     if isinstance(value, dict):
         return Row(**{name: column_key(v) for name, v in value.items()})
     fields = getattr(value, "__fields__", None)
@@ -106,23 +65,6 @@ def column_key(value: Any) -> Any:
         return Row(**{name: column_key(v) for name, v in zip(fields, value)})
     if isinstance(value, (list, tuple, np.ndarray)):
         return tuple(column_key(v) for v in value)
-    return value
-
-
-def function_key_value(value: Any) -> Any:
-    """A key function's key with the float rule applied, inside plain tuples and Rows
-    too; anything else as it is (a list stays a list, and is refused as unhashable).
-
-    >>> function_key_value(("a", -0.0))
-    ('a', 0.0)
-    """
-    if isinstance(value, (float, np.floating)):  # numpy's float32 is no float
-        return _float_key(value)
-    if type(value) is tuple:
-        return tuple(function_key_value(v) for v in value)
-    fields = getattr(value, "__fields__", None)
-    if isinstance(value, Row) and fields is not None:
-        return Row(**{name: function_key_value(v) for name, v in zip(fields, value)})
     return value
 
 
@@ -145,6 +87,13 @@ def _tuple_key(values: Any) -> tuple[Any, ...]:
 
 
 _UNGROUPABLE = {"MapType": "a map", "VariantType": "a variant"}
+
+
+def checked_key(key: KeySpec, schema: Any) -> KeySpec:
+    """``key`` (of a stream of ``schema``), its columns checked by
+    :func:`check_key_columns`."""
+    check_key_columns(schema, key.columns)
+    return key
 
 
 def check_key_columns(schema: Any, columns: Sequence[str]) -> None:

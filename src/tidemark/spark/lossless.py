@@ -8,7 +8,10 @@ returns, and pandas cannot tell apart what Spark and Arrow do:
 - a float or double column's NaN and null are both NaN in a ``float64`` Series, and
   on the way back every NaN of a column becomes a null, nested ones too;
 - an array arrives as a numpy array, whose nulls are NaN in a float array; a struct
-  as a dict, a nested timestamp as a pandas Timestamp.
+  as a dict, a nested timestamp as a pandas Timestamp;
+- a timestamp arrives as a wall time in the session's time zone (BATCH reads the UTC
+  one), and a naive datetime nested in a result is read back in the session's zone
+  (at the top level, and in BATCH, as UTC).
 
 BATCH and a replay read Arrow batches directly (:mod:`tidemark.spark.codec`): a NaN is
 a NaN, a null None, an array a list, a struct a dict. So that a stream's functions see
@@ -17,13 +20,15 @@ the same values, its window carries, around the operator:
 ========================= ============================================================
 input float/double column ``__tm_nan<i>``, Spark's ``isnan`` of column ``i``, beside it:
                           its nulls are None and its NaNs NaN again (:class:`PandasInput`)
+input timestamp column    ``__tm_utc<i>``, Spark's ``unix_micros`` of it: the naive UTC
+                          datetime BATCH gives, exact across daylight-saving changes
 input array/map/struct    packed, with every nested column of the row, into
                           ``__tm_packed`` (a pickle of their Arrow values, by a
                           ``mapInArrow`` before the operator); the column itself null
 result float/double       ``__tm_nan<i>`` from the result's value, then the column made
                           NaN again in Spark SQL after the operator (:class:`PandasOutput`)
 result nested with floats pickled in its column (binary), unpickled into its type by a
-                          ``mapInArrow`` after the operator
+or timestamps             ``mapInArrow`` after the operator
 ========================= ============================================================
 
 Columns of other types pass as they are (strings, integers, decimals, booleans, binary,
@@ -36,6 +41,7 @@ import math
 import pickle
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 import pandas as pd
@@ -46,10 +52,21 @@ from pyspark.sql.types import BinaryType, BooleanType, StructField, StructType
 
 from tidemark.spark.codec import arrow_column, checked_array, column_values
 
-__all__ = ["PandasInput", "PandasOutput", "lossless_input", "lossless_output", "NAN_FLAG", "PACKED"]
+__all__ = [
+    "PandasInput",
+    "PandasOutput",
+    "lossless_input",
+    "lossless_output",
+    "NAN_FLAG",
+    "UTC_MICROS",
+    "PACKED",
+]
 
 NAN_FLAG = "__tm_nan"
 """The prefix of a float column's NaN flag: ``__tm_nan3`` is column 3's."""
+
+UTC_MICROS = "__tm_utc"
+"""The prefix of a timestamp column's microseconds since the epoch (``__tm_utc3``)."""
 
 PACKED = "__tm_packed"
 """The input column holding a row's nested values, pickled."""
@@ -67,6 +84,8 @@ class PandasInput:
     ----------
     nan_flags : tuple of (int, int)
         ``(column, flag column)`` for each float or double column.
+    utc_micros : tuple of (int, int)
+        ``(column, microseconds column)`` for each timestamp column.
     packed : tuple of int
         The nested columns, in the order their values are pickled in ``__tm_packed``.
     packed_column : int
@@ -76,10 +95,13 @@ class PandasInput:
     nan_flags: tuple[tuple[int, int], ...] = ()
     packed: tuple[int, ...] = ()
     packed_column: int = -1
+    utc_micros: tuple[tuple[int, int], ...] = ()
     _flags: dict[int, int] = field(init=False, repr=False, compare=False)
+    _micros: dict[int, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_flags", dict(self.nan_flags))
+        object.__setattr__(self, "_micros", dict(self.utc_micros))
 
     def column(
         self, series: Sequence[pd.Series], position: int, type_name: str, unpacked: list[Any]
@@ -92,6 +114,12 @@ class PandasInput:
                 unpacked.append([pickle.loads(blob) for blob in blobs])
             at = self.packed.index(position)
             return [values[at] for values in unpacked[0]]
+        micros = self._micros.get(position)
+        if micros is not None:
+            return [
+                None if m is None else _EPOCH + timedelta(microseconds=m)
+                for m in column_values(series[micros], "LongType")
+            ]
         values = column_values(series[position], type_name)
         flag = self._flags.get(position)
         if flag is None or None not in values:
@@ -105,17 +133,24 @@ def lossless_input(df: DataFrame, positions: Sequence[int]) -> tuple[DataFrame, 
     ``positions`` made lossless: a NaN flag after each float column, nested columns
     packed into ``__tm_packed``; and how the processor reads them back."""
     fields = df.schema.fields
-    floats = [p for p in positions if type(fields[p].dataType).__name__ in _FLOATS]
-    nested = tuple(p for p in positions if type(fields[p].dataType).__name__ in _NESTED)
-    flags = [F.isnan(F.col(_quoted(fields[p].name))).alias(f"{NAN_FLAG}{p}") for p in floats]
-    if flags:
-        df = df.select("*", *flags)
+    kinds = {p: type(fields[p].dataType).__name__ for p in positions}
+    floats = [p for p, kind in kinds.items() if kind in _FLOATS]
+    stamps = [p for p, kind in kinds.items() if kind == "TimestampType"]
+    nested = tuple(p for p, kind in kinds.items() if kind in _NESTED)
+    added = [F.isnan(F.col(_quoted(fields[p].name))).alias(f"{NAN_FLAG}{p}") for p in floats]
+    added += [
+        F.unix_micros(F.col(_quoted(fields[p].name))).alias(f"{UTC_MICROS}{p}") for p in stamps
+    ]
+    if added:
+        df = df.select("*", *added)
     nan_flags = tuple((p, len(fields) + n) for n, p in enumerate(floats))
+    utc = tuple((p, len(fields) + len(floats) + n) for n, p in enumerate(stamps))
     if not nested:
-        return df, PandasInput(nan_flags)
+        return df, PandasInput(nan_flags, utc_micros=utc)
     schema = StructType(df.schema.fields + [StructField(PACKED, BinaryType(), False)])
     packer = _Packer([df.schema.fields[p].name for p in nested], list(nested))
-    return df.mapInArrow(packer, schema), PandasInput(nan_flags, nested, len(df.columns))
+    lossless = PandasInput(nan_flags, nested, len(df.columns), utc)
+    return df.mapInArrow(packer, schema), lossless
 
 
 class _Packer:
@@ -146,7 +181,7 @@ class PandasOutput:
         The float or double result fields (positions in the results), each followed by a
         NaN flag at the end of the record.
     packed : tuple of int
-        The nested result fields holding floats, pickled in their column.
+        The nested result fields holding floats or timestamps, pickled in their column.
     """
 
     flagged: tuple[int, ...] = ()
@@ -201,13 +236,13 @@ class PandasOutput:
 
 def lossless_output(result_schema: StructType) -> PandasOutput:
     """What a processor with results of ``result_schema`` carries (nothing when no
-    field is a float, or nested with a float)."""
+    field is a float, or nested with a float or a timestamp)."""
     fields = result_schema.fields
     flagged = tuple(n for n, f in enumerate(fields) if type(f.dataType).__name__ in _FLOATS)
     packed = tuple(
         n
         for n, f in enumerate(fields)
-        if type(f.dataType).__name__ in _NESTED and _holds_float(f.dataType)
+        if type(f.dataType).__name__ in _NESTED and _holds(f.dataType, _CARRIED)
     )
     return PandasOutput(flagged, packed)
 
@@ -241,16 +276,21 @@ def _arrow_type(spark_field: StructField) -> Any:
         return to_arrow_schema(schema).field(0).type
 
 
-def _holds_float(data_type: Any) -> bool:
+_CARRIED = (*_FLOATS, "TimestampType")  # nested in a result: pandas would change them
+_EPOCH = datetime(1970, 1, 1)
+
+
+def _holds(data_type: Any, kinds: tuple[str, ...]) -> bool:
+    """Whether ``data_type`` is, or holds at any depth, a type named in ``kinds``."""
     name = type(data_type).__name__
-    if name in _FLOATS:
+    if name in kinds:
         return True
     if name == "ArrayType":
-        return _holds_float(data_type.elementType)
+        return _holds(data_type.elementType, kinds)
     if name == "MapType":
-        return _holds_float(data_type.keyType) or _holds_float(data_type.valueType)
+        return _holds(data_type.keyType, kinds) or _holds(data_type.valueType, kinds)
     if name == "StructType":
-        return any(_holds_float(f.dataType) for f in data_type.fields)
+        return any(_holds(f.dataType, kinds) for f in data_type.fields)
     return False
 
 

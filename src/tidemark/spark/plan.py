@@ -23,7 +23,6 @@ from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.spark.keys import check_key_columns
 from tidemark.triggers import Trigger
 from tidemark.watermarks import WatermarkStrategy
 
@@ -247,5 +246,4 @@ def key_spec(key: Any, schema: Any) -> KeySpec:
         raise WindowSpecError(
             f"`key` names columns that do not exist: {missing}; columns: {schema.fieldNames()}"
         )
-    check_key_columns(schema, columns)  # no map or variant keys (spark/keys.py)
     return KeySpec(columns=columns)
