@@ -32,7 +32,8 @@ or timestamps             ``mapInArrow`` after the operator
 ========================= ============================================================
 
 Columns of other types pass as they are (strings, integers, decimals, booleans, binary,
-dates, timestamps), and a pipeline without float or nested columns gets none of this.
+dates, timestamps without a time zone), and a pipeline without float, timestamp or
+nested columns gets none of this.
 """
 
 from __future__ import annotations
@@ -130,8 +131,9 @@ class PandasInput:
 
 def lossless_input(df: DataFrame, positions: Sequence[int]) -> tuple[DataFrame, PandasInput]:
     """``df`` (a processor's input, in column order) with the columns among
-    ``positions`` made lossless: a NaN flag after each float column, nested columns
-    packed into ``__tm_packed``; and how the processor reads them back."""
+    ``positions`` made lossless: a NaN flag after each float column, each timestamp's
+    microseconds, nested columns packed into ``__tm_packed``; and how the processor
+    reads them back."""
     fields = df.schema.fields
     kinds = {p: type(fields[p].dataType).__name__ for p in positions}
     floats = [p for p, kind in kinds.items() if kind in _FLOATS]

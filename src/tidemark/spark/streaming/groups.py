@@ -163,7 +163,7 @@ class WindowGroups:
             return iter([])
         names = self._config.output_columns()
         lossless = self._config.pandas_output
-        if lossless:  # NaN flags, nested floats pickled: pandas would make NaNs null
+        if lossless:  # NaN flags, nested values pickled: pandas would lose them
             records = [lossless.record(record) for record in records]
             names += lossless.names()
         return iter([object_frame(names, records)])
