@@ -3,7 +3,8 @@ session do not share a process well): BATCH and replay on random differential sc
 a stream written by batch id through ``write_outputs`` on a session left with Spark's
 default state store, windows chained on a stream, and a bounded replay whose outputs
 are read from one kept run and written by ``write_outputs``, and a Dataflow-triggered
-window's panes in BATCH, a replay and a stream. Prints one JSON line: the
+window's panes in BATCH, a replay and a stream, and real data's values (NaN, keys:
+``value_cases``) in a session zone that is not UTC. Prints one JSON line: the
 failures found (an empty list when all modes equal the engine harness).
 
 Run by tests/test_connect.py; by hand: ``python tests/connect_check.py <workdir>``.
@@ -307,6 +308,52 @@ def _real_watermark(spark: Any, root: Path) -> list[str]:
     return [] if want in marks else [f"spark clock: progress shows {marks}, not {want}"]
 
 
+STREAMED_VALUE_CASES = (
+    "nan-apart-from-null-in-value-columns",
+    "results-hold-nan-and-null-apart",
+    "late-rows-keep-their-nan",
+    "struct-and-array-keys",
+    "timestamps-in-values-and-results-are-utc-instants",
+)
+"""The value cases also run as streams here (each stream costs a query)."""
+
+
+def values(spark: Any, workdir: Path) -> list[str]:
+    """Real data's values (``value_cases``) over Connect, in a session zone that is not
+    UTC: every case in BATCH and a replay, some as streams; a sum beyond its type."""
+    import value_cases as v
+
+    import tidemark as tm
+
+    failures = []
+    spark.conf.set("spark.sql.session.timeZone", "Asia/Kolkata")
+    try:
+        for name, case in v.CASES.items():
+            for mode in case.modes:
+                if mode == "stream" and name not in STREAMED_VALUE_CASES:
+                    continue
+                got = v.run(
+                    spark, mode, case.rows, case.schema, case.build, workdir, case.late, case.split
+                )
+                if got != case.expected:
+                    failures.append(f"values {name} {mode}: expected {case.expected}, got {got}")
+        try:
+            v.run(
+                spark,
+                "batch",
+                [("a", 1, 2**62), ("a", 2, 2**62)],
+                "k string, ts long, v long",
+                lambda s: s.key_by("k").window(v.WINDOW).sum("v"),
+                workdir,
+            )
+            failures.append("values: a sum beyond bigint was not refused")
+        except tm.WindowResultError:
+            pass
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    return failures
+
+
 def main(argv: list[str]) -> None:
     workdir = Path(argv[0])
     spark = connect_session()
@@ -317,6 +364,7 @@ def main(argv: list[str]) -> None:
     failures += panes(spark, workdir)
     failures += sql_fast_path(spark)
     failures += time_zones(spark, workdir)
+    failures += values(spark, workdir)
     print("CONNECT-RESULT " + json.dumps(failures))
     spark.stop()
 

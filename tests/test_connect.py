@@ -23,7 +23,7 @@ def test_batch_replay_and_streaming_on_spark_connect(tmp_path):
         [sys.executable, str(SCRIPT), str(tmp_path)],
         capture_output=True,
         text=True,
-        timeout=900,
+        timeout=1500,  # ~4 min of it real data's values (value_cases)
         env=env,
     )
     lines = [x for x in done.stdout.splitlines() if x.startswith("CONNECT-RESULT ")]

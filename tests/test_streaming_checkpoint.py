@@ -177,3 +177,78 @@ def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path)
     with pytest.raises(WindowSpecError, match=r"has 3 key groups, this query 8.*maxParallelism=3"):
         write_outputs(unread, {"main": lambda d, b: None}, checkpoint)
     assert spark.streams.active == []
+
+
+# ------------------------------------------------------------------ what the state holds
+
+
+class Listing(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, ",".join(str(e.v) for e in elements))
+
+
+class ListingWithCount(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        values = [str(e.v) for e in elements]
+        yield (key, ",".join(values), len(values))
+
+
+def _retracting(spark, root, function, schema):
+    df = spark.readStream.schema("k string, v long, ts long").json(str(root / "in"))
+    stream = tm.from_dataframe(
+        df,
+        timestamp="ts",
+        watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
+        shift_spark_clock=True,  # timestamps from 1 ms: their watermarks need it
+    )
+    trigger = tm.AfterWatermark(early=tm.AfterCount(1))
+    windowed = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(10)).trigger(trigger)
+    return windowed.accumulation_mode(tm.AccumulationMode.RETRACTING).process(function, schema)
+
+
+def test_a_retracting_restart_with_another_output_schema_is_refused_before_it_starts(
+    spark, tmp_path
+):
+    """The state keeps each window's last results to retract them: results of the old
+    schema would be retracted through the new function's columns."""
+    (tmp_path / "in").mkdir()
+    write_input(tmp_path / "in", 0)
+    first = _retracting(spark, tmp_path, Listing(), "k string, values string")
+    _run(first, tmp_path).awaitTermination(300)
+    wider = _retracting(spark, tmp_path, ListingWithCount(), "k string, values string, n long")
+    with pytest.raises(WindowSpecError) as error:
+        _run(wider, tmp_path)
+    message = str(error.value)
+    assert "output schema was struct<k:string,values:string,pane_timing:string" in message
+    assert "now struct<k:string,values:string,n:bigint,pane_timing:string" in message
+    assert spark.streams.active == []
+    write_input(tmp_path / "in", 1)
+    _run(first, tmp_path).awaitTermination(300)  # the same one carries on
+
+
+def test_an_aggregate_with_another_accumulator_is_refused_before_it_starts(spark, tmp_path):
+    (tmp_path / "in").mkdir()
+    write_input(tmp_path / "in", 0)
+    window = tm.TumblingEventTimeWindows.of(tm.Duration.of_minutes(10))
+    _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
+    df = spark.readStream.schema("k string, v long, ts long").json(str(tmp_path / "in"))
+    stream = tm.from_dataframe(
+        df,
+        timestamp="ts",
+        watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
+        shift_spark_clock=True,  # timestamps from 1 ms: their watermarks need it
+    )
+    windowed = stream.key_by("k").window(window).allowed_lateness(5)
+    maxima = windowed.side_output_late_data(LATE).max("v")
+    with pytest.raises(WindowSpecError, match=r"accumulator was Sum\('v'\) with a list"):
+        _run(maxima, tmp_path)
+
+
+def test_a_record_written_before_a_field_was_described_restarts_and_gains_it(spark, tmp_path):
+    old = {"assigner": "A", "function": "AggregateLogic", "key": "k string"}
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint(spark, checkpoint, 4, (old,))
+    now = {**old, "accumulator": "Sum('v') with a list accumulator", "output schema": "s"}
+    check_checkpoint(spark, checkpoint, 4, (now,))  # accepted: the old record lacks both
+    with pytest.raises(WindowSpecError, match=r"accumulator was Sum\('v'\) with a list"):
+        check_checkpoint(spark, checkpoint, 4, ({**now, "accumulator": "Max('v') with a list"},))

@@ -153,4 +153,10 @@ class ProcessCallContext(ProcessWindowContext):
     def output(self, output_tag: OutputTag, value: Any) -> None:
         if not isinstance(output_tag, OutputTag):
             raise TypeError(f"`output_tag` must be an OutputTag; got {output_tag!r}")
+        if output_tag == self._op.late_data_tag:
+            raise ValueError(
+                f"`output_tag` {output_tag.tag_id!r} is the late-data tag of "
+                "side_output_late_data: its side output holds the late elements, in the "
+                "input's schema; give the function's side output a tag id of its own"
+            )
         self._op.emit_side_output(output_tag, value, self._window.max_timestamp())

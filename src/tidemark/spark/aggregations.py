@@ -134,6 +134,7 @@ class _KeepFirst(AggregateFunction):
     The accumulator is ``[first_element, aggregate]``, so no Row is built per element;
     the result Row is built once, when the window fires. Nulls in the field are skipped
     (SQL's rule; Flink would fail on them), so an all-null window aggregates to null.
+    ``min``/``max`` order a NaN above every number, as Spark and Flink do.
     """
 
     def __init__(self, field: str):
@@ -210,14 +211,20 @@ class Sum(_KeepFirst):
         return a + b
 
 
+def _below(b: Any, a: Any) -> bool:
+    """``b < a`` in Spark's order, which Flink's ``Double.compareTo`` shares for NaN: a
+    NaN is above every number and equal to a NaN (Python's ``<`` is False for both)."""
+    return b < a or (a != a and b == b)
+
+
 class Min(_KeepFirst):
     def combine(self, a: Any, b: Any) -> Any:
-        return b if b < a else a
+        return b if _below(b, a) else a
 
 
 class Max(_KeepFirst):
     def combine(self, a: Any, b: Any) -> Any:
-        return b if b > a else a
+        return b if _below(a, b) else a
 
 
 class MinBy(FieldReduce):
@@ -229,7 +236,7 @@ class MinBy(FieldReduce):
             self.index(value1)
             read = self._read
         a, b = read(value1), read(value2)
-        return value2 if b is not None and (a is None or b < a) else value1
+        return value2 if b is not None and (a is None or _below(b, a)) else value1
 
 
 class MaxBy(FieldReduce):
@@ -241,4 +248,4 @@ class MaxBy(FieldReduce):
             self.index(value1)
             read = self._read
         a, b = read(value1), read(value2)
-        return value2 if b is not None and (a is None or b > a) else value1
+        return value2 if b is not None and (a is None or _below(a, b)) else value1

@@ -33,6 +33,7 @@ from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results
 from tidemark.spark.codec import RowResultReduce, parse_schema
+from tidemark.spark.keys import checked_key
 from tidemark.spark.pane_columns import (
     check_accumulation_mode,
     paned_schema,
@@ -105,9 +106,9 @@ class DataStream:
         Raises
         ------
         WindowSpecError
-            ``key`` names no column, or a column the stream does not have.
+            ``key`` names no column, a column the stream does not have, or a map column.
         """
-        return KeyedStream(self, key_spec(key, self.schema))
+        return KeyedStream(self, checked_key(key_spec(key, self.schema), self.schema))
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
         """Window the whole stream as one key: it runs in a single partition, as in Flink.

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime
 import functools
+import math
 from collections.abc import Callable, Iterable, Sequence
+from decimal import Decimal
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import pandas as pd
 from pyspark.sql import Row
 
@@ -19,8 +22,12 @@ from tidemark.spark.pane_columns import paned_tuple
 __all__ = [
     "NULL_MICROS",
     "parse_schema",
-    "rows_from_pandas",
-    "rows_and_columns",
+    "check_column_names",
+    "SUM_ADVICE",
+    "NaNKey",
+    "NAN_KEY",
+    "float_key",
+    "function_key_value",
     "arrow_column",
     "arrow_rows_and_columns",
     "arrow_batch",
@@ -46,10 +53,12 @@ _MICROSECOND = datetime.timedelta(microseconds=1)
 
 
 def parse_schema(schema: Any, spark: Any) -> Any:
-    """A StructType from a StructType or a DDL string such as ``"user string, n long"``."""
+    """A StructType from a StructType or a DDL string such as ``"user string, n long"``,
+    its column names told apart (:func:`check_column_names`)."""
     from pyspark.sql.types import StructType
 
     if isinstance(schema, StructType):
+        check_column_names(schema.fieldNames(), "`output_schema`", spark)
         return schema
     if isinstance(schema, str):
         try:
@@ -59,11 +68,43 @@ def parse_schema(schema: Any, spark: Any) -> Any:
                 f"`output_schema` must be a StructType or a DDL string like "
                 f"'user string, n long'; could not parse {schema!r}: {exc}"
             ) from exc
+        check_column_names(parsed.fieldNames(), "`output_schema`", spark)
         return parsed
     raise WindowSpecError(
         f"`output_schema` must be a StructType or a DDL string; got {schema!r} "
         f"({type(schema).__name__})"
     )
+
+
+def check_column_names(names: Sequence[str], what: str, spark: Any) -> None:
+    """Refuse column ``names`` that Spark cannot tell apart (equal names, or names
+    equal but for case in a session where ``spark.sql.caseSensitive`` is false, the
+    default: Spark's ``[AMBIGUOUS_REFERENCE]``), or that tidemark uses itself
+    (``__tm_...``). ``what`` says whose columns they are, e.g. "`df`".
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the columns and how to rename them.
+    """
+    sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
+    seen: dict[str, str] = {}
+    for name in names:
+        folded = name if sensitive else name.lower()
+        if folded in seen:
+            rule = "equal" if seen[folded] == name else "equal but for case"
+            raise WindowSpecError(
+                f"{what} has two columns named {seen[folded]!r} and {name!r} ({rule}): "
+                f"Spark cannot tell them apart in a window's rows; rename one first, e.g. "
+                f"df.toDF(*new_names) or withColumnRenamed; columns: {list(names)}"
+            )
+        seen[folded] = name
+    internal = [name for name in names if name.lower().startswith("__tm_")]
+    if internal:
+        raise WindowSpecError(
+            f"{what} has columns named like tidemark's own internal columns (`__tm_...`): "
+            f"{internal}; rename them first"
+        )
 
 
 def column_values(series: pd.Series, type_name: str) -> list[Any]:
@@ -83,25 +124,6 @@ def column_values(series: pd.Series, type_name: str) -> list[Any]:
     if type_name in _INTEGRAL and series.dtype.kind == "f":
         return [None if v is None else int(v) for v in values]
     return values
-
-
-def rows_from_pandas(pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]) -> list[Any]:
-    """``pyspark.sql.Row`` objects of the columns ``names`` of a pandas batch."""
-    return rows_and_columns(pdf, names, types)[0]
-
-
-def rows_and_columns(
-    pdf: pd.DataFrame, names: Sequence[str], types: Sequence[str]
-) -> tuple[list[Any], dict[str, list[Any]]]:
-    """Rows of a pandas batch, and its columns as lists of Python values.
-
-    Rows are built as :func:`row_type_of` instances, without the per-row keyword
-    handling of ``Row(...)``, since this runs for every element.
-    """
-    columns = {n: column_values(pdf[n], t) for n, t in zip(names, types)}
-    row_type = row_type_of(tuple(names))
-    new = tuple.__new__
-    return [new(row_type, values) for values in zip(*columns.values())], columns
 
 
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
@@ -167,8 +189,11 @@ def arrow_column(batch: Any, name: str) -> list[Any]:
 def arrow_rows_and_columns(
     batch: Any, names: Sequence[str]
 ) -> tuple[list[Any], dict[str, list[Any]]]:
-    """Rows of a pyarrow RecordBatch (see :func:`rows_and_columns`), and its columns."""
+    """Rows of a pyarrow RecordBatch, and its columns as lists of Python values.
 
+    Rows are built as :func:`row_type_of` instances, without the per-row keyword
+    handling of ``Row(...)``, since this runs for every element.
+    """
     columns = {n: arrow_column(batch, n) for n in names}
     row_type = row_type_of(tuple(names))
     return list(map(tuple.__new__, repeat(row_type), zip(*columns.values()))), columns
@@ -319,10 +344,95 @@ def checked_array(
             except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
                 where = f" ({describe(index)})" if describe is not None else ""
                 declared = field.dataType.simpleString()
+                advice = ""
+                if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
+                    advice = f"; {SUM_ADVICE.format(name=field.name)}"
                 raise WindowResultError(
                     f"`output_schema` field {field.name!r} is {declared}, but a result "
                     f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
                     f"Return a {declared} value for {field.name!r}, or declare its type "
-                    "to fit"
+                    f"to fit{advice}"
                 ) from exc
         raise
+
+
+SUM_ADVICE = (
+    "a shorthand sum() keeps its column's type, as Flink's does: cast the column to a "
+    "wider type before the window, e.g. df.withColumn({name!r}, "
+    "F.col({name!r}).cast('decimal(38,0)'))"
+)
+"""What to do about a sum beyond its column's type (``name``: the column), in every mode."""
+
+
+def _is_exact_number(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_integer(arrow_type) or pa.types.is_decimal(arrow_type))
+
+
+# ---------------------------------------------------------------- keys' floats
+# The float rule of keys (tidemark.spark.keys, whose table states every key rule) lives
+# here, below the column protocol: a key function's key is normalised before it is
+# pickled into ``__tm_key`` (tidemark.spark.columns), so equal keys give equal bytes.
+
+
+class NaNKey(float):
+    """The key of every NaN: a float NaN that equals any NaN and hashes alike, so a
+    dict holds one entry for all of them (a plain NaN is unequal even to itself).
+
+    >>> NAN_KEY == float("nan"), {NAN_KEY: 1}[NaNKey()], NAN_KEY + 1.0
+    (True, 1, nan)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls) -> NaNKey:
+        return float.__new__(cls, "nan")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and math.isnan(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return 0x7FF8_0000  # one value for all: Python's hash(nan) is per object
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_nan_key, ())  # equal keys pickle to equal bytes
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+NAN_KEY = NaNKey()
+"""The one NaN key (what a NaN key column's elements are keyed by)."""
+
+
+def _nan_key() -> NaNKey:
+    return NAN_KEY
+
+
+def float_key(value: Any) -> Any:
+    """A float's key: every NaN the one :data:`NAN_KEY`, ``-0.0`` the key ``0.0`` (in its
+    own type: numpy's float32 too); any other value itself."""
+    if math.isnan(value):
+        return NAN_KEY
+    return abs(value) if value == 0.0 else value  # -0.0 is the key 0.0, in its own type
+
+
+def function_key_value(value: Any) -> Any:
+    """A key function's key with the float rule applied, inside plain tuples and Rows
+    too; anything else as it is (a list stays a list, and is refused as unhashable).
+
+    >>> function_key_value(("a", -0.0))
+    ('a', 0.0)
+    """
+    if isinstance(value, (float, np.floating)):  # numpy's float32 is no float
+        return float_key(value)
+    if type(value) is tuple:
+        return tuple(function_key_value(v) for v in value)
+    fields = getattr(value, "__fields__", None)
+    if isinstance(value, Row) and fields is not None:
+        return Row(**{name: function_key_value(v) for name, v in zip(fields, value)})
+    return value

@@ -43,23 +43,28 @@ ms, see :mod:`tidemark.spark.timestamps`) and, by mode, ``__tm_key``, ``__tm_seq
 BATCH tie order or a replay's), ``__tm_order``, ``__tm_wm`` and ``__tm_pt`` (a replay's
 arrival order, recorded watermark and arrival time). Two paths add columns of their own
 while they run, named here too: streaming's ``__tm_event_time`` (the column Spark's
-watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first`` and
-``__tm_agg``.
+watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first``,
+``__tm_agg`` and ``__tm_counted``.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
 from typing import Any
 
-import pandas as pd
+import pyarrow as pa
 from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
 from tidemark.errors import InputDataError
-from tidemark.spark.codec import arrow_column, arrow_rows_and_columns, result_tuple
+from tidemark.spark.codec import (
+    arrow_batch,
+    arrow_column,
+    arrow_rows_and_columns,
+    function_key_value,
+    result_tuple,
+)
 
 __all__ = [
     "OUTPUT",
@@ -89,6 +94,7 @@ __all__ = [
     "is_dropped_output",
     "FIRST_ROW",
     "AGGREGATE",
+    "COUNTED",
     "combined_schema",
     "encode_side",
     "decode_side",
@@ -119,6 +125,7 @@ FORWARDED = "__tm_forwarded"  # streaming: the watermark an EARLY row follows (c
 WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given
 WATERMARK_MARK = "__tm_watermark_mark"  # streaming: null, with the watermark's metadata
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
+COUNTED = "__tm_counted"  # SQL path: a sum's non-null values (a null sum of some overflowed)
 
 MAIN = "main"
 """The ``__tm_output`` of a result row."""
@@ -215,7 +222,7 @@ def function_key(function: Any, row: Any) -> bytes:
         The key is not hashable (a list, a dict): the engine keeps state per key in
         dicts, and two equal lists would not be one key.
     """
-    key = function(row)
+    key = function_key_value(function(row))  # one NaN key; -0.0 is 0.0 (spark/keys.py)
     try:
         hash(key)
     except TypeError:
@@ -232,25 +239,28 @@ def with_function_key(df: Any, names: list[str], function: Any, combined: bool =
     encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming).
     ``combined``: ``df`` is a combined frame; only its results get a key (others null).
 
-    The function sees the Rows every other function sees (from Arrow: a timestamp as a
-    naive UTC ``datetime``, in any session time zone)."""
+    The function sees each Row as the window's functions do (Arrow's values, the
+    element codec of every mode), and every column passes through untouched."""
+    schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), combined)])
+    return df.mapInArrow(_FunctionKeys(names, function, combined), schema)
 
-    def add_key(batches: Any) -> Any:
-        import pyarrow as pa
 
+class _FunctionKeys:
+    """``mapInArrow`` function of :func:`with_function_key`."""
+
+    def __init__(self, names: list[str], function: Any, combined: bool):
+        self.names, self.function, self.combined = names, function, combined
+
+    def __call__(self, batches: Any) -> Any:
+        function = self.function
         for batch in batches:
-            rows, _ = arrow_rows_and_columns(batch, names)
-            if combined:
-                results = [output == MAIN for output in arrow_column(batch, OUTPUT)]
+            rows, _ = arrow_rows_and_columns(batch, self.names)
+            if self.combined:
+                results = [name == MAIN for name in arrow_column(batch, OUTPUT)]
                 keys = [function_key(function, r) if on else None for r, on in zip(rows, results)]
             else:
                 keys = [function_key(function, row) for row in rows]
-            yield pa.RecordBatch.from_arrays(
-                [*batch.columns, pa.array(keys, pa.binary())], names=[*batch.schema.names, KEY]
-            )
-
-    schema = StructType(df.schema.fields + [StructField(KEY, BinaryType(), combined)])
-    return df.mapInArrow(add_key, schema)
+            yield batch.append_column(KEY, pa.array(keys, type=pa.binary()))
 
 
 def main_output(combined: Any, output_schema: StructType) -> Any:
@@ -262,7 +272,7 @@ def main_output(combined: Any, output_schema: StructType) -> Any:
 def side_output(combined: Any, tag_id: str, schema: StructType) -> Any:
     """The side output ``tag_id`` of a combined frame, decoded into ``schema``."""
     selected = combined.where(F.col(OUTPUT) == F.lit(tag_id)).select(SIDE)
-    return selected.mapInPandas(SideDecoder(schema.fieldNames()), schema)
+    return selected.mapInArrow(SideDecoder(schema), schema)
 
 
 def dropped_counts(combined: Any, name: str = DROPPED_OUTPUT) -> Any:
@@ -288,16 +298,16 @@ def num_late_records_dropped(combined: Any) -> int:
 
 
 class SideDecoder:
-    """``mapInPandas`` function: the encoded values of a side output (column
-    ``__tm_side``) as rows of a schema's ``names``."""
+    """``mapInArrow`` function: the encoded values of a side output (column
+    ``__tm_side``) as rows of ``schema``. Arrow, not pandas: a NaN stays a NaN, a naive
+    datetime is UTC whatever the session's time zone (:func:`arrow_batch`)."""
 
-    def __init__(self, names: Sequence[str]):
-        self.names = list(names)
+    def __init__(self, schema: StructType):
+        self.schema = schema
 
     def __call__(self, batches: Any) -> Any:
-        names = self.names
-        for pdf in batches:
-            rows = [result_tuple(decode_side(blob), names) for blob in pdf[SIDE].tolist()]
+        names = self.schema.fieldNames()
+        for batch in batches:
+            rows = [result_tuple(decode_side(blob), names) for blob in arrow_column(batch, SIDE)]
             data = list(zip(*rows)) if rows else [()] * len(names)
-            # object columns: ints near 2**63 and None must not pass through float64
-            yield pd.DataFrame({n: pd.Series(c, dtype=object) for n, c in zip(names, data)})
+            yield arrow_batch(dict(zip(names, data)), self.schema)

@@ -56,7 +56,15 @@ def side_output_schema(op: WindowOp, tag: Any, spark: Any) -> Any:
     if not isinstance(tag, OutputTag):
         raise WindowSpecError(f"`tag` must be an OutputTag; got {tag!r}")
     if tag == op.late_tag:
-        return op.upstream.schema
+        late = op.upstream.schema
+        given = None if tag.type_info is None else parse_schema(tag.type_info, spark)
+        if given is not None and given.simpleString() != late.simpleString():
+            raise WindowSpecError(
+                f"side output {tag!r} is the late-data tag of side_output_late_data, whose "
+                f"rows have the input's schema {late.simpleString()}; got type_info "
+                f"{tag.type_info!r}. Give the function's side output a tag id of its own"
+            )
+        return late
     if tag.type_info is not None:
         return parse_schema(tag.type_info, spark)
     raise WindowSpecError(
@@ -79,7 +87,9 @@ def named_sinks(last: Any, sinks: dict[Any, Any]) -> tuple[dict[str, Any], dict[
         named[name] = sink
         if target is None or not isinstance(output, OutputTag):
             continue
-        if output != target.late_tag and output.type_info:
+        if output == target.late_tag:
+            side_output_schema(target, output, last._spark)  # refuses another type_info
+        elif output.type_info:
             schemas[name] = side_output_schema(target, output, last._spark)
     return named, schemas
 

@@ -14,6 +14,7 @@ from pyspark.sql import DataFrame
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.api import DataStream
+from tidemark.spark.codec import check_column_names
 from tidemark.spark.partitions import source_partitions
 from tidemark.spark.plan import Source
 from tidemark.spark.session import get_spark
@@ -111,7 +112,8 @@ def from_dataframe(
     Raises
     ------
     WindowSpecError
-        ``df`` is not a Spark DataFrame, a column parameter is not a str or names a
+        ``df`` is not a Spark DataFrame or has two columns of one name (or names equal
+        but for case, unless ``spark.sql.caseSensitive``), a column parameter is not a str or names a
         column that does not exist, a timestamp column of another type, replay options
         without ``order_by``, a ``watermark_strategy`` that is not one (or has a timestamp
         assigner beside a ``timestamp`` column), or a ``timestamp_unit`` that is not one
@@ -121,6 +123,7 @@ def from_dataframe(
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
+    check_column_names(df.columns, "`df`", spark)
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
     if not isinstance(strategy, WatermarkStrategy):
         raise WindowSpecError(f"`watermark_strategy` must be a WatermarkStrategy; got {strategy!r}")

@@ -79,7 +79,11 @@ def _replay_frame(source: Source, df: Any, columns: list[Any], spark: Any) -> El
         if source.partitions is not None:  # computed, then replayed as if recorded
             elements = with_partition_watermarks(elements, source, spark)
         stamped, sequence, ranged = stamp_replay_watermarks(
-            elements, source.strategy.out_of_orderness_ms, spark, order_by
+            elements,
+            source.strategy.out_of_orderness_ms,
+            spark,
+            order_by,
+            source.watermark,
         )
         final_pt, arrivals = None, None
         if source.processing_time is not None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from pyspark.sql import functions as F
 
 from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
@@ -210,6 +211,11 @@ def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
     for pdf in batches:
         if pdf.empty:
             continue
+        if column == WM and pdf[WM].isna().any():  # a recorded watermark is missing
+            at = int(pdf[WM].isna().to_numpy().argmax())
+            fault = f"{_MISSING_WATERMARK}{_describe(pdf, order_by, at)}"
+            first = int(pdf[ORDER].iloc[0]) if first is None else first
+            break
         if last is not None:  # the seam between batches
             fault = order_fault(pd.concat([last, pdf.iloc[[0]]], ignore_index=True), order_by)
         fault = fault or order_fault(pdf, order_by)
@@ -234,7 +240,8 @@ def order_fault(pdf: pd.DataFrame, order_by: list[str]) -> str | None:
         missing = pdf[name].isna().to_numpy()
         if missing.any():
             where = _describe(pdf, order_by, int(missing.argmax()))
-            return f"a row has no `order_by` value (null {name!r}): {where}"
+            what = "null or NaN" if pdf[name].dtype.kind == "f" else "null"  # pandas: one
+            return f"a row has no `order_by` value ({what} {name!r}): {where}"
     same = np.ones(max(len(pdf) - 1, 0), dtype=bool)
     for name in order_by:
         values = pdf[name].to_numpy()
@@ -306,13 +313,12 @@ def _fold(
 
 
 def _stamp(prefix: dict[int, int | None], out_of_orderness_ms: int | None) -> Any:
-    """Pass 2: each Arrow batch with ``__tm_wm``; the rows' own columns pass as Spark
-    gave them (through pandas a timestamp would become a wall clock of the session's
-    time zone, ambiguous where daylight saving repeats an hour, and fail after 2262)."""
+    """Pass 2: each Arrow batch with ``__tm_wm``. Arrow, not pandas: the rows' own
+    columns pass as Spark gave them (pandas would turn a NaN into a null, and a
+    timestamp into a wall clock of the session's time zone, ambiguous where daylight
+    saving repeats an hour, failing after 2262)."""
 
     def stamp(batches: Any) -> Any:
-        import pyarrow as pa
-
         best = prefix.get(_partition_id())
         for batch in batches:
             stamps = batch.column(batch.schema.get_field_index(TS))
@@ -394,7 +400,11 @@ def watermarks_before(
 
 
 def stamp_replay_watermarks(
-    frame: Any, out_of_orderness_ms: int | None, spark: Any, order_by: list[str]
+    frame: Any,
+    out_of_orderness_ms: int | None,
+    spark: Any,
+    order_by: list[str],
+    watermark: str | None = None,
 ) -> tuple[Any, WatermarkSequence, Any]:
     """Add ``__tm_wm`` to ``frame`` (which has ``__tm_ts`` and the ``order_by`` columns).
 
@@ -411,7 +421,8 @@ def stamp_replay_watermarks(
     Raises
     ------
     InputDataError
-        Two rows with equal ``order_by`` values, or a row without one.
+        Two rows with equal ``order_by`` values, or a row without one; a row without
+        its recorded watermark (``__tm_wm``, read from the user's column ``watermark``).
     """
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
@@ -429,7 +440,7 @@ def stamp_replay_watermarks(
         _local_records(column, order_by), "pid int, first long, records binary, fault string"
     )
     rows = [r.asDict() for r in pass_1.collect()]
-    _refuse_faults(rows, order_by)
+    _refuse_faults(rows, order_by, watermark)
     prefix, sequence = _fold(rows, out_of_orderness_ms, recorded)
     if recorded:
         return ranged, sequence, ranged
@@ -437,9 +448,22 @@ def stamp_replay_watermarks(
     return ranged.mapInArrow(_stamp(prefix, out_of_orderness_ms), schema), sequence, ranged
 
 
-def _refuse_faults(rows: list[dict[str, Any]], order_by: list[str]) -> None:
+_MISSING_WATERMARK = "no recorded watermark: "
+
+
+def _refuse_faults(
+    rows: list[dict[str, Any]], order_by: list[str], watermark: str | None = None
+) -> None:
     """Raise the first partition's fault in the arrival order (in arrival order)."""
     faults = [r["fault"] for r in sorted(rows, key=lambda r: r["first"]) if r["fault"]]
+    missing = [f[len(_MISSING_WATERMARK) :] for f in faults if f.startswith(_MISSING_WATERMARK)]
+    if missing:
+        raise InputDataError(
+            f"null `watermark` in column {watermark!r}: a replay with recorded watermarks "
+            f"needs the watermark in force at every arrival; first row without one: "
+            f"{missing[0]}. Fill it in (e.g. the previous row's watermark, or "
+            "-9223372036854775808 before the first), or filter those rows out"
+        )
     if faults:
         example = f"order_by={[order_by[0], 'id']!r}"
         given = order_by[0] if len(order_by) == 1 else order_by

@@ -19,6 +19,7 @@ conf ``spark.tidemark.sqlFastPath=false`` to run these through the engine instea
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -26,6 +27,8 @@ from pyspark.sql.types import (
     BinaryType,
     DateType,
     DecimalType,
+    DoubleType,
+    FloatType,
     FractionalType,
     IntegralType,
     LongType,
@@ -40,8 +43,10 @@ from tidemark.spark.batch.worker import (
     NULL_TIMESTAMP_ADVICE,
     UNPARSEABLE_ADVICE,
 )
+from tidemark.spark.codec import SUM_ADVICE
 from tidemark.spark.columns import (
     AGGREGATE,
+    COUNTED,
     DROPPED,
     FIRST_ROW,
     MAIN,
@@ -51,6 +56,7 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
 )
+from tidemark.spark.keys import key_normaliser
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
 __all__ = ["applies", "sql_window", "CONF"]
@@ -119,15 +125,57 @@ def _aggregate(op: WindowOp, frame: Any) -> tuple[Any, Any]:
         # the largest field first: its negation, exact in a wider decimal for integers
         kind = frame.value_schema[function.field].dataType
         negated = -(field.cast(DecimalType(20, 0)) if isinstance(kind, IntegralType) else field)
+        if isinstance(kind, (FloatType, DoubleType)):  # a NaN is the largest, and -NaN too
+            return first(field.isNull(), ~F.isnan(field), negated, F.col(TS)), None
         return first(field.isNull(), negated, F.col(TS)), None
     return first(F.col(TS)), _field_aggregate(op)
 
 
 def _field_aggregate(op: WindowOp) -> Any:
-    """``sum``/``min``/``max`` of the shorthand's field; None for ``min_by``/``max_by``."""
+    """``sum``/``min``/``max`` of the shorthand's field; None for ``min_by``/``max_by``.
+    A sum that overflows is null here (``try_sum``, whatever ``spark.sql.ansi.enabled``
+    says), and refused by :func:`_checked_sum`."""
     function = op.function
-    aggregate = {agg.Sum: F.sum, agg.Min: F.min, agg.Max: F.max}.get(type(function))
+    aggregate = {agg.Sum: F.try_sum, agg.Min: F.min, agg.Max: F.max}.get(type(function))
     return None if aggregate is None else aggregate(F.col(f"`{function.field}`"))
+
+
+_RAISED_RESULT = "tidemark.errors.WindowResultError: "
+
+
+def _checked_sum(field: Any, keys: list[str], size: int) -> Any:
+    """The window's sum of the integral or decimal ``field`` (a StructField) in its own
+    type, or the engine's :class:`~tidemark.errors.WindowResultError` where it does not
+    fit (Spark's ``sum`` would fail with ``[ARITHMETIC_OVERFLOW]`` or
+    ``[CAST_OVERFLOW]``, or wrap without ANSI): the field, its type, the key, the window."""
+    kind = field.dataType
+    total = F.col(AGGREGATE)
+    low: int | Decimal
+    high: int | Decimal
+    if isinstance(kind, DecimalType):
+        high = Decimal(10) ** (kind.precision - kind.scale) - Decimal(10) ** -kind.scale
+        low = -high
+    else:
+        high = (1 << (8 * _INTEGRAL_BYTES[type(kind).__name__] - 1)) - 1
+        low = -high - 1
+    beyond = (F.col(COUNTED) > 0) & (total.isNull() | (total < low) | (total > high))
+    key = F.to_json(F.struct(*[F.col(f"`{k}`") for k in keys])) if keys else F.lit("None")
+    declared = kind.simpleString()
+    advice = SUM_ADVICE.format(name=field.name)
+    message = F.concat(
+        F.lit(
+            f"{_RAISED_RESULT}`output_schema` field {field.name!r} is {declared}, but a "
+            f"result holds a sum() beyond the {declared} range [{low}, {high}] (key="
+        ),
+        key,
+        F.lit(", window max_timestamp="),
+        (F.col(WINDOW_START) + F.lit(size - 1)).cast("string"),
+        F.lit(f"). {advice[:1].upper()}{advice[1:]}"),
+    )
+    return F.when(beyond, F.raise_error(message)).otherwise(total.cast(kind))
+
+
+_INTEGRAL_BYTES = {"ByteType": 1, "ShortType": 2, "IntegerType": 4, "LongType": 8}
 
 
 def _first_by_time(op: WindowOp, frame: Any, keys: list[str]) -> list[Any] | None:
@@ -136,9 +184,10 @@ def _first_by_time(op: WindowOp, frame: Any, keys: list[str]) -> list[Any] | Non
     of a type whose order is the time order (the first element's is the smallest).
     Spark then aggregates in its hash aggregate, without the row struct that needs a
     sort-based one. None otherwise."""
-    others = [
-        f for f in frame.value_schema.fields if f.name not in keys and f.name != op.function.field
-    ]
+    schema = frame.value_schema
+    if key_normaliser([type(schema[k].dataType).__name__ for k in keys]) is not None:
+        return None  # float, struct, array keys: the first element's value, not the group's
+    others = [f for f in schema.fields if f.name not in keys and f.name != op.function.field]
     if not others:
         return []
     (column,) = others if len(others) == 1 else (None,)
@@ -221,12 +270,18 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
         aggregations = [expr.alias(f"{FIRST_ROW}{i}") for i, expr in enumerate(first_columns)]
     if aggregate is not None:
         aggregations.append(aggregate.alias(AGGREGATE))
+    summed = isinstance(op.function, agg.Sum)
+    if summed:  # a null try_sum over values is an overflow
+        aggregations.append(F.count(F.col(f"`{op.function.field}`")).alias(COUNTED))
     groups = [*[F.col(f"`{k}`") for k in keys], F.col(WINDOW_START)]
     grouped = exploded.groupBy(*groups).agg(*aggregations)
     field = op.function.field
     columns, others = [], iter(range(len(first_columns or ())))
+    size = getattr(op.assigner, "size_ms")  # noqa: B009 (tumbling or sliding)
     for f in frame.value_schema.fields:
-        if aggregate is not None and f.name == field:
+        if summed and f.name == field:
+            columns.append(_checked_sum(f, keys, size).alias(f.name))
+        elif aggregate is not None and f.name == field:
             columns.append(F.col(AGGREGATE).cast(f.dataType).alias(f.name))
         elif first_columns is None:
             columns.append(F.col(FIRST_ROW)[f.name].alias(f.name))
@@ -234,7 +289,6 @@ def sql_window(op: WindowOp, frame: Any) -> Any:
             columns.append(F.col(f"`{f.name}`"))
         else:
             columns.append(F.col(f"{FIRST_ROW}{next(others)}").alias(f.name))
-    size = getattr(op.assigner, "size_ms")  # noqa: B009 (tumbling or sliding)
     return grouped.select(
         F.lit(MAIN).alias(OUTPUT),
         (F.col(WINDOW_START) + F.lit(size - 1)).alias(TS),

@@ -62,6 +62,7 @@ from tidemark.spark.columns import (
     decode_key,
     encode_side,
 )
+from tidemark.spark.keys import key_normaliser
 from tidemark.spark.metrics import Figures
 from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.spark.worker_gc import fewer_gc_passes
@@ -279,6 +280,9 @@ class PartitionDriver:
 
     def __init__(self, config: RunnerConfig):
         self.config = config
+        # NaN, -0.0, struct and array key columns: their values as keys (spark/keys.py)
+        types = dict(zip(config.value_names, config.value_types))
+        self._key_normaliser = key_normaliser([types.get(c, "") for c in config.key_columns])
 
     def __call__(self, batches: Any) -> Any:
         columns = self.config.sort_columns
@@ -368,7 +372,9 @@ class PartitionDriver:
                     f"null key in column {name!r}: every element needs a key; example row: "
                     f"{bad}. {NULL_KEY_ADVICE}"
                 )
-        return columns[0] if len(columns) == 1 else list(zip(*columns))
+        keys = columns[0] if len(columns) == 1 else list(zip(*columns))
+        normalise = self._key_normaliser
+        return keys if normalise is None else list(map(normalise, keys))
 
     def _check_timestamp(self, row: Any, ts: int | None) -> None:
         """A missing timestamp is an error where the stream has a timestamp column."""

@@ -8,15 +8,21 @@ query's first start and compared at every restart, before the query starts:
   state lives under its slot, and another number would find little of it;
 - ``tidemark-pipeline``: what each window's state depends on (:func:`describe_window`:
   the assigner, the trigger, the evictor, the allowed lateness, the kind of function,
-  under a Dataflow trigger the accumulation mode, the key and value columns with their
-  types, the time mode). A restart with a changed window would read state built for
-  another one (a 10-minute window's contents as a 20-minute one's, discarding panes'
-  state as accumulating ones'), so it is refused, naming what changed;
+  an aggregate function's class and accumulator type, under a Dataflow trigger the
+  accumulation mode, in RETRACTING mode the output schema (the state keeps the last
+  results, to retract them), the key and value columns with their types, the time
+  mode). A restart with a changed window would read state built for another one (a
+  10-minute window's contents as a 20-minute one's, discarding panes' state as
+  accumulating ones', sums as maxima, retractions in the old schema), so it is
+  refused, naming what changed;
 - ``tidemark-spark-clock``: how far Spark's event-time clock runs ahead of the engine's
-  (:mod:`.clock`): Spark's watermark and the timers in the state are on that clock. A
-  checkpoint started before this file existed ran 2**50 ms ahead and keeps doing so.
+  (:mod:`~..worker.clock`): Spark's watermark and the timers in the state are on that
+  clock. A checkpoint started before this file existed ran 2**50 ms ahead and keeps
+  doing so.
 
-A checkpoint written before the pipeline file existed gets it at its next start. Each
+A checkpoint written before the pipeline file existed gets it at its next start; one
+written before a field was described (:data:`LATER_FIELDS`) is checked without it and
+gains it. Each
 file is text, as Spark writes it: on a classic session read and written with the
 checkpoint's Hadoop file system (a few milliseconds, on any file system Spark writes
 checkpoints to); over Spark Connect, which has no JVM on the client, with a small Spark
@@ -33,6 +39,7 @@ from typing import Any
 from pyspark.errors import AnalysisException
 
 from tidemark.errors import WindowSpecError
+from tidemark.panes import AccumulationMode
 from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import parallelism_changed
@@ -48,6 +55,8 @@ __all__ = [
     "check_checkpoint_clock",
     "describe",
     "describe_window",
+    "LATER_FIELDS",
+    "results_kept",
 ]
 
 GROUPS_FILE = "tidemark-max-parallelism"
@@ -80,6 +89,8 @@ def check_checkpoint(spark: Any, checkpoint: str, groups: int, pipeline: Pipelin
             f"its state was built for that one, and {'; '.join(changes)}. Restart with the "
             "pipeline the checkpoint was started with, or start a new checkpoint"
         )
+    if stored != tuple(pipeline):  # written before a field was described: add it now
+        _write_line(spark, path, json.dumps(list(pipeline), sort_keys=True))
 
 
 def stored_groups(spark: Any, checkpoint: str) -> int | None:
@@ -183,8 +194,35 @@ def describe_window(operator: Any, **columns: Any) -> dict[str, str]:
     }
     if spec.accumulation_mode is not None:  # a Dataflow trigger's; none described before
         described["accumulation mode"] = describe(spec.accumulation_mode)
+    aggregate = getattr(logic, "aggregate", None)
+    if aggregate is not None:  # the state holds its accumulators
+        described["accumulator"] = _accumulator(aggregate)
     described.update({name: str(value) for name, value in columns.items()})
     return described
+
+
+def _accumulator(function: Any) -> str:
+    """An aggregate function's class and the type of its accumulator, which the state
+    holds; tidemark's own shorthands (``sum("v")``) with their field."""
+    kind = type(function)
+    if kind.__module__.startswith("tidemark."):
+        name = f"{kind.__qualname__}({getattr(function, 'field', '')!r})"
+    else:
+        name = kind.__qualname__
+    try:
+        accumulator = type(function.create_accumulator()).__qualname__
+    except Exception:  # the function's own error is for its first element to raise
+        accumulator = "unknown"
+    return f"{name} with a {accumulator} accumulator"
+
+
+def results_kept(operator: Any, result_schema: Any) -> dict[str, str]:
+    """What a pipeline record says of results its state keeps (``describe_window``'s
+    ``columns``): in RETRACTING mode each window's last results, to retract them, in
+    ``result_schema``; nothing in any other mode."""
+    if operator.spec.accumulation_mode is not AccumulationMode.RETRACTING:
+        return {}
+    return {"output schema": result_schema.simpleString()}
 
 
 def describe(value: Any, depth: int = 0) -> str:
@@ -218,6 +256,11 @@ def _function_kind(function: Any) -> str:
     return type(function).__name__
 
 
+LATER_FIELDS = frozenset({"accumulator", "output schema"})
+"""Fields a pipeline record written by an earlier release lacks: compared only where the
+stored record has them (the record then gains them)."""
+
+
 def _changes(stored: Pipeline, wanted: Pipeline) -> list[str]:
     if len(stored) != len(wanted):
         return [f"it had {len(stored)} windows in its chain, this query {len(wanted)}"]
@@ -225,6 +268,8 @@ def _changes(stored: Pipeline, wanted: Pipeline) -> list[str]:
     for n, (old, new) in enumerate(zip(stored, wanted), start=1):
         where = f"window {n} of the chain: " if len(wanted) > 1 else ""
         for name in sorted(old.keys() | new.keys()):
+            if name in LATER_FIELDS and name not in old:
+                continue
             if old.get(name) != new.get(name):
                 changes.append(f"{where}{name} was {old.get(name)}, now {new.get(name)}")
     return changes

@@ -51,6 +51,8 @@ from tidemark.spark.columns import (
     WATERMARK_TIME,
     combined_schema,
 )
+from tidemark.spark.keys import key_normaliser
+from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.partitions import union_by_partition
 from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.streaming.driver.chain import (
@@ -58,7 +60,11 @@ from tidemark.spark.streaming.driver.chain import (
     prepare_upstream,
     upstream_schemas,
 )
-from tidemark.spark.streaming.driver.checkpoint import describe_window, stored_groups
+from tidemark.spark.streaming.driver.checkpoint import (
+    describe_window,
+    results_kept,
+    stored_groups,
+)
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
 from tidemark.spark.streaming.worker.clock import (
@@ -240,6 +246,10 @@ def window_stream(
         chained = UpstreamInput(
             upstream.depth, len(input_names), len(result_schema.fields), feeds_downstream
         )
+    # what pandas would lose on the way in and out (NaN apart from null, nested values)
+    prepared, pandas_input = lossless_input(prepared, range(len(input_names)))
+    pandas_output = lossless_output(result_schema)
+    key_types = _type_names(source, key_columns)
     config = ProcessorConfig(
         make_operator=make_operator,
         time_mode=time_mode,
@@ -249,7 +259,7 @@ def window_stream(
         result_names=tuple(result_schema.fieldNames()),
         result_to_row=result_to_row,
         key_positions=tuple(input_names.index(c) for c in key_columns),
-        key_types=_type_names(source, key_columns),
+        key_types=key_types,
         timestamp_position=len(input_names),
         engine_key=engine_key,
         idleness_ms=idleness_ms,
@@ -260,6 +270,9 @@ def window_stream(
         metrics=True,
         spark_offset_ms=spark_offset_ms,
         out_of_orderness_ms=out_of_orderness_ms,
+        pandas_input=pandas_input,
+        pandas_output=pandas_output,
+        key_normaliser=key_normaliser(key_types) if engine_key is None else None,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
@@ -273,9 +286,12 @@ def window_stream(
         key=_columns_of(source, key_columns),
         values=_columns_of(source, value_columns),
         time_mode=time_mode.value,
+        **results_kept(operator, result_schema),
     )
+    operator_schema = pandas_output.operator_schema(output_schema)
+    frame = key_group_operator(prepared, config, operator_schema, delay)
     return StreamingWindow(
-        frame=key_group_operator(prepared, config, output_schema, delay),
+        frame=pandas_output.restore(frame, output_schema),
         key_groups=groups,
         spark_time_mode=config.spark_time_mode(),
         side_schemas=schemas,

@@ -72,7 +72,7 @@ def select_output(
         return dropped_counts(combined, name)
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
-    return rows.select(SIDE).mapInPandas(SideDecoder(schema.fieldNames()), schema)
+    return rows.select(SIDE).mapInArrow(SideDecoder(schema), schema)
 
 
 def write_outputs(

@@ -13,6 +13,7 @@ from typing import Any
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
+from tidemark.spark.lossless import PandasInput, PandasOutput
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.modes import TimeMode
 
@@ -109,6 +110,12 @@ class ProcessorConfig:
         The watermark's out-of-orderness bound (event time): on an unshifted clock an
         element that would make a watermark at or before the epoch is refused before the
         query has one.
+    pandas_input, pandas_output : PandasInput, PandasOutput
+        Where the input and the output carry what pandas would lose (a NaN apart from
+        a null, nested values; :mod:`tidemark.spark.lossless`).
+    key_normaliser : callable, optional
+        A row's key column value (or tuple of them) -> its key, for float, struct and
+        array key columns (:mod:`tidemark.spark.keys`).
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -130,6 +137,9 @@ class ProcessorConfig:
     metrics: bool = False
     spark_offset_ms: int = SPARK_OFFSET_MS
     out_of_orderness_ms: int | None = None
+    pandas_input: PandasInput = PandasInput()
+    pandas_output: PandasOutput = PandasOutput()
+    key_normaliser: Callable[[Any], Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))

@@ -144,7 +144,12 @@ class WindowGroups:
     def _frames(self, records: list[tuple[Any, ...]]) -> Iterator[pd.DataFrame]:
         if not records:
             return iter([])
-        return iter([object_frame(self._config.output_columns(), records)])
+        names = self._config.output_columns()
+        lossless = self._config.pandas_output
+        if lossless:  # NaN flags, nested values pickled: pandas would lose them
+            records = [lossless.record(record) for record in records]
+            names += lossless.names()
+        return iter([object_frame(names, records)])
 
     def _keys_to_visit(
         self, group: StoredGroup, runs: dict[Any, Any], clock: BatchClock

@@ -106,7 +106,7 @@ class RowReader:
         phases: Any
         follows: Any
         pdf, phases, follows = self._elements(pdf, passed)
-        columns = _ColumnValues(pdf)
+        columns = _ColumnValues(pdf, config)
         timestamps: Any = columns.at(config.timestamp_position, "LongType")
         keys: Any = columns.keys(config.key_positions, config.key_types)
         values = [
@@ -221,23 +221,31 @@ def row_reader(config: ProcessorConfig) -> RowReader:
 
 
 class _ColumnValues:
-    """A pandas frame's columns as Python values (:func:`column_values`), each column
-    converted once: one column can be a key, a value and the timestamp."""
+    """A pandas frame's columns as Python values, as Arrow gives them (a NaN apart from a
+    null, nested values as BATCH reads them: :class:`~tidemark.spark.lossless.PandasInput`),
+    each column converted once: one column can be a key, a value and the timestamp."""
 
-    def __init__(self, pdf: pd.DataFrame):
+    def __init__(self, pdf: pd.DataFrame, config: ProcessorConfig):
         self._series = [column for _, column in pdf.items()]  # cheaper than iloc per column
         self._converted: dict[int, list[Any]] = {}
+        self._lossless = config.pandas_input
+        self._key_normaliser = config.key_normaliser
+        self._unpacked: list[Any] = []
 
     def at(self, position: int, type_name: str) -> list[Any]:
         values = self._converted.get(position)
         if values is None:
-            values = self._converted[position] = column_values(self._series[position], type_name)
+            values = self._lossless.column(self._series, position, type_name, self._unpacked)
+            self._converted[position] = values
         return values
 
     def keys(self, positions: tuple[int, ...], type_names: tuple[str, ...]) -> list[Any]:
-        """Each row's Spark key: the key column's value, or a tuple of several."""
+        """Each row's Spark key: the key column's value, or a tuple of several (as keys:
+        one NaN key, -0.0 as 0.0, structs as Rows and arrays as tuples)."""
         columns = [self.at(i, t) for i, t in zip(positions, type_names, strict=True)]
-        return columns[0] if len(columns) == 1 else list(zip(*columns))
+        keys = columns[0] if len(columns) == 1 else list(zip(*columns))
+        normalise = self._key_normaliser
+        return keys if normalise is None else list(map(normalise, keys))
 
 
 def _key_segments(
