@@ -130,6 +130,7 @@ def test_the_streaming_key_group_of_minus_zero_and_of_every_nan_is_one(spark):
     import struct
 
     from pyspark.sql import functions as F
+
     from tidemark.spark.streaming.driver.keygroups import slot_column
 
     other_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0123))[0]
