@@ -194,14 +194,14 @@ def _partition_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
-def _local_records(column: str, order_by: list[str]) -> Any:
+def _local_records(column: str, order_by: list[str], floats: frozenset[str]) -> Any:
     """Pass 1: this partition's first position, the running-maximum records of
     ``column`` (timestamps, or recorded watermarks), and its first fault in the arrival
-    order ``order_by`` (see :func:`order_fault`)."""
-    return lambda batches: _records_of(batches, column, order_by)
+    order ``order_by`` (see :func:`order_fault`; ``floats``: its float columns)."""
+    return lambda batches: _records_of(batches, column, order_by, floats)
 
 
-def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
+def _records_of(batches: Any, column: str, order_by: list[str], floats: frozenset[str]) -> Any:
     first = None
     best = None
     rec_ts: list[int] = []
@@ -217,8 +217,9 @@ def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
             first = int(pdf[ORDER].iloc[0]) if first is None else first
             break
         if last is not None:  # the seam between batches
-            fault = order_fault(pd.concat([last, pdf.iloc[[0]]], ignore_index=True), order_by)
-        fault = fault or order_fault(pdf, order_by)
+            seam = pd.concat([last, pdf.iloc[[0]]], ignore_index=True)
+            fault = order_fault(seam, order_by, floats)
+        fault = fault or order_fault(pdf, order_by, floats)
         if first is None:
             first = int(pdf[ORDER].iloc[0]) if fault is None else LONG_MIN
         if fault is not None:
@@ -232,15 +233,19 @@ def _records_of(batches: Any, column: str, order_by: list[str]) -> Any:
         )
 
 
-def order_fault(pdf: pd.DataFrame, order_by: list[str]) -> str | None:
+def order_fault(
+    pdf: pd.DataFrame, order_by: list[str], floats: frozenset[str] = frozenset()
+) -> str | None:
     """Where rows sorted by the columns ``order_by`` fail to be a total arrival order:
     the first row without an order value, or the first two adjacent rows with equal
-    values, described with their timestamps; None when every row has its own place."""
+    values, described with their timestamps; None when every row has its own place.
+    ``floats``: the columns of Spark's float types (pandas holds an integer column
+    with nulls as floats too, a null as NaN)."""
     for name in order_by:
         missing = pdf[name].isna().to_numpy()
         if missing.any():
-            where = _describe(pdf, order_by, int(missing.argmax()))
-            what = "null or NaN" if pdf[name].dtype.kind == "f" else "null"  # pandas: one
+            where = _describe(pdf, order_by, int(missing.argmax()), floats)
+            what = "null or NaN" if name in floats else "null"
             return f"a row has no `order_by` value ({what} {name!r}): {where}"
     same = np.ones(max(len(pdf) - 1, 0), dtype=bool)
     for name in order_by:
@@ -263,11 +268,20 @@ def _equal(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _describe(frame: pd.DataFrame, order_by: list[str], index: int) -> str:
-    """One row's order values and timestamp (long ms) for a message."""
-    values = ", ".join(f"{name}={_plain(frame[name].iloc[index])!r}" for name in order_by)
+def _describe(
+    frame: pd.DataFrame, order_by: list[str], index: int, floats: frozenset[str] = frozenset()
+) -> str:
+    """One row's order values and timestamp (long ms) for a message (a missing value
+    of a column not in ``floats`` as None)."""
+    shown = [_plain(frame[name].iloc[index]) for name in order_by]
+    shown = [None if n not in floats and _is_nan(v) else v for n, v in zip(order_by, shown)]
+    values = ", ".join(f"{name}={value!r}" for name, value in zip(order_by, shown))
     ts = frame[TS].iloc[index]
     return f"({values}, timestamp={None if pd.isna(ts) else int(ts)}ms)"
+
+
+def _is_nan(value: Any) -> bool:
+    return isinstance(value, float) and value != value
 
 
 def _plain(value: Any) -> Any:
@@ -436,8 +450,12 @@ def stamp_replay_watermarks(
     recorded = WM in frame.columns
     column = WM if recorded else TS
     read = [F.col(f"`{name}`") for name in dict.fromkeys([ORDER, TS, column, *order_by])]
+    floats = frozenset(
+        name for name in order_by if type(frame.schema[name].dataType).__name__ in _FLOAT_TYPES
+    )
     pass_1 = ranged.select(*read).mapInPandas(
-        _local_records(column, order_by), "pid int, first long, records binary, fault string"
+        _local_records(column, order_by, floats),
+        "pid int, first long, records binary, fault string",
     )
     rows = [r.asDict() for r in pass_1.collect()]
     _refuse_faults(rows, order_by, watermark)
@@ -449,6 +467,7 @@ def stamp_replay_watermarks(
 
 
 _MISSING_WATERMARK = "no recorded watermark: "
+_FLOAT_TYPES = ("FloatType", "DoubleType")
 
 
 def _refuse_faults(
