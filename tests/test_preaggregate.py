@@ -177,7 +177,9 @@ def test_undeclared_functions_keep_the_one_task_run(spark: Any) -> None:
     keyed = stream.key_by("n").window(ASSIGNERS["tumbling"])
     per_key = keyed.aggregate(CountSumMax(), output_schema="n long, t long, m double")
     assert execution.mode_of(per_key.plan, spark) is execution.ExecutionMode.BATCH
-    replay = tm.from_dataframe(df, timestamp="ts", order_by="n").window_all(ASSIGNERS["tumbling"])
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(100)
+    recorded = tm.from_dataframe(df, timestamp="ts", order_by="n", watermark_strategy=strategy)
+    replay = recorded.window_all(ASSIGNERS["tumbling"])
     replayed = replay.aggregate(CountSumMax(), output_schema="n long, t long, m double")
     assert execution.mode_of(replayed.plan, spark) is execution.ExecutionMode.REPLAY
 

@@ -8,9 +8,11 @@ split is exact), the run is Flink SQL's local-global aggregation instead:
 
 1. **local**: every partition of the element frame, where it is (no shuffle, no sort),
    runs one engine operator of :func:`~tidemark._engine.partials.local_spec` through
-   the BATCH driver: one ``(window start, window end, contents)`` row per window it
-   holds (``__tm_start``, ``__tm_end``, ``__tm_partial``: the accumulator or reduced
-   value, cloudpickled), and its figures row (elements in);
+   the BATCH driver (:class:`LocalDriver`: each Arrow batch sorted by time, which the
+   declared function allows, so a window's elements fold in one run): one
+   ``(window start, window end, contents)`` row per window it holds (``__tm_start``,
+   ``__tm_end``, ``__tm_partial``: the accumulator or reduced value, cloudpickled), and
+   its figures row (elements in);
 2. **global**: those rows, in one partition, run one operator of
    :func:`~tidemark._engine.partials.global_spec` (:class:`MergeDriver`): each partial
    into its window, merged with the function's ``merge`` (or reduce), every window
@@ -30,6 +32,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from tidemark._engine.operator import WindowOperator
@@ -50,7 +53,14 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
-__all__ = ["applies", "run_preaggregated", "MergeDriver", "CONF", "PARTIALS_SCHEMA"]
+__all__ = [
+    "applies",
+    "run_preaggregated",
+    "LocalDriver",
+    "MergeDriver",
+    "CONF",
+    "PARTIALS_SCHEMA",
+]
 
 CONF = "spark.tidemark.preAggregate"
 
@@ -75,9 +85,23 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
 def run_preaggregated(op: WindowOp, frame: ElementFrame) -> Any:
     """The combined frame of ``op`` over ``frame``: local partials, merged in one task."""
     spec = op.run_spec()
-    partials = run_in_place(frame, local_spec(spec, encode_side), PARTIALS_SCHEMA, BatchDriver)
+    partials = run_in_place(frame, local_spec(spec, encode_side), PARTIALS_SCHEMA, LocalDriver)
     config = runner_config(frame, global_spec(spec), op.output_schema)
     return partials.repartition(1).mapInArrow(MergeDriver(config), config.output_schema)
+
+
+class LocalDriver(BatchDriver):
+    """``mapInArrow`` function of the local step: the BATCH driver, each Arrow batch
+    sorted by time first (in Arrow, not Python). The declared function lets the order
+    of elements go, and a run in time order folds a window at a time."""
+
+    def __call__(self, batches: Any) -> Any:
+        column = self.config.timestamps_in
+        return super().__call__(_by_time(batch, column) for batch in batches)
+
+
+def _by_time(batch: Any, column: str) -> Any:
+    return batch.take(pc.sort_indices(batch, [(column, "ascending")]))
 
 
 class MergeDriver(BatchDriver):
