@@ -104,7 +104,11 @@ class HotItems(tm.ProcessWindowFunction):
 
 
 class HighestBid(tm.AggregateFunction):
-    """q7: the largest ``(price, auction, bidder, date_time)`` of a window."""
+    """q7: the largest ``(price, auction, bidder, date_time)`` of a window (the largest
+    of a set of tuples, whatever their order: declared, so a BATCH run aggregates per
+    partition and merges, ``docs/concepts/functions.md``)."""
+
+    order_insensitive = True
 
     def create_accumulator(self) -> Any:
         return None

@@ -38,7 +38,19 @@ class ReduceFunction(ABC):
     ...         return value1 + value2
     >>> Sum().reduce(2, 3)
     5
+
+    Set the class attribute :attr:`order_insensitive` to ``True`` when the reduced value
+    does not depend on the order its elements are combined in (a sum of integers, a
+    maximum, ...): ``window_all`` then reduces each part of its input where it is and
+    combines the parts on one core (see ``docs/concepts/functions.md``).
     """
+
+    order_insensitive: bool = False
+    """The promise that :meth:`reduce` gives the same final value whatever order and
+    grouping its elements are combined in (commutative and associative). ``window_all``
+    in BATCH then reduces per Spark partition and combines the partial values with
+    :meth:`reduce`; Flink's one-task semantics otherwise. Checked when the pipeline is
+    defined (it must be a bool)."""
 
     @abstractmethod
     def reduce(self, value1: Any, value2: Any) -> Any:
@@ -73,10 +85,35 @@ class AggregateFunction(ABC):
     - mutable accumulators, changed in place and returned by :meth:`add`;
     - any picklable accumulator (Spark keeps it in its state store between batches).
 
+    - ``order_insensitive = True`` (a class attribute) with :meth:`merge`: the promise
+      that the result does not depend on the order of :meth:`add` calls nor on how
+      accumulators are grouped into :meth:`merge` calls (a count, an integer sum, a
+      maximum, a set of distinct values). ``window_all`` in BATCH then aggregates each
+      Spark partition where it is and merges the partial accumulators on one core, as
+      Flink SQL's local-global aggregation does (see ``docs/concepts/functions.md``).
+
     Not supported
     -------------
     - state or timers (there is no context).
+
+    >>> class Count(AggregateFunction):
+    ...     order_insensitive = True
+    ...     def create_accumulator(self):
+    ...         return 0
+    ...     def add(self, value, accumulator):
+    ...         return accumulator + 1
+    ...     def get_result(self, accumulator):
+    ...         return accumulator
+    ...     def merge(self, acc_a, acc_b):
+    ...         return acc_a + acc_b
+    >>> Count().get_result(Count().merge(2, 3))
+    5
     """
+
+    order_insensitive: bool = False
+    """The promise that :meth:`get_result` does not depend on the order of the
+    :meth:`add` calls nor on the grouping of :meth:`merge` calls; needs :meth:`merge`.
+    Checked when the pipeline is defined."""
 
     @abstractmethod
     def create_accumulator(self) -> Any:

@@ -21,7 +21,15 @@ from tidemark.functions import (
     WindowFunction,
 )
 
-__all__ = ["WindowLogic", "ElementsLogic", "ReduceLogic", "AggregateLogic", "window_logic"]
+__all__ = [
+    "WindowLogic",
+    "ElementsLogic",
+    "ReduceLogic",
+    "AggregateLogic",
+    "window_logic",
+    "check_order_insensitive",
+    "declared_order_insensitive",
+]
 
 _WINDOW_FUNCTION_TYPES = (
     ProcessWindowFunction,
@@ -266,10 +274,44 @@ def window_logic(function: Any, window_function: Any = None) -> WindowLogic:
             )
         return ElementsLogic(function)
     if isinstance(function, AggregateFunction):
+        check_order_insensitive(function)
         return AggregateLogic(function, window_function)
     if isinstance(function, ReduceFunction) or callable(function):
+        check_order_insensitive(function)
         return ReduceLogic(function, window_function)
     raise WindowSpecError(
         "`function` must be a ReduceFunction or callable, an AggregateFunction, or a "
         f"ProcessWindowFunction / WindowFunction; got {function!r}"
     )
+
+
+def declared_order_insensitive(function: Any) -> bool:
+    """Whether a reduce or aggregate function declares ``order_insensitive = True``
+    (a wrapper declares what the function it wraps declares)."""
+    return getattr(function, "order_insensitive", False) is True
+
+
+def check_order_insensitive(function: Any) -> None:
+    """Refuse, when the pipeline is defined, an ``order_insensitive`` declaration that
+    is not a bool, or an aggregate function that declares it without ``merge``.
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the function, the rule and the fix.
+    """
+    declared = getattr(function, "order_insensitive", False)
+    name = getattr(function, "__name__", type(function).__name__)
+    if not isinstance(declared, bool):
+        raise WindowSpecError(
+            f"`order_insensitive` of {name} must be True or False; got {declared!r}: set "
+            "the class attribute order_insensitive = True only where the result does not "
+            "depend on the order elements are added or combined in"
+        )
+    if declared and isinstance(function, AggregateFunction):
+        if type(function).merge is AggregateFunction.merge:
+            raise WindowSpecError(
+                f"`aggregate_function` {name} declares order_insensitive = True but has no "
+                "merge(): the partial accumulators of the parts of the input are merged "
+                "with it; define merge(acc_a, acc_b), or drop the declaration"
+            )

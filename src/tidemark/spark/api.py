@@ -111,7 +111,10 @@ class DataStream:
         return KeyedStream(self, checked_key(key_spec(key, self.schema), self.schema))
 
     def window_all(self, assigner: WindowAssigner) -> WindowedStream:
-        """Window the whole stream as one key: it runs in a single partition, as in Flink.
+        """Window the whole stream as one key: it runs in a single partition, as in Flink,
+        except in BATCH where its reduce or aggregate function declares
+        ``order_insensitive = True``: then each partition pre-aggregates and one task
+        merges, with the same results (``docs/concepts/functions.md``).
 
         Parameters
         ----------

@@ -284,6 +284,8 @@ class RowResultReduce(ReduceFunction):
     def __init__(self, function: Any):
         self.function = function
         self._call = getattr(function, "reduce", function)
+        # what the user's function declares (checked when it was given)
+        self.order_insensitive = getattr(function, "order_insensitive", False)
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         return as_tidemark_row(self._call(value1, value2))

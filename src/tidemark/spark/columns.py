@@ -44,7 +44,9 @@ BATCH tie order or a replay's), ``__tm_order``, ``__tm_wm`` and ``__tm_pt`` (a r
 arrival order, recorded watermark and arrival time). Two paths add columns of their own
 while they run, named here too: streaming's ``__tm_event_time`` (the column Spark's
 watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first``,
-``__tm_agg`` and ``__tm_counted``.
+``__tm_agg`` and ``__tm_counted``; a pre-aggregated ``window_all``'s partials
+(:mod:`tidemark.spark.batch.preaggregate`) are ``__tm_start``, ``__tm_end`` and
+``__tm_partial`` (the contents, cloudpickled).
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ __all__ = [
     "FIRST_ROW",
     "AGGREGATE",
     "COUNTED",
+    "WINDOW_END",
+    "PARTIAL",
     "combined_schema",
     "encode_side",
     "decode_side",
@@ -126,6 +130,7 @@ WATERMARK_TIME = "__tm_event_time"  # streaming: what withWatermark is given
 WATERMARK_MARK = "__tm_watermark_mark"  # streaming: null, with the watermark's metadata
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 COUNTED = "__tm_counted"  # SQL path: a sum's non-null values (a null sum of some overflowed)
+WINDOW_END, PARTIAL = "__tm_end", "__tm_partial"  # a pre-aggregated window's partials
 
 MAIN = "main"
 """The ``__tm_output`` of a result row."""

@@ -1,25 +1,28 @@
 """The one place that decides how a window operation runs on Spark.
 
-:func:`mode_of` picks one of four executions, each a separate implementation that
+:func:`mode_of` picks one of five executions, each a separate implementation that
 produces the same combined frame (:mod:`tidemark.spark.columns`):
 
-========== ============================================================================
-STREAMING  a streaming source: one ``applyInPandasWithState`` query
-           (:mod:`tidemark.spark.streaming.driver.from_plan`)
-SQL        BATCH shorthand aggregations with a closed form: Spark's own aggregation,
-           the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
-REPLAY     a bounded source with ``order_by``: the engine per partition, watermarks as
-           recorded (:class:`~tidemark.spark.batch.worker.ReplayDriver`)
-BATCH      any other bounded source: Flink's BATCH semantics, the engine per partition
-           (:class:`~tidemark.spark.batch.worker.BatchDriver`)
-========== ============================================================================
+============ ==========================================================================
+STREAMING    a streaming source: one ``applyInPandasWithState`` query
+             (:mod:`tidemark.spark.streaming.driver.from_plan`)
+SQL          BATCH shorthand aggregations with a closed form: Spark's own aggregation,
+             the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
+REPLAY       a bounded source with ``order_by``: the engine per partition, watermarks
+             as recorded (:class:`~tidemark.spark.batch.worker.ReplayDriver`)
+LOCAL_GLOBAL a BATCH ``window_all`` whose function is declared order-insensitive: the
+             engine per input partition, the partials merged in one task, the same as
+             BATCH but on every core (:mod:`tidemark.spark.batch.preaggregate`)
+BATCH        any other bounded source: Flink's BATCH semantics, the engine per
+             partition (:class:`~tidemark.spark.batch.worker.BatchDriver`)
+============ ==========================================================================
 
 What is computed for a plan node (its element frame, a window's combined frame) is
 remembered per node, as long as the node lives: the outputs of one window operation come
 from one run, and a replay's watermark scan runs once.
 
 Remembering a DataFrame does not stop Spark from running its plan again at every action,
-so the combined frame of a BATCH or REPLAY run that has more than its results to give is
+so the combined frame of a BATCH, LOCAL_GLOBAL or REPLAY run that has more than its results to give is
 also *persisted* (Spark's default storage level, memory then disk) when its first
 output is asked for: the first action that reads any output runs the engine and keeps
 the rows, every later one reads them. A run has more to give when it is a replay (late
@@ -42,7 +45,7 @@ import weakref
 from typing import Any
 
 from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
-from tidemark.spark.batch import sql_plan
+from tidemark.spark.batch import preaggregate, sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
@@ -68,6 +71,7 @@ class ExecutionMode(enum.Enum):
     STREAMING = "streaming"
     SQL = "sql"
     REPLAY = "replay"
+    LOCAL_GLOBAL = "local_global"
     BATCH = "batch"
 
 
@@ -89,6 +93,8 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
         return ExecutionMode.REPLAY
     if sql_plan.applies(op, frame, spark):
         return ExecutionMode.SQL
+    if preaggregate.applies(op, frame, spark):
+        return ExecutionMode.LOCAL_GLOBAL
     return ExecutionMode.BATCH
 
 
@@ -121,6 +127,8 @@ def _run(op: WindowOp, spark: Any) -> Any:
     if mode is ExecutionMode.SQL:
         return sql_plan.sql_window(op, frame)
     _engine_runs.add(op)
+    if mode is ExecutionMode.LOCAL_GLOBAL:
+        return preaggregate.run_preaggregated(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
     return run_partitioned(op, frame, spark, driver)
 

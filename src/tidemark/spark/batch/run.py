@@ -5,7 +5,8 @@ partitions by key then time (BATCH: in the Python worker where Arrow orders the 
 as Spark does, see :mod:`.sorting`) or arrival (replay), and each partition streams
 through one engine operator, key after key (:mod:`.worker`); a key's state is dropped
 once its last element is processed and its timers flushed, so a task holds the state of
-one key at a time. ``window_all`` runs in one partition, as in Flink.
+one key at a time. ``window_all`` runs in one partition, as in Flink (unless its function
+is declared order-insensitive: :mod:`.preaggregate`).
 
 One run produces results and side outputs together, as the combined frame of
 :mod:`tidemark.spark.columns`.
@@ -32,6 +33,7 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import sorting
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
 from tidemark.spark.batch.replay import session_parallelism
@@ -48,7 +50,13 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.plan import KeySpec, WindowOp
 
-__all__ = ["run_partitioned", "engine_partitions", "PARTITIONS_PER_CORE"]
+__all__ = [
+    "run_partitioned",
+    "run_in_place",
+    "runner_config",
+    "engine_partitions",
+    "PARTITIONS_PER_CORE",
+]
 
 PARTITIONS_PER_CORE = 4
 
@@ -67,15 +75,52 @@ def run_partitioned(
     each partition by a ``driver`` (BATCH or replay)."""
     sort_budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
-    config = RunnerConfig(
+    config = runner_config(
+        frame,
         # BATCH: each key's elements come sorted by time, then the watermark jumps to +inf
-        spec=op.run_spec(batch_mode=not frame.replay, record_output_watermarks=frame.replay),
+        op.run_spec(batch_mode=not frame.replay, record_output_watermarks=frame.replay),
+        op.output_schema,
+        key_columns,
+        function_key=op.key is not None and op.key.function is not None,
+        sort_columns=sort_columns,
+        sort_budget=sort_budget,
+    )
+    return _mapped(partitioned, frame, config, driver)
+
+
+def run_in_place(
+    frame: ElementFrame,
+    spec: OperatorSpec,
+    output_schema: StructType,
+    driver: type[PartitionDriver],
+) -> Any:
+    """The combined frame of one operator of ``spec`` per partition of ``frame`` as it
+    is, without a key, a shuffle or a sort (the parts of a pre-aggregated window,
+    :mod:`.preaggregate`)."""
+    df = frame.df
+    if long_timestamp_column(frame) is not None:
+        df = df.drop(TS)
+    return _mapped(df, frame, runner_config(frame, spec, output_schema), driver)
+
+
+def runner_config(
+    frame: ElementFrame,
+    spec: OperatorSpec,
+    output_schema: StructType,
+    key_columns: list[str] | None = None,
+    function_key: bool = False,
+    sort_columns: list[str] | None = None,
+    sort_budget: int = 0,
+) -> RunnerConfig:
+    """What a task running ``spec`` over ``frame``'s elements is given."""
+    return RunnerConfig(
+        spec=spec,
         value_names=frame.value_schema.fieldNames(),
         value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
-        key_columns=key_columns,
-        function_key=op.key is not None and op.key.function is not None,
-        output_names=op.output_schema.fieldNames(),
-        output_schema=combined_schema(op.output_schema, frame.replay),
+        key_columns=key_columns or [],
+        function_key=function_key,
+        output_names=output_schema.fieldNames(),
+        output_schema=combined_schema(output_schema, frame.replay),
         replay=frame.replay,
         watermarks=frame.watermarks,
         timestamp_column=frame.timestamp_column,
@@ -86,9 +131,14 @@ def run_partitioned(
         sort_columns=sort_columns,
         sort_budget=sort_budget,
     )
-    needed = [*config.value_names, *key_columns, *_internal_columns(frame, key_columns)]
+
+
+def _mapped(df: Any, frame: ElementFrame, config: RunnerConfig, driver: Any) -> Any:
+    """``df``'s partitions, each through a ``driver`` of ``config``."""
+    needed = [*config.value_names, *config.key_columns]
+    needed += _internal_columns(frame, config.key_columns)
     columns = [F.col(f"`{c}`") for c in dict.fromkeys(needed)]
-    return partitioned.select(*columns).mapInArrow(driver(config), config.output_schema)
+    return df.select(*columns).mapInArrow(driver(config), config.output_schema)
 
 
 def _key_columns(df: Any, frame: ElementFrame, key: KeySpec | None) -> tuple[Any, list[str]]:

@@ -345,7 +345,9 @@ class PartitionDriver:
         Found by Arrow where the key columns allow it, else by comparing Python keys."""
         n = len(keys)
         columns = [KEY] if self.config.function_key else self.config.key_columns
-        if n > 1 and columns:
+        if not columns:  # window_all: one key
+            return [0, n]
+        if n > 1:
             try:
                 changed = _changes(batch.column(batch.schema.get_field_index(columns[0])))
                 for name in columns[1:]:

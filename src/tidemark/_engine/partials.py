@@ -1,0 +1,221 @@
+"""Local-global aggregation of a non-keyed window in BATCH: partial results per part of
+the input, merged in one place, as Flink SQL's two-phase aggregation does.
+
+Flink runs ``windowAll`` at parallelism 1: one task sees every element. Where the
+window's function declares ``order_insensitive = True`` (an
+:class:`~tidemark.functions.AggregateFunction` with ``merge``, or a
+:class:`~tidemark.functions.ReduceFunction`), its result does not depend on the order
+nor the grouping of its elements, and a BATCH run may split the work:
+
+1. each part of the input runs :func:`local_spec`: the same windows and trigger, the
+   function's accumulator (or reduced value) kept as it is and emitted, when the part
+   ends, as a *partial* ``(window start, window end, contents)``;
+2. one operator runs :func:`global_spec` over every part's partials: each partial goes
+   back into its window (:class:`PartialWindows`; for sessions the partials' windows
+   merge as the session assigner merges, :class:`MergingPartialWindows`), the contents
+   merge with the function's ``merge`` (or the reduce), and the window fires once, at the
+   end of the input, with the user's window function, as on the one-task path.
+
+BATCH fires every window once, at the end of the input (watermark +inf), so the windows
+that fire, their results, timestamps (``max_timestamp()``), firing order (by window end)
+and the watermark a window function sees are those of the one-task path; sessions are
+the same because two elements' sessions connect exactly when their parts' sessions do.
+:func:`serves` says where this holds: an event-time assigner with a fixed layout
+(tumbling, sliding) or Flink's event-time sessions, a trigger that fires only at the
+window end, no evictor, no Dataflow trigger, and a declared function. Everything else
+keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable
+from typing import Any
+
+from tidemark._engine.functions import (
+    AggregateLogic,
+    ReduceLogic,
+    WindowLogic,
+    declared_order_insensitive,
+)
+from tidemark._engine.spec import OperatorSpec
+from tidemark.assigners import (
+    DynamicEventTimeSessionWindows,
+    EventTimeSessionWindows,
+    MergingWindowAssigner,
+    WindowAssigner,
+    WindowAssignerContext,
+)
+from tidemark.functions import AggregateFunction, ProcessAllWindowFunction
+from tidemark.triggers import Trigger
+from tidemark.windows import TimeWindow, Window
+
+__all__ = [
+    "serves",
+    "local_spec",
+    "global_spec",
+    "PartialWindows",
+    "MergingPartialWindows",
+]
+
+_SESSIONS = (EventTimeSessionWindows, DynamicEventTimeSessionWindows)
+
+
+def serves(spec: OperatorSpec) -> bool:
+    """Whether a BATCH run of ``spec`` (one key) may aggregate per part and merge, with
+    the results of the one-task path (the conditions are in the module docstring)."""
+    logic = spec.logic
+    if logic.keeps_elements or not declared_order_insensitive(logic.function):
+        return False
+    if spec.evictor is not None or spec.trigger_is_dataflow or not spec.is_event_time:
+        return False
+    if not spec.window_trigger.fires_only_at_window_end():
+        return False
+    return spec.assigner.aligned_layout() is not None or type(spec.assigner) in _SESSIONS
+
+
+class _Accumulating(AggregateFunction):
+    """The user's aggregate function, its result the accumulator itself: what a part
+    of the input hands on. Its ``create_accumulator``, ``add`` and ``merge`` are the
+    user's own bound methods, so a part pays one call of the user's per element."""
+
+    order_insensitive = True
+
+    def __init__(self, function: AggregateFunction):
+        self.function = function
+        self.create_accumulator = function.create_accumulator  # type: ignore[method-assign]
+        self.add = function.add  # type: ignore[method-assign]
+        self.merge = function.merge  # type: ignore[method-assign]
+
+    def create_accumulator(self) -> Any:
+        return self.function.create_accumulator()
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        return self.function.add(value, accumulator)
+
+    def get_result(self, accumulator: Any) -> Any:
+        return accumulator
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        return self.function.merge(acc_a, acc_b)
+
+
+class _EmitPartial(ProcessAllWindowFunction):
+    """A part's window function: ``(start, end, encode(contents))`` per window."""
+
+    def __init__(self, encode: Callable[[Any], Any]):
+        self.encode = encode
+
+    def process(self, context: Any, elements: Any) -> Any:
+        window = context.window()
+        return [(window.start, window.end, self.encode(contents)) for contents in elements]
+
+
+_NOTHING = object()  # a window's merged contents before its first partial
+
+
+class _MergePartials(AggregateFunction):
+    """Merges the partials of a window (``(start, end, contents)`` elements) with the
+    user's ``merge`` (or reduce), and gives the user's result of the merged contents."""
+
+    order_insensitive = True
+
+    def __init__(self, combine: Callable[[Any, Any], Any], result: Callable[[Any], Any]):
+        self.combine = combine
+        self.result = result
+
+    def create_accumulator(self) -> Any:
+        return _NOTHING
+
+    def add(self, value: Any, accumulator: Any) -> Any:
+        contents = value[2]
+        return contents if accumulator is _NOTHING else self.combine(accumulator, contents)
+
+    def get_result(self, accumulator: Any) -> Any:
+        return self.result(accumulator)
+
+    def merge(self, acc_a: Any, acc_b: Any) -> Any:
+        if acc_a is _NOTHING:
+            return acc_b
+        if acc_b is _NOTHING:
+            return acc_a
+        return self.combine(acc_a, acc_b)
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+class PartialWindows(WindowAssigner):
+    """The window a partial ``(start, end, contents)`` belongs to: its own, under the
+    original assigner's default trigger (event time)."""
+
+    def __init__(self, original: WindowAssigner):
+        self.original = original
+
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
+        return [TimeWindow(element[0], element[1])]
+
+    def get_default_trigger(self, env: Any = None) -> Trigger:
+        return self.original.get_default_trigger(env)
+
+    def is_event_time(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.original!r})"
+
+
+class MergingPartialWindows(PartialWindows, MergingWindowAssigner):
+    """:class:`PartialWindows` of sessions: partials whose windows overlap or touch
+    merge, as the sessions' own windows do."""
+
+    def merge_windows(
+        self,
+        windows: Iterable[Window],
+        callback: Callable[[Collection[Window], Window], Any],
+    ) -> None:
+        TimeWindow.merge_windows(windows, callback)  # type: ignore[arg-type]
+
+
+def local_spec(spec: OperatorSpec, encode: Callable[[Any], Any] = _same) -> OperatorSpec:
+    """What each part of the input runs: ``spec``'s windows, trigger and function, each
+    window emitting its partial ``(start, end, encode(contents))`` at the end of the
+    part (the part's elements in any order: no BATCH promise of time order)."""
+    logic = spec.logic
+    emit = _EmitPartial(encode)
+    local: WindowLogic
+    if logic.aggregate is not None:
+        local = AggregateLogic(_Accumulating(logic.aggregate), emit)
+    else:
+        local = ReduceLogic(logic.function, emit)
+    return _spec(spec, spec.assigner, local)
+
+
+def global_spec(spec: OperatorSpec) -> OperatorSpec:
+    """What merges every part's partials: each back in its window, merged with the
+    function's merge (or reduce), the user's window function at the firing."""
+    logic = spec.logic
+    aggregate = logic.aggregate
+    if aggregate is not None:
+        merging = _MergePartials(aggregate.merge, aggregate.get_result)
+    else:
+        merging = _MergePartials(logic.reduce, _same)
+    merged = AggregateLogic(merging, logic.window_function)
+    windows = (
+        PartialWindows if spec.assigner.aligned_layout() is not None else MergingPartialWindows
+    )
+    return _spec(spec, windows(spec.assigner), merged)
+
+
+def _spec(spec: OperatorSpec, assigner: WindowAssigner, logic: WindowLogic) -> OperatorSpec:
+    return OperatorSpec(
+        assigner=assigner,
+        logic=logic,
+        trigger=spec.trigger,
+        allowed_lateness_ms=spec.allowed_lateness_ms,
+        late_data_tag=spec.late_data_tag,
+        fast_paths=spec.fast_paths,
+        slice_incremental=spec.slice_incremental,
+    )
