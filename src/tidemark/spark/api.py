@@ -48,6 +48,7 @@ from tidemark.spark.plan import (
     key_spec,
     source_of,
     warn_default_watermarks,
+    warn_never_firing,
 )
 from tidemark.spark.results import SideOutputStream
 from tidemark.time import TimeLike, to_millis
@@ -449,6 +450,7 @@ class WindowedStream:
         spec = OperatorSpec(logic=logic, accumulation_mode=mode, pane_results=dataflow, **window)
         if not dataflow:  # a mode given for a Flink trigger: refused in the API's words
             refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, self._mode)
+        warn_never_firing(spec.assigner, window.get("trigger"))
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "

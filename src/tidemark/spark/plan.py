@@ -21,18 +21,19 @@ from typing import Any
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
-from tidemark.assigners import WindowAssigner
+from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.time import TimeDomain
-from tidemark.triggers import AnyTrigger
+from tidemark.triggers import AnyTrigger, NeverTrigger
 from tidemark.watermarks import WatermarkStrategy
 
 __all__ = [
     "key_spec",
     "warn_default_watermarks",
+    "warn_never_firing",
     "check_replay_clock",
     "Source",
     "SourcePartitions",
@@ -248,6 +249,24 @@ def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
         "for_bounded_out_of_orderness(...) (or for_monotonous_timestamps() to keep this)",
         TidemarkWarning,
         stacklevel=3,
+    )
+
+
+def warn_never_firing(assigner: WindowAssigner, trigger: AnyTrigger | None) -> None:
+    """Warn that ``GlobalWindows.create()`` without a trigger never fires: as Flink's
+    NeverTrigger, every element is kept and no result comes, in every mode."""
+    if trigger is not None or not isinstance(assigner, GlobalWindows):
+        return
+    if not isinstance(assigner.get_default_trigger(), NeverTrigger):
+        return  # create_with_end_of_stream_trigger() fires at the end of the input
+    warnings.warn(
+        "GlobalWindows.create() without .trigger(...) never fires (Flink's NeverTrigger): "
+        "every element is kept and no window result comes, none counted as dropped; "
+        "add a trigger, e.g. .trigger(tm.CountTrigger.of(n)), or use key_by(...)."
+        "count_window(n), GlobalWindows.create_with_end_of_stream_trigger() (one result "
+        "at the end of a bounded input) or a custom Trigger",
+        TidemarkWarning,
+        stacklevel=4,
     )
 
 

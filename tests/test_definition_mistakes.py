@@ -1,0 +1,115 @@
+"""Definition mistakes a careless user makes (issue 28's closing check): each is a
+``WindowSpecError`` or a ``TidemarkWarning`` when the window is defined, naming the fix,
+before any data; the same in BATCH, a replay and on a stream.
+
+- ``GlobalWindows.create()`` without a trigger (Flink's NeverTrigger: nothing ever fires);
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+
+import tidemark as tm
+from tidemark.errors import TidemarkWarning
+
+pytestmark = pytest.mark.spark
+
+ROWS = [("a", 1, 1, 1), ("a", 5, 2, 2), ("b", 25, 8, 4)]
+SCHEMA = "k string, ts long, v long, o long"
+
+
+@pytest.fixture(scope="module")
+def df(spark):
+    return spark.createDataFrame(ROWS, SCHEMA)
+
+
+@pytest.fixture(scope="module")
+def stream(spark, tmp_path_factory):
+    """A streaming DataFrame (a file source: defining on it starts nothing)."""
+    return spark.readStream.schema(SCHEMA).json(str(tmp_path_factory.mktemp("stream")))
+
+
+def _tidemark_warnings(define):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = define()
+    return result, [str(w.message) for w in caught if issubclass(w.category, TidemarkWarning)]
+
+
+# ------------------------------------------------------------- global windows, no trigger
+
+NEVER_FIRES = (
+    "GlobalWindows.create() without .trigger(...) never fires (Flink's NeverTrigger): "
+    "every element is kept and no window result comes, none counted as dropped; "
+    "add a trigger, e.g. .trigger(tm.CountTrigger.of(n)), or use key_by(...)."
+    "count_window(n), GlobalWindows.create_with_end_of_stream_trigger() (one result "
+    "at the end of a bounded input) or a custom Trigger"
+)
+
+
+@pytest.mark.parametrize("order_by", [None, "o"], ids=["batch", "replay"])
+def test_global_windows_without_a_trigger_warn_and_keep_flinks_empty_result(df, order_by):
+    def define():
+        source = tm.from_dataframe(
+            df,
+            "ts",
+            order_by=order_by,
+            watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps(),
+        )
+        return source.key_by("k").window(tm.GlobalWindows.create()).sum("v")
+
+    result, caught = _tidemark_warnings(define)
+    assert caught == [NEVER_FIRES]
+    with tm.raising_tidemark_errors():
+        assert result.to_dataframe().collect() == []  # Flink's NeverTrigger: no result
+    assert result.num_late_records_dropped() == 0
+
+
+def test_global_windows_without_a_trigger_warn_on_a_stream(stream):
+    def define():
+        windowed = tm.from_dataframe(stream, "ts").key_by("k").window(tm.GlobalWindows.create())
+        return windowed.process(_Count(), "k string, n long")
+
+    _, caught = _tidemark_warnings(define)
+    assert caught == [NEVER_FIRES]
+
+
+@pytest.mark.parametrize(
+    "finish",
+    [
+        pytest.param(lambda w: w.trigger(tm.CountTrigger.of(2)).sum("v"), id="trigger"),
+        pytest.param(
+            lambda w: w.evictor(tm.CountEvictor.of(1)).trigger(tm.CountTrigger.of(1)).sum("v"),
+            id="trigger-after-evictor",
+        ),
+    ],
+)
+def test_global_windows_with_a_trigger_do_not_warn(df, finish):
+    windowed = tm.from_dataframe(df, "ts").key_by("k").window(tm.GlobalWindows.create())
+    _, caught = _tidemark_warnings(lambda: finish(windowed))
+    assert caught == []
+
+
+@pytest.mark.parametrize(
+    "define",
+    [
+        pytest.param(lambda s: s.key_by("k").count_window(2).sum("v"), id="count-window"),
+        pytest.param(
+            lambda s: (
+                s.key_by("k").window(tm.GlobalWindows.create_with_end_of_stream_trigger()).sum("v")
+            ),
+            id="end-of-stream",
+        ),
+    ],
+)
+def test_global_windows_that_fire_do_not_warn(df, define):
+    _, caught = _tidemark_warnings(lambda: define(tm.from_dataframe(df, "ts")))
+    assert caught == []
+
+
+class _Count(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, len(list(elements)))
