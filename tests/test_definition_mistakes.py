@@ -3,6 +3,8 @@
 before any data; the same in BATCH, a replay and on a stream.
 
 - ``GlobalWindows.create()`` without a trigger (Flink's NeverTrigger: nothing ever fires);
+- a class where an instance is needed (``process(CountSum)``: a TypeError from the
+  worker in BATCH and a complaint about the result's fields in a replay before);
 """
 
 from __future__ import annotations
@@ -113,3 +115,116 @@ def test_global_windows_that_fire_do_not_warn(df, define):
 class _Count(tm.ProcessWindowFunction):
     def process(self, key, context, elements):
         yield (key, len(list(elements)))
+
+
+# ------------------------------------------------------- a class instead of an instance
+
+
+class CountSum(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, context.window().start, len(list(elements)))
+
+
+class Sum(tm.ReduceFunction):
+    def reduce(self, value1, value2):
+        return value1
+
+
+class Average(tm.AggregateFunction):
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, accumulator):
+        return accumulator + value.v
+
+    def get_result(self, accumulator):
+        return accumulator
+
+    def merge(self, a, b):
+        return a + b
+
+
+class Apply(tm.WindowFunction):
+    def apply(self, key, window, inputs):
+        yield (key, window.start, 0)
+
+
+TEN = tm.TumblingEventTimeWindows.of(10)
+OUT = "k string, start long, n long"
+
+
+def _class_message(parameter, name, instance):
+    return re.escape(
+        f"`{parameter}` must be an instance, not the class {name}: pass {instance}; got <class"
+    )
+
+
+@pytest.mark.parametrize(
+    ("finish", "parameter", "name", "instance"),
+    [
+        pytest.param(
+            lambda w: w.process(CountSum, OUT), "function", "CountSum", "CountSum()", id="process"
+        ),
+        pytest.param(lambda w: w.reduce(Sum), "function", "Sum", "Sum()", id="reduce"),
+        pytest.param(
+            lambda w: w.aggregate(Average, output_schema=OUT),
+            "function",
+            "Average",
+            "Average()",
+            id="aggregate",
+        ),
+        pytest.param(lambda w: w.apply(Apply, OUT), "function", "Apply", "Apply()", id="apply"),
+        pytest.param(
+            lambda w: w.reduce(Sum(), CountSum, OUT),
+            "window_function",
+            "CountSum",
+            "CountSum()",
+            id="reduce-window-function",
+        ),
+        pytest.param(
+            lambda w: w.trigger(tm.CountTrigger),
+            "trigger",
+            "CountTrigger",
+            "CountTrigger.of(...)",
+            id="trigger",
+        ),
+        pytest.param(
+            lambda w: w.evictor(tm.CountEvictor),
+            "evictor",
+            "CountEvictor",
+            "CountEvictor.of(...)",
+            id="evictor",
+        ),
+    ],
+)
+@pytest.mark.parametrize("mode", ["batch", "replay", "stream"])
+def test_a_class_for_an_instance_is_refused_when_defined(
+    df, stream, mode, finish, parameter, name, instance
+):
+    source = tm.from_dataframe(
+        stream if mode == "stream" else df,
+        "ts",
+        order_by="o" if mode == "replay" else None,
+        watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps(),
+    )
+    windowed = source.key_by("k").window(TEN)
+    with pytest.raises(tm.WindowSpecError, match=_class_message(parameter, name, instance)):
+        finish(windowed)
+
+
+@pytest.mark.parametrize("mode", ["keyed", "all"])
+def test_an_assigner_class_is_refused_when_defined(df, mode):
+    source = tm.from_dataframe(df, "ts")
+    window = source.key_by("k").window if mode == "keyed" else source.window_all
+    message = _class_message(
+        "assigner", "TumblingEventTimeWindows", "TumblingEventTimeWindows.of(...)"
+    )
+    with pytest.raises(tm.WindowSpecError, match=message):
+        window(tm.TumblingEventTimeWindows)
+
+
+def test_an_instance_still_runs(df):
+    result = tm.from_dataframe(df, "ts").key_by("k").window(TEN).process(CountSum(), OUT)
+    with tm.raising_tidemark_errors():
+        rows = sorted(tuple(r) for r in result.to_dataframe().collect())
+    assert rows == [("a", 0, 2), ("b", 20, 1)]

@@ -21,7 +21,14 @@ from tidemark.functions import (
     WindowFunction,
 )
 
-__all__ = ["WindowLogic", "ElementsLogic", "ReduceLogic", "AggregateLogic", "window_logic"]
+__all__ = [
+    "WindowLogic",
+    "ElementsLogic",
+    "ReduceLogic",
+    "AggregateLogic",
+    "window_logic",
+    "refuse_class",
+]
 
 _WINDOW_FUNCTION_TYPES = (
     ProcessWindowFunction,
@@ -258,6 +265,8 @@ def window_logic(function: Any, window_function: Any = None) -> WindowLogic:
     A :class:`ReduceFunction` or plain callable reduces; an :class:`AggregateFunction`
     aggregates; a process/window function alone sees all elements.
     """
+    refuse_class("function", function)
+    refuse_class("window_function", window_function)
     if isinstance(function, _WINDOW_FUNCTION_TYPES):
         if window_function is not None:
             raise WindowSpecError(
@@ -272,4 +281,20 @@ def window_logic(function: Any, window_function: Any = None) -> WindowLogic:
     raise WindowSpecError(
         "`function` must be a ReduceFunction or callable, an AggregateFunction, or a "
         f"ProcessWindowFunction / WindowFunction; got {function!r}"
+    )
+
+
+_FACTORIES = ("of", "create", "with_gap", "with_dynamic_gap")
+
+
+def refuse_class(parameter: str, value: Any) -> None:
+    """Refuse a class where an instance is needed (``CountSum`` for ``CountSum()``): Python
+    would call it later as the function, with a confusing error, or not at all."""
+    if not isinstance(value, type):
+        return
+    name = value.__name__
+    factory = next((f for f in _FACTORIES if hasattr(value, f)), None)
+    instance = f"{name}.{factory}(...)" if factory else f"{name}()"
+    raise WindowSpecError(
+        f"`{parameter}` must be an instance, not the class {name}: pass {instance}; got {value!r}"
     )
