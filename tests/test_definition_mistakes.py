@@ -5,6 +5,7 @@ before any data; the same in BATCH, a replay and on a stream.
 - ``GlobalWindows.create()`` without a trigger (Flink's NeverTrigger: nothing ever fires);
 - a class where an instance is needed (``process(CountSum)``: a TypeError from the
   worker in BATCH and a complaint about the result's fields in a replay before);
+- ``window`` on a stream without ``key_by`` (a raw AttributeError before);
 """
 
 from __future__ import annotations
@@ -228,3 +229,26 @@ def test_an_instance_still_runs(df):
     with tm.raising_tidemark_errors():
         rows = sorted(tuple(r) for r in result.to_dataframe().collect())
     assert rows == [("a", 0, 2), ("b", 20, 1)]
+
+
+# ------------------------------------------------------------------ window without key_by
+
+UNKEYED = re.escape(
+    "`window` needs a key, as in Flink: use key_by(...).window(TumblingEventTimeWindows"
+    ".of(10ms, offset=0ms)) for windows per key, or window_all(TumblingEventTimeWindows"
+    ".of(10ms, offset=0ms)) for one window over all elements"
+)
+
+
+@pytest.mark.parametrize("mode", ["batch", "replay", "stream", "window-results"])
+def test_window_without_key_by_names_key_by_and_window_all(df, stream, mode):
+    source = tm.from_dataframe(
+        stream if mode == "stream" else df,
+        "ts",
+        order_by="o" if mode == "replay" else None,
+        watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps(),
+    )
+    if mode == "window-results":
+        source = source.key_by("k").window(TEN).sum("v")
+    with pytest.raises(tm.WindowSpecError, match=UNKEYED):
+        source.window(TEN)

@@ -132,6 +132,14 @@ class DataStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
         return _count_window(self._plan, None, size, slide, self._spark)
 
+    def window(self, assigner: Any) -> WindowedStream:
+        """Refused, as in Flink: ``window`` is per key. Raises WindowSpecError naming
+        ``key_by(...).window(...)`` and ``window_all(...)``."""
+        raise WindowSpecError(
+            f"`window` needs a key, as in Flink: use key_by(...).window({assigner!r}) for "
+            f"windows per key, or window_all({assigner!r}) for one window over all elements"
+        )
+
     def to_dataframe(self) -> Any:
         """The elements as a DataFrame (for a source: the input rows, as given)."""
         if isinstance(self._plan, Source):
