@@ -123,6 +123,7 @@ def _whole_millis(amount: Any, unit_ms: int, factory: str) -> int:
         )
     return int(millis)
 
+
 TimeLike = Union[Duration, datetime.timedelta, int]  # noqa: UP007 (a runtime alias, 3.10)
 
 
