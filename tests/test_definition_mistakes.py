@@ -39,7 +39,9 @@ def _tidemark_warnings(define):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         result = define()
-    return result, [str(w.message) for w in caught if issubclass(w.category, TidemarkWarning)]
+    ours = [w for w in caught if issubclass(w.category, TidemarkWarning)]
+    assert all(w.filename == __file__ for w in ours), "a warning points at the user's line"
+    return result, [str(w.message) for w in ours]
 
 
 # ------------------------------------------------------------- global windows, no trigger

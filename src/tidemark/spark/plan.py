@@ -12,6 +12,7 @@ pipeline, and the execution layer remembers what it computed for it.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -266,8 +267,17 @@ def warn_never_firing(assigner: WindowAssigner, trigger: AnyTrigger | None) -> N
         "count_window(n), GlobalWindows.create_with_end_of_stream_trigger() (one result "
         "at the end of a bounded input) or a custom Trigger",
         TidemarkWarning,
-        stacklevel=4,
+        stacklevel=_outside_tidemark(),
     )
+
+
+def _outside_tidemark() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame
+    outside tidemark: the user's line, however deep the finishing call went."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tidemark."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def check_replay_clock(
