@@ -274,7 +274,8 @@ def warn_never_firing(assigner: WindowAssigner, trigger: AnyTrigger | None) -> N
 def _outside_tidemark() -> int:
     """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame
     outside tidemark: the user's line, however deep the finishing call went."""
-    frame, level = sys._getframe(1), 1
+    frame: Any = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_globals.get("__name__", "").startswith("tidemark."):
         frame, level = frame.f_back, level + 1
     return level
