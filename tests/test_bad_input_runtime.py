@@ -258,6 +258,42 @@ def test_a_null_order_by_value_is_refused(spark):
 
 
 @pytest.mark.spark
+def test_a_null_tie_breaker_names_the_column_to_fill_or_drop(spark):
+    # 'offset' is unique already; the tie-breaker 'id' is null: the fix is not order_by itself
+    df = _ordered(spark, [("a", 1, 1, None), ("a", 2, 2, None)])
+    with pytest.raises(tm.InputDataError) as info:
+        _counts(df, order_by=["offset", "id"]).to_dataframe().collect()
+    assert str(info.value) == (
+        "`order_by`=['offset', 'id'] must give every row its own place in the arrival order; "
+        "a row has no `order_by` value (null 'id'): (offset=1, id=None, timestamp=1ms); fill "
+        "'id' in with values that keep the rows apart, or filter those rows out; or, if "
+        "'offset' alone gives every row its own place, drop 'id': order_by='offset'"
+    )
+
+
+@pytest.mark.spark
+def test_a_null_first_order_by_column_names_the_column_to_fill(spark):
+    df = _ordered(spark, [("a", 5, 1, 1), ("a", 6, None, 2)])
+    with pytest.raises(tm.InputDataError) as info:
+        _counts(df, order_by=["offset", "id"]).to_dataframe().collect()
+    assert str(info.value).endswith(
+        "(null 'offset'): (offset=None, id=2, timestamp=6ms); fill 'offset' in with values "
+        "that keep the rows apart, or filter those rows out"
+    )
+
+
+@pytest.mark.spark
+def test_ties_in_several_order_by_columns_ask_for_one_more(spark):
+    df = _ordered(spark, [("a", 5, 1, 1), ("a", 6, 1, 1)])
+    with pytest.raises(tm.InputDataError) as info:
+        _counts(df, order_by=["offset", "id"]).to_dataframe().collect()
+    assert str(info.value).endswith(
+        "Give order_by one more column: order_by=['offset', 'id', '<another column>'] to "
+        "break ties by a rule you state"
+    )
+
+
+@pytest.mark.spark
 def test_a_second_order_by_column_breaks_ties_whatever_the_partitioning(spark):
     rows = [("a" if i % 3 else "b", (i * 7) % 23, i // 4, i % 4) for i in range(40)]
     df = _ordered(spark, rows)

@@ -10,6 +10,11 @@ import tidemark as tm
 from tidemark.testing import WindowOperatorHarness
 
 
+class _Sum(tm.ReduceFunction):
+    def reduce(self, value1, value2):
+        return value1 + value2
+
+
 def _sum(a, b):
     return a + b
 
@@ -110,6 +115,23 @@ def _sum(a, b):
             lambda: WindowOperatorHarness(tm.GlobalWindows.create(), 42),
             "`function` must be a ReduceFunction or callable",
             id="function-type",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(tm.GlobalWindows.create(), _Sum),
+            "`function` must be an instance, not the class _Sum: pass _Sum(); got <class",
+            id="function-class",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(tm.GlobalWindows.create(), _sum, trigger=tm.CountTrigger),
+            "`trigger` must be an instance, not the class CountTrigger: pass "
+            "CountTrigger.of(...); got <class",
+            id="trigger-class",
+        ),
+        pytest.param(
+            lambda: WindowOperatorHarness(tm.TumblingEventTimeWindows, _sum),
+            "`assigner` must be an instance, not the class TumblingEventTimeWindows: pass "
+            "TumblingEventTimeWindows.of(...)",
+            id="assigner-class",
         ),
     ],
 )

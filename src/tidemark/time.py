@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import datetime
 import enum
+import numbers
 from dataclasses import dataclass
-from typing import ClassVar, Union
+from decimal import Decimal
+from fractions import Fraction
+from typing import Any, ClassVar, Union
 
 from tidemark.errors import WindowSpecError
 
@@ -66,25 +69,29 @@ class Duration:
     millis: int
     ZERO: ClassVar[Duration]
 
+    def __post_init__(self) -> None:
+        if isinstance(self.millis, bool) or not isinstance(self.millis, numbers.Integral):
+            object.__setattr__(self, "millis", _whole_millis(self.millis, 1, "Duration"))
+
     @classmethod
     def of_millis(cls, millis: int) -> Duration:
-        return cls(int(millis))
+        return cls(_whole_millis(millis, 1, "Duration.of_millis"))
 
     @classmethod
     def of_seconds(cls, seconds: float) -> Duration:
-        return cls(round(seconds * 1000))
+        return cls(_whole_millis(seconds, 1000, "Duration.of_seconds"))
 
     @classmethod
     def of_minutes(cls, minutes: float) -> Duration:
-        return cls(round(minutes * 60_000))
+        return cls(_whole_millis(minutes, 60_000, "Duration.of_minutes"))
 
     @classmethod
     def of_hours(cls, hours: float) -> Duration:
-        return cls(round(hours * 3_600_000))
+        return cls(_whole_millis(hours, 3_600_000, "Duration.of_hours"))
 
     @classmethod
     def of_days(cls, days: float) -> Duration:
-        return cls(round(days * 86_400_000))
+        return cls(_whole_millis(days, 86_400_000, "Duration.of_days"))
 
     def to_millis(self) -> int:
         return self.millis
@@ -94,6 +101,28 @@ class Duration:
 
 
 Duration.ZERO = Duration(0)
+
+
+def _whole_millis(amount: Any, unit_ms: int, factory: str) -> int:
+    """``amount`` units of ``unit_ms`` as int milliseconds, exactly as written (a float by
+    its shortest decimal, so ``of_minutes(0.1)`` is 6000), or a WindowSpecError."""
+    try:
+        if isinstance(amount, bool) or not isinstance(amount, (numbers.Real, Decimal)):
+            raise TypeError
+        exact = Fraction(amount if isinstance(amount, numbers.Rational) else str(amount))
+    except (TypeError, ValueError):
+        raise WindowSpecError(
+            f"`{factory}` takes a finite number; got {amount!r} ({type(amount).__name__})"
+        ) from None
+    millis = exact * unit_ms
+    if millis.denominator != 1:
+        raise WindowSpecError(
+            f"`{factory}({amount!r})` is {float(millis)!r} ms: time is int milliseconds "
+            f"(as Flink's), so it would be rounded; give a whole number of milliseconds, "
+            f"e.g. Duration.of_millis({round(millis)})"
+        )
+    return int(millis)
+
 
 TimeLike = Union[Duration, datetime.timedelta, int]  # noqa: UP007 (a runtime alias, 3.10)
 
@@ -120,7 +149,12 @@ def to_millis(value: TimeLike, name: str) -> int:
     if isinstance(value, Duration):
         return value.millis
     if isinstance(value, datetime.timedelta):
-        return (value.days * 86_400 + value.seconds) * 1000 + value.microseconds // 1000
+        if value.microseconds % 1000:
+            raise WindowSpecError(
+                f"`{name}` must be a whole number of milliseconds; got {value!r}: time is int "
+                "milliseconds (as Flink's), so it would be rounded; round the timedelta first"
+            )
+        return _floor_millis(value)
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise WindowSpecError(
@@ -183,7 +217,11 @@ def from_datetime(moment: datetime.datetime) -> int:
         )
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.timezone.utc)
-    return to_millis(moment - _EPOCH, "moment")
+    return _floor_millis(moment - _EPOCH)
+
+
+def _floor_millis(delta: datetime.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1000 + delta.microseconds // 1000
 
 
 def java_mod(a: int, b: int) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "window_logic",
     "check_order_insensitive",
     "declared_order_insensitive",
+    "refuse_class",
 ]
 
 _WINDOW_FUNCTION_TYPES = (
@@ -266,6 +267,8 @@ def window_logic(function: Any, window_function: Any = None) -> WindowLogic:
     A :class:`ReduceFunction` or plain callable reduces; an :class:`AggregateFunction`
     aggregates; a process/window function alone sees all elements.
     """
+    refuse_class("function", function)
+    refuse_class("window_function", window_function)
     if isinstance(function, _WINDOW_FUNCTION_TYPES):
         if window_function is not None:
             raise WindowSpecError(
@@ -315,3 +318,19 @@ def check_order_insensitive(function: Any) -> None:
                 "merge(): the partial accumulators of the parts of the input are merged "
                 "with it; define merge(acc_a, acc_b), or drop the declaration"
             )
+
+
+_FACTORIES = ("of", "create", "with_gap", "with_dynamic_gap")
+
+
+def refuse_class(parameter: str, value: Any) -> None:
+    """Refuse a class where an instance is needed (``CountSum`` for ``CountSum()``): Python
+    would call it later as the function, with a confusing error, or not at all."""
+    if not isinstance(value, type):
+        return
+    name = value.__name__
+    factory = next((f for f in _FACTORIES if hasattr(value, f)), None)
+    instance = f"{name}.{factory}(...)" if factory else f"{name}()"
+    raise WindowSpecError(
+        f"`{parameter}` must be an instance, not the class {name}: pass {instance}; got {value!r}"
+    )

@@ -14,7 +14,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from tidemark._engine.functions import WindowLogic
+from tidemark._engine.functions import WindowLogic, refuse_class
 from tidemark.assigners import GlobalWindows, MergingWindowAssigner, WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import Evictor
@@ -41,6 +41,9 @@ def validate_window_spec(
     late_data_tag: Any = None,
 ) -> None:
     """Reject a window pipeline Flink would reject, naming the parameter and the rule."""
+    given = {"assigner": assigner, "trigger": trigger, "evictor": evictor}
+    for parameter, value in {**given, "late_data_tag": late_data_tag}.items():
+        refuse_class(parameter, value)
     if not isinstance(assigner, WindowAssigner):
         raise WindowSpecError(f"`assigner` must be a WindowAssigner; got {assigner!r}")
     if trigger is not None and not isinstance(trigger, (Trigger, DataflowTrigger)):

@@ -48,6 +48,7 @@ from tidemark.spark.plan import (
     key_spec,
     source_of,
     warn_default_watermarks,
+    warn_never_firing,
 )
 from tidemark.spark.results import SideOutputStream
 from tidemark.time import TimeLike, to_millis
@@ -133,6 +134,14 @@ class DataStream:
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
         return _count_window(self._plan, None, size, slide, self._spark)
+
+    def window(self, assigner: Any) -> WindowedStream:
+        """Refused, as in Flink: ``window`` is per key. Raises WindowSpecError naming
+        ``key_by(...).window(...)`` and ``window_all(...)``."""
+        raise WindowSpecError(
+            f"`window` needs a key, as in Flink: use key_by(...).window({assigner!r}) for "
+            f"windows per key, or window_all({assigner!r}) for one window over all elements"
+        )
 
     def to_dataframe(self) -> Any:
         """The elements as a DataFrame (for a source: the input rows, as given)."""
@@ -452,6 +461,7 @@ class WindowedStream:
         spec = OperatorSpec(logic=logic, accumulation_mode=mode, pane_results=dataflow, **window)
         if not dataflow:  # a mode given for a Flink trigger: refused in the API's words
             refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, self._mode)
+        warn_never_firing(spec.assigner, window.get("trigger"))
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "

@@ -12,6 +12,7 @@ pipeline, and the execution layer remembers what it computed for it.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -21,18 +22,19 @@ from typing import Any
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
-from tidemark.assigners import WindowAssigner
+from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.time import TimeDomain
-from tidemark.triggers import AnyTrigger
+from tidemark.triggers import AnyTrigger, NeverTrigger
 from tidemark.watermarks import WatermarkStrategy
 
 __all__ = [
     "key_spec",
     "warn_default_watermarks",
+    "warn_never_firing",
     "check_replay_clock",
     "Source",
     "SourcePartitions",
@@ -249,6 +251,34 @@ def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
         TidemarkWarning,
         stacklevel=3,
     )
+
+
+def warn_never_firing(assigner: WindowAssigner, trigger: AnyTrigger | None) -> None:
+    """Warn that ``GlobalWindows.create()`` without a trigger never fires: as Flink's
+    NeverTrigger, every element is kept and no result comes, in every mode."""
+    if trigger is not None or not isinstance(assigner, GlobalWindows):
+        return
+    if not isinstance(assigner.get_default_trigger(), NeverTrigger):
+        return  # create_with_end_of_stream_trigger() fires at the end of the input
+    warnings.warn(
+        "GlobalWindows.create() without .trigger(...) never fires (Flink's NeverTrigger): "
+        "every element is kept and no window result comes, none counted as dropped; "
+        "add a trigger, e.g. .trigger(tm.CountTrigger.of(n)), or use key_by(...)."
+        "count_window(n), GlobalWindows.create_with_end_of_stream_trigger() (one result "
+        "at the end of a bounded input) or a custom Trigger",
+        TidemarkWarning,
+        stacklevel=_outside_tidemark(),
+    )
+
+
+def _outside_tidemark() -> int:
+    """The ``stacklevel`` (for a ``warnings.warn`` in the caller) of the first frame
+    outside tidemark: the user's line, however deep the finishing call went."""
+    frame: Any = sys._getframe(1)
+    level = 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("tidemark."):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def check_replay_clock(

@@ -246,7 +246,7 @@ def order_fault(
         if missing.any():
             where = _describe(pdf, order_by, int(missing.argmax()), floats)
             what = "null or NaN" if name in floats else "null"
-            return f"a row has no `order_by` value ({what} {name!r}): {where}"
+            return f"{_NO_VALUE} ({what} {name!r}): {where}; {_fill_or_drop(order_by, name)}"
     same = np.ones(max(len(pdf) - 1, 0), dtype=bool)
     for name in order_by:
         values = pdf[name].to_numpy()
@@ -259,6 +259,21 @@ def order_fault(
     at = int(same.argmax())
     first, second = _describe(pdf, order_by, at), _describe(pdf, order_by, at + 1)
     return f"two rows share one place in it: {first} and {second}"
+
+
+_NO_VALUE = "a row has no `order_by` value"
+
+
+def _fill_or_drop(order_by: list[str], name: str) -> str:
+    """How to give the rows without a value of ``name`` their place: fill the column, or
+    (a tie-breaker) leave it out when the columns before it are unique already."""
+    fill = f"fill {name!r} in with values that keep the rows apart, or filter those rows out"
+    before = order_by[: order_by.index(name)]
+    if not before:
+        return fill
+    shown = before[0] if len(before) == 1 else before
+    alone = f"if {shown!r} alone gives every row its own place"
+    return f"{fill}; or, {alone}, drop {name!r}: order_by={shown!r}"
 
 
 def _equal(a: Any, b: Any) -> bool:
@@ -483,11 +498,17 @@ def _refuse_faults(
             f"{missing[0]}. Fill it in (e.g. the previous row's watermark, or "
             "-9223372036854775808 before the first), or filter those rows out"
         )
-    if faults:
-        example = f"order_by={[order_by[0], 'id']!r}"
-        given = order_by[0] if len(order_by) == 1 else order_by
-        raise InputDataError(
-            f"`order_by`={given!r} must give every row its own place in the arrival "
-            f"order; {faults[0]}. Give order_by a column with unique values, or "
-            f"several columns: {example} to break ties by a rule you state"
-        )
+    if not faults:
+        return
+    given = order_by[0] if len(order_by) == 1 else order_by
+    refusal = f"`order_by`={given!r} must give every row its own place in the arrival order"
+    if faults[0].startswith(_NO_VALUE):  # the fault says which column to fill or drop
+        raise InputDataError(f"{refusal}; {faults[0]}")
+    columns = [order_by[0], "id"] if len(order_by) == 1 else [*order_by, "<another column>"]
+    how = (
+        "a column with unique values, or several columns"
+        if len(order_by) == 1
+        else "one more column"
+    )
+    advice = f"Give order_by {how}: order_by={columns!r}"
+    raise InputDataError(f"{refusal}; {faults[0]}. {advice} to break ties by a rule you state")
