@@ -17,11 +17,11 @@ from typing import Any
 from tidemark._engine.functions import WindowLogic, refuse_class
 from tidemark.assigners import GlobalWindows, MergingWindowAssigner, WindowAssigner
 from tidemark.errors import WindowSpecError
-from tidemark.evictors import Evictor
+from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.triggers import AnyTrigger, Trigger
+from tidemark.triggers import AnyTrigger, CountTrigger, PurgingTrigger, Trigger
 from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import AlignedLayout
 
@@ -30,6 +30,7 @@ __all__ = [
     "validate_window_spec",
     "validate_window_function",
     "validate_accumulation_mode",
+    "count_window_spec",
 ]
 
 
@@ -221,3 +222,27 @@ class OperatorSpec:
         if not self.window_trigger.fires_only_at_window_end():
             return None
         return self.assigner.aligned_layout()
+
+
+def count_window_spec(size: int, slide: int | None) -> dict[str, Any]:
+    """The window of Flink's ``countWindow(size[, slide])``, as :class:`OperatorSpec`
+    keywords: GlobalWindows with PurgingTrigger(CountTrigger(size)), or with
+    CountTrigger(slide) and CountEvictor(size).
+
+    Raises
+    ------
+    WindowSpecError
+        ``size`` or ``slide`` is not an int >= 1.
+    """
+    if not isinstance(size, int) or size < 1:
+        raise WindowSpecError(f"`size` must be an int >= 1; got size={size!r}")
+    windows = GlobalWindows.create()
+    if slide is None:
+        return {"assigner": windows, "trigger": PurgingTrigger.of(CountTrigger.of(size))}
+    if not isinstance(slide, int) or slide < 1:
+        raise WindowSpecError(f"`slide` must be an int >= 1; got slide={slide!r}")
+    return {
+        "assigner": windows,
+        "trigger": CountTrigger.of(slide),
+        "evictor": CountEvictor.of(size),
+    }

@@ -24,10 +24,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tidemark._engine.functions import window_logic
-from tidemark._engine.spec import OperatorSpec, validate_window_spec
-from tidemark.assigners import GlobalWindows, WindowAssigner
+from tidemark._engine.spec import OperatorSpec, count_window_spec, validate_window_spec
+from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
-from tidemark.evictors import CountEvictor, Evictor
+from tidemark.evictors import Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
@@ -52,7 +52,7 @@ from tidemark.spark.plan import (
 )
 from tidemark.spark.results import SideOutputStream
 from tidemark.time import TimeLike, to_millis
-from tidemark.triggers import AnyTrigger, CountTrigger, DataflowTrigger, PurgingTrigger
+from tidemark.triggers import AnyTrigger, DataflowTrigger
 
 __all__ = [
     "DataStream",
@@ -133,7 +133,7 @@ class DataStream:
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
-        return _count_window(self._plan, None, size, slide, self._spark)
+        return WindowedStream(self._plan, None, self._spark, **count_window_spec(size, slide))
 
     def window(self, assigner: Any) -> WindowedStream:
         """Refused, as in Flink: ``window`` is per key. Raises WindowSpecError naming
@@ -191,22 +191,8 @@ class KeyedStream:
         WindowSpecError
             ``size`` or ``slide`` is not an int >= 1.
         """
-        return _count_window(self._stream.plan, self._key, size, slide, self._stream._spark)
-
-
-def _count_window(
-    plan: PlanNode, key: KeySpec | None, size: int, slide: int | None, spark: Any
-) -> WindowedStream:
-    if not isinstance(size, int) or size < 1:
-        raise WindowSpecError(f"`size` must be an int >= 1; got size={size!r}")
-    windows = GlobalWindows.create()
-    if slide is None:
-        purging = PurgingTrigger.of(CountTrigger.of(size))
-        return WindowedStream(plan, key, spark, assigner=windows, trigger=purging)
-    if not isinstance(slide, int) or slide < 1:
-        raise WindowSpecError(f"`slide` must be an int >= 1; got slide={slide!r}")
-    trigger, evictor = CountTrigger.of(slide), CountEvictor.of(size)
-    return WindowedStream(plan, key, spark, assigner=windows, trigger=trigger, evictor=evictor)
+        spec = count_window_spec(size, slide)
+        return WindowedStream(self._stream.plan, self._key, self._stream._spark, **spec)
 
 
 class WindowedStream:
