@@ -43,9 +43,10 @@ from tidemark.spark.streaming import END_OF_INPUT_MS  # noqa: E402
 pytestmark = [pytest.mark.kafka, pytest.mark.flink, pytest.mark.spark]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def flink() -> None:
-    """Flink's jars, its Kafka connector and Java, or a skip (a failure when required)."""
+    """Flink's jars, its Kafka connector and Java, or a skip (a failure when required),
+    before the session's broker and Spark start."""
     reason = flink_kafka.missing()
     if reason is None and shutil.which(flink_kafka.run_flink.java_bin("java")) is None:
         reason = "Java 17 (`java`)"
