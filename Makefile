@@ -7,7 +7,7 @@ STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
 .PHONY: test demo lint test-slow test-flink test-beam test-kafka kafka-setup kafka-start \
-	kafka-stop bench nexmark clean java dist docs
+	kafka-stop test-flink-kafka bench nexmark clean java dist docs
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,7 +61,14 @@ kafka-stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python tools/kafka/broker.py stop; fi
 
 test-kafka: java kafka-setup
-	TIDEMARK_REQUIRE_KAFKA=1 $(PYTEST) -q -m kafka tests/kafka
+	TIDEMARK_REQUIRE_KAFKA=1 $(PYTEST) -q -m "kafka and not flink" tests/kafka
+
+# Real Flink 1.20 with its Kafka source reads the topic tidemark's streaming run read
+# (tests/kafka/test_kafka_flink.py): needs both Flink and Kafka, so not in CI.
+test-flink-kafka: java kafka-setup
+	bash tools/flinkref/setup.sh > /dev/null
+	$(BIN)/python tools/kafka/jars.py flink
+	TIDEMARK_REQUIRE_KAFKA=1 TIDEMARK_REQUIRE_FLINK=1 $(PYTEST) -q -m "flink and kafka" tests/kafka
 
 demo: java
 	$(BIN)/tidemark demo

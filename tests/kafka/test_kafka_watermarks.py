@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from lagging_topic import collecting, stream_lagging_topic, windows
 from partition_scenarios import (
     BOUND_MS,
     PARTITIONS,
     STRATEGY,
     WINDOW_MS,
-    _Count,
     _CountAt,
     count_by_partition,
     engine_counts,
@@ -32,63 +32,16 @@ from pyspark.sql import functions as F
 
 import tidemark as tm
 from tidemark.spark.kafka import read_kafka
-from tidemark.spark.streaming import END_OF_INPUT_MS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
-
-RESULT = "key string, start long, end long, n long"
-
-
-def _windows(spark, bootstrap, topic, per_partition, strategy=STRATEGY):
-    records = read_kafka(
-        spark, bootstrap_servers=bootstrap, topic=topic, schema="key string, ts long",
-        timestamp="ts",
-    )  # fmt: skip
-    extra = {"partition_column": "partition", "partitions": PARTITIONS} if per_partition else {}
-    late = tm.OutputTag("late")
-    result = (
-        # timestamps from the epoch on: Spark runs its clock shifted (docs/streaming.md)
-        tm.from_dataframe(
-            records.rows, "ts", watermark_strategy=strategy, shift_spark_clock=True, **extra
-        )
-        .key_by("key")
-        .window(tm.TumblingEventTimeWindows.of(WINDOW_MS))
-        .side_output_late_data(late)
-        .process(_Count(), RESULT)
-    )
-    return result, late
-
-
-def _collecting(collected, name):
-    return lambda df, batch_id: collected[name].extend(tuple(r) for r in df.collect())
 
 
 def test_lagging_partition_late_only_on_the_global_watermark(
     spark, bootstrap, topic, produce, tmp_path
 ):
     """Both queries read the same topic, side by side, one production per batch."""
-    name = topic(PARTITIONS)
     batches = lagging_batches()
-    variants = {per: _windows(spark, bootstrap, name, per) for per in (True, False)}
-    collected = {per: {"main": [], "late": []} for per in variants}
-    productions = [[(p, {"key": k, "ts": ts}) for p, k, ts in rows] for rows in batches]
-    # the end-of-input record in the last batch: every window fires after it
-    productions[-1].append((0, {"key": "_end", "ts": END_OF_INPUT_MS}))
-    for rows in productions:
-        produce(name, rows)
-        queries = [
-            result.write_outputs(
-                {
-                    "main": _collecting(collected[per], "main"),
-                    late: _collecting(collected[per], "late"),
-                },
-                checkpoint=str(tmp_path / f"checkpoint-{per}"),
-                trigger={"availableNow": True},
-            )  # fmt: skip
-            for per, (result, late) in variants.items()
-        ]
-        for query in queries:
-            query.awaitTermination(300)
+    collected = stream_lagging_topic(spark, bootstrap, topic(PARTITIONS), produce, tmp_path)
     for per_partition, outputs in collected.items():
         expected_main, expected_late = engine_counts(batches, per_partition)
         assert sorted(outputs["main"]) == expected_main
@@ -117,10 +70,10 @@ def test_idle_partition_closes_windows_only_with_idleness(
     collected: dict[str, list] = {"idle": [], "waiting": [], "late": []}
     queries = []
     for variant, strategy in strategies.items():
-        result, late = _windows(spark, bootstrap, name, per_partition=True, strategy=strategy)
+        result, late = windows(spark, bootstrap, name, per_partition=True, strategy=strategy)
         queries.append(
             result.write_outputs(
-                {"main": _collecting(collected, variant), late: _collecting(collected, "late")},
+                {"main": collecting(collected, variant), late: collecting(collected, "late")},
                 checkpoint=str(tmp_path / f"checkpoint-{variant}"),
                 trigger={"processingTime": "500 milliseconds"},
             )

@@ -61,9 +61,11 @@ def java_bin(name: str) -> str:
     return os.path.join(home, "bin", name) if home else name
 
 
-def compile_if_needed(lib: str) -> None:
-    cls = os.path.join(BUILD, "FlinkRef.class")
-    if os.path.exists(cls) and os.path.getmtime(cls) >= os.path.getmtime(SRC):
+def compile_if_needed(lib: str, src: str = SRC, jars: tuple[str, ...] = ()) -> None:
+    """Compile ``src`` (a class of ``java/``) into ``build/`` against Flink's ``lib`` and
+    ``jars`` when its class is missing or older than the source."""
+    cls = os.path.join(BUILD, os.path.splitext(os.path.basename(src))[0] + ".class")
+    if os.path.exists(cls) and os.path.getmtime(cls) >= os.path.getmtime(src):
         return
     os.makedirs(BUILD, exist_ok=True)
     cmd = [
@@ -74,8 +76,8 @@ def compile_if_needed(lib: str) -> None:
         "-d",
         BUILD,
         "-cp",
-        os.path.join(lib, "*"),
-        SRC,
+        os.pathsep.join([os.path.join(lib, "*"), *jars]),
+        src,
     ]
     subprocess.run(cmd, check=True)
 

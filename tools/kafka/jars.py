@@ -8,9 +8,13 @@ under ``tools/kafka/.jars/<set>/`` (``make clean`` removes them; Maven's own cac
   without the jars the installed PySpark already ships (the same artifact in another
   version would shadow or clash with Spark's);
 * ``broker``: Apache Kafka's broker and tools (``KAFKA``, ``KAFKA_TOOLS``), run from
-  their jars by ``broker.py``.
+  their jars by ``broker.py``;
+* ``flink``: Flink's Kafka source (``FLINK_KAFKA``) and its ``kafka-clients``, for the
+  check against real Flink (``tools/flinkref/flink_kafka.py``); fetched only when named,
+  as Flink's own jars come with ``tools/flinkref/setup.sh``.
 
     python tools/kafka/jars.py                          # fetch what is missing
+    python tools/kafka/jars.py flink                    # the same for the flink set
     python tools/kafka/jars.py --classpath connector     # print spark.jars
 """
 
@@ -29,7 +33,9 @@ JARS = HERE / ".jars"
 SETS = {
     "connector": ("SPARK_KAFKA",),
     "broker": ("KAFKA", "KAFKA_TOOLS"),
+    "flink": ("FLINK_KAFKA",),
 }
+DEFAULT = ("connector", "broker")
 ON_SPARK = ("connector",)
 UNREACHABLE = (
     "tools/kafka/jars.py: Maven could not fetch {what} from Maven Central "
@@ -117,9 +123,12 @@ def classpath(names: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("sets", nargs="*", metavar="SET", help=f"to fetch, of {list(SETS)}")
     parser.add_argument("--classpath", nargs="+", choices=list(SETS), metavar="SET")
     parser.add_argument("--check", action="store_true", help="exit 1 unless all are fetched")
     args = parser.parse_args(argv)
+    if set(args.sets) - set(SETS):
+        parser.error(f"SET must be one of {list(SETS)}, not {args.sets}")
     pins = versions()
     if args.classpath:
         missing = [n for n in args.classpath if not fetched(n, pins)]
@@ -127,9 +136,10 @@ def main(argv: list[str] | None = None) -> None:
             sys.exit(f"not fetched: {missing}; run `make kafka-setup`")
         print(",".join(classpath(args.classpath)))
         return
+    names = args.sets or DEFAULT
     if args.check:
-        sys.exit(0 if all(fetched(n, pins) for n in SETS) else 1)
-    for name in SETS:
+        sys.exit(0 if all(fetched(n, pins) for n in names) else 1)
+    for name in names:
         if fetched(name, pins):
             print(f"kafka-setup: {name} cached ({', '.join(pins[k] for k in SETS[name])})")
             continue
