@@ -14,6 +14,7 @@ raised by the user's function on the fast path.
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -50,18 +51,24 @@ class Total(AggregateFunction):
 
 
 def python_calls(step: Callable[[], Any]) -> list[str]:
-    """The Python functions ``step()`` calls (by name, in call order, itself excluded)."""
+    """The Python functions ``step()`` calls (by name, in call order, itself excluded).
+    The garbage collector is held off meanwhile: a collection that happens to run inside
+    the step (on a loaded run, finalizers of earlier tests' objects) is not the step's."""
     called: list[str] = []
 
     def profile(frame: Any, event: str, arg: Any) -> None:
         if event == "call":
             called.append(frame.f_code.co_name)
 
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(profile)
     try:
         step()
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return called[1:]  # the lambda that is `step`
 
 
