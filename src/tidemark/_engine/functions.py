@@ -8,10 +8,9 @@ accumulators merge, and how to call the user's window function.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import reduce
 from typing import Any
 
-from tidemark.errors import WindowSpecError
+from tidemark.errors import UserFunctionError, WindowSpecError
 from tidemark.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -21,7 +20,14 @@ from tidemark.functions import (
     WindowFunction,
 )
 
-__all__ = ["WindowLogic", "ElementsLogic", "ReduceLogic", "AggregateLogic", "window_logic"]
+__all__ = [
+    "WindowLogic",
+    "ElementsLogic",
+    "ReduceLogic",
+    "AggregateLogic",
+    "ReturnedNone",
+    "window_logic",
+]
 
 _WINDOW_FUNCTION_TYPES = (
     ProcessWindowFunction,
@@ -29,6 +35,34 @@ _WINDOW_FUNCTION_TYPES = (
     WindowFunction,
     AllWindowFunction,
 )
+
+
+class ReturnedNone(TypeError):
+    """A reduce function, or an AggregateFunction's ``add`` or ``merge``, returned None:
+    None is a window without contents here (and a null record Flink cannot hold), so
+    the window's elements would be lost. The operator's ``fold_error`` turns it into a
+    :class:`~tidemark.errors.UserFunctionError` naming the function."""
+
+
+def returned_none(
+    what: str, function: Any, key: Any, window: Any, watermark: int
+) -> UserFunctionError:
+    """The error of ``function`` (the user's reduce or aggregate function) returning None."""
+    name = getattr(function, "__name__", None) or type(function).__qualname__
+    return UserFunctionError(
+        f"{what} {name} returned None (key={key!r}, window={window!r}, "
+        f"watermark={watermark}): a reduce function must return the combined value, an "
+        "AggregateFunction's add and merge the accumulator (a missing `return`?)",
+        key,
+        window,
+        watermark,
+    )
+
+
+def _not_none(result: Any) -> Any:
+    if result is None:
+        raise ReturnedNone("returned None")
+    return result
 
 
 def _results(returned: Any) -> list[Any]:
@@ -187,21 +221,27 @@ class ReduceLogic(WindowLogic):
         self.function = function
 
     def add(self, current: Any, value: Any) -> Any:
-        return value if current is None else self.reduce(current, value)
+        if current is None:
+            return value
+        result = self.reduce(current, value)
+        if result is None:
+            raise ReturnedNone("returned None")
+        return result
 
     def add_all(self, current: Any, values: Any) -> Any:
-        if current is None:
-            return reduce(self.reduce, values)
-        return reduce(self.reduce, values, current)
+        step = self.reduce
+        for value in values:
+            if current is None:
+                current = value
+            elif (current := step(current, value)) is None:
+                raise ReturnedNone("returned None")
+        return current
 
     def _merge(self, target: Any, source: Any) -> Any:
-        return self.reduce(target, source)
+        return _not_none(self.reduce(target, source))
 
     def fold(self, values: list[Any]) -> list[Any]:
-        result = None
-        for value in values:
-            result = value if result is None else self.reduce(result, value)
-        return [result]
+        return [self.add_all(None, values)]
 
     def inputs(self, contents: Any) -> list[Any]:
         return [contents]
@@ -225,23 +265,21 @@ class AggregateLogic(WindowLogic):
         aggregate = self.aggregate
         if current is None:
             current = aggregate.create_accumulator()
-        return aggregate.add(value, current)
+        return _not_none(aggregate.add(value, current))
 
     def add_all(self, current: Any, values: Any) -> Any:
         aggregate = self.aggregate
         add, acc = aggregate.add, aggregate.create_accumulator() if current is None else current
         for value in values:
-            acc = add(value, acc)
+            if (acc := add(value, acc)) is None:
+                raise ReturnedNone("returned None")
         return acc
 
     def _merge(self, target: Any, source: Any) -> Any:
-        return self.aggregate.merge(target, source)
+        return _not_none(self.aggregate.merge(target, source))
 
     def fold(self, values: list[Any]) -> list[Any]:
-        acc = self.aggregate.create_accumulator()
-        for value in values:
-            acc = self.aggregate.add(value, acc)
-        return [self.aggregate.get_result(acc)]
+        return [self.aggregate.get_result(self.add_all(None, values))]
 
     def inputs(self, contents: Any) -> list[Any]:
         return [self.aggregate.get_result(contents)]

@@ -284,6 +284,8 @@ class RowResultReduce(ReduceFunction):
     def __init__(self, function: Any):
         self.function = function
         self._call = getattr(function, "reduce", function)
+        # the user's function's name, as an error names it
+        self.__name__ = getattr(function, "__name__", None) or type(function).__qualname__
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         return as_tidemark_row(self._call(value1, value2))

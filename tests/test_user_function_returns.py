@@ -1,0 +1,154 @@
+"""What the user's functions return: a value tidemark cannot hold is refused by name.
+
+A reduce function (or an AggregateFunction's ``add``/``merge``) returning None would
+lose its window (None is "no contents"), a key function returning None would put every
+row under one key, a process function yielding None would give a row of nulls: each is
+refused, as Flink refuses a null record or key, in the engine and in every Spark mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import tidemark as tm
+from tidemark.testing import WindowOperatorHarness
+
+WINDOW = tm.TumblingEventTimeWindows.of(10)
+MODES = ["batch", "replay"]
+
+
+def forgets_return(a, b):
+    a + b  # noqa: B018 (the mistake under test)
+
+
+class ForgetfulAdd(tm.AggregateFunction):
+    def create_accumulator(self):
+        return [0]
+
+    def add(self, value, accumulator):
+        accumulator[0] += value[1]  # mutates, forgets to return
+
+    def get_result(self, accumulator):
+        return accumulator[0]
+
+    def merge(self, a, b):
+        return [a[0] + b[0]]
+
+
+ASSIGNERS = {
+    "tumbling": tm.TumblingEventTimeWindows.of(10),
+    "sliding": tm.SlidingEventTimeWindows.of(10, 5),
+    "sessions": tm.EventTimeSessionWindows.with_gap(10),
+}
+
+
+# ------------------------------------------------------------------ the engine
+
+
+@pytest.mark.parametrize("assigner", list(ASSIGNERS), ids=list(ASSIGNERS))
+@pytest.mark.parametrize("fast_paths", [True, False], ids=["fast", "general"])
+@pytest.mark.parametrize("function", [forgets_return, ForgetfulAdd()], ids=["reduce", "aggregate"])
+def test_an_incremental_function_returning_none_is_refused_in_the_engine(
+    assigner, fast_paths, function
+):
+    h = WindowOperatorHarness(
+        ASSIGNERS[assigner], function, key_selector=lambda v: v[0], fast_paths=fast_paths
+    )
+    with pytest.raises(tm.UserFunctionError) as info:
+        h.process_element(("a", 1), 1)  # an aggregate's add is called at once
+        h.process_element(("a", 2), 2)
+        h.process_watermark(100)
+    message = str(info.value)
+    name = "forgets_return" if function is forgets_return else "ForgetfulAdd"
+    assert message.startswith(f"the reduce/aggregate function {name} returned None")
+    assert "key='a'" in message and "a missing `return`?" in message
+
+
+@pytest.mark.parametrize("slice_incremental", [True, False])
+def test_a_reduce_returning_none_is_refused_in_runs_and_slices(slice_incremental):
+    h = WindowOperatorHarness(
+        tm.SlidingEventTimeWindows.of(10, 5),
+        forgets_return,
+        key_selector=lambda v: v[0],
+        batch_mode=True,
+        slice_incremental=slice_incremental,
+    )
+    with pytest.raises(tm.UserFunctionError, match="forgets_return returned None"):
+        for ts in range(0, 30, 3):
+            h.process_element(("a", ts), ts)
+        h.process_watermark(100)
+
+
+def test_merging_sessions_with_a_reduce_returning_none_is_refused():
+    h = WindowOperatorHarness(
+        tm.EventTimeSessionWindows.with_gap(10), forgets_return, key_selector=lambda v: v[0]
+    )
+    h.process_element(("a", 1), 1)
+    h.process_element(("a", 20), 20)
+    with pytest.raises(tm.UserFunctionError, match="forgets_return returned None"):
+        h.process_element(("a", 10), 10)  # bridges the two sessions: merged
+        h.process_watermark(100)
+
+
+def test_a_reduce_returning_a_value_is_unchanged():
+    h = WindowOperatorHarness(WINDOW, lambda a, b: (a[0], a[1] + b[1]), key_selector=lambda v: v[0])
+    h.process_element(("a", 1), 1)
+    h.process_element(("a", 2), 2)
+    h.process_watermark(100)
+    assert h.output() == [(("a", 3), 9)]
+
+
+# ------------------------------------------------------------------ through Spark
+
+
+ROWS = [("a", 1, 1), ("a", 5, 2), ("b", 12, 4)]
+
+
+def _frame(spark, rows=ROWS):
+    return spark.createDataFrame(rows, "k string, ts long, v long")
+
+
+def _order(mode):
+    return "ts" if mode == "replay" else None
+
+
+def _stream_error(spark, tmp_path, build, rows=ROWS, error=tm.TidemarkError):
+    """The tidemark error a stream of ``rows`` through ``build(stream)`` fails with."""
+    source_dir = tmp_path / "in"
+    source_dir.mkdir()
+    lines = [json.dumps({"k": k, "ts": ts, "v": v}) for k, ts, v in rows]
+    (source_dir / "batch-0.json").write_text("\n".join(lines) + "\n")
+    os.utime(source_dir / "batch-0.json", (1_000_000, 1_000_000))
+    source = spark.readStream.schema("k string, ts long, v long").json(str(source_dir))
+    result = build(tm.from_dataframe(source, "ts", shift_spark_clock=True))
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    try:
+        with pytest.raises(error) as info:
+            query.processAllAvailable()
+        return info.value
+    finally:
+        query.stop()
+
+
+def _reduce_none(stream):
+    return stream.key_by("k").window(WINDOW).reduce(forgets_return)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", MODES)
+def test_a_reduce_returning_none_is_refused_on_collect(spark, mode):
+    result = _reduce_none(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
+    with pytest.raises(tm.UserFunctionError) as info, tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+    message = str(info.value)
+    assert message.startswith("the reduce/aggregate function forgets_return returned None")
+    assert "key='a'" in message and "TimeWindow[0, 10)" in message
+
+
+@pytest.mark.spark
+def test_a_reduce_returning_none_fails_the_stream(spark, tmp_path):
+    error = _stream_error(spark, tmp_path, _reduce_none, error=tm.UserFunctionError)
+    assert str(error).startswith("the reduce/aggregate function forgets_return returned None")
