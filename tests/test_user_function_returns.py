@@ -152,3 +152,46 @@ def test_a_reduce_returning_none_is_refused_on_collect(spark, mode):
 def test_a_reduce_returning_none_fails_the_stream(spark, tmp_path):
     error = _stream_error(spark, tmp_path, _reduce_none, error=tm.UserFunctionError)
     assert str(error).startswith("the reduce/aggregate function forgets_return returned None")
+
+
+def forgets_key(row):
+    row.k  # noqa: B018 (the mistake under test)
+
+
+def key_of_a_only(row):
+    return {"a": 1}[row.k]
+
+
+KEY_CASES = {
+    "none": (forgets_key, "the key function forgets_key returned None for row"),
+    "raises": (key_of_a_only, "the key function key_of_a_only raised KeyError: 'b'"),
+}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", list(KEY_CASES))
+@pytest.mark.parametrize("mode", MODES)
+def test_a_key_function_returning_none_or_raising_is_refused_on_collect(spark, mode, case):
+    function, start = KEY_CASES[case]
+    stream = tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode))
+    result = stream.key_by(function).window(WINDOW).sum("v")
+    with pytest.raises(tm.UserFunctionError) as info, tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+    message = str(info.value)
+    assert message.startswith(start)
+    if case == "none":  # any row: each has the key None
+        assert "for row Row(k=" in message and "Assigned key must not be null!" in message
+    else:
+        assert message.endswith("(row Row(k='b', ts=12, v=4))")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("case", list(KEY_CASES))
+def test_a_key_function_returning_none_or_raising_fails_the_stream(spark, tmp_path, case):
+    function, start = KEY_CASES[case]
+
+    def build(stream):
+        return stream.key_by(function).window(WINDOW).sum("v")
+
+    error = _stream_error(spark, tmp_path, build, error=tm.UserFunctionError)
+    assert str(error).startswith(start)
