@@ -195,3 +195,55 @@ def test_a_key_function_returning_none_or_raising_fails_the_stream(spark, tmp_pa
 
     error = _stream_error(spark, tmp_path, build, error=tm.UserFunctionError)
     assert str(error).startswith(start)
+
+
+class YieldsNone(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield None
+
+
+class AppliesNone(tm.WindowFunction):
+    def apply(self, key, window, inputs):
+        return [None]
+
+
+@pytest.mark.parametrize("function", [YieldsNone(), AppliesNone()], ids=["process", "apply"])
+def test_a_window_function_yielding_none_is_refused_in_the_engine(function):
+    h = WindowOperatorHarness(WINDOW, function, key_selector=lambda v: v[0])
+    h.process_element(("a", 1), 1)
+    with pytest.raises(tm.WindowResultError) as info:
+        h.process_watermark(100)
+    name = type(function).__name__
+    assert str(info.value).startswith(f"the window function {name} yielded None (key='a'")
+    assert info.value.key == "a"
+
+
+def test_a_reduce_whose_evictor_removed_everything_still_gives_flinks_null_record():
+    h = WindowOperatorHarness(
+        WINDOW,
+        lambda a, b: a,
+        key_selector=lambda v: v[0],
+        evictor=tm.TimeEvictor.of(0),
+    )
+    h.process_element(("a", 1), 1)
+    h.process_watermark(100)
+    assert h.output() == [(None, 9)]
+
+
+def _yields_none(stream):
+    return stream.key_by("k").window(WINDOW).process(YieldsNone(), "k string, n long")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", MODES)
+def test_a_process_function_yielding_none_is_refused_on_collect(spark, mode):
+    result = _yields_none(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
+    with pytest.raises(tm.WindowResultError) as info, tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+    assert str(info.value).startswith("the window function YieldsNone yielded None (key=")
+
+
+@pytest.mark.spark
+def test_a_process_function_yielding_none_fails_the_stream(spark, tmp_path):
+    error = _stream_error(spark, tmp_path, _yields_none, error=tm.WindowResultError)
+    assert str(error).startswith("the window function YieldsNone yielded None (key=")

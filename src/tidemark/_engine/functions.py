@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from tidemark.errors import UserFunctionError, WindowSpecError
+from tidemark.errors import UserFunctionError, WindowResultError, WindowSpecError
 from tidemark.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -154,17 +154,29 @@ class WindowLogic:
         return []
 
     def evaluate(self, key: Any, window: Any, ctx: Any, inputs: list[Any]) -> list[Any]:
-        """Call the window function on ``inputs``; return its results."""
+        """Call the window function on ``inputs``; return its results (a result that
+        is None, a null record Flink fails on, is a :class:`WindowResultError`)."""
         fn = self.window_function
         if fn is None:
             return inputs
         if isinstance(fn, ProcessWindowFunction):
-            return _results(fn.process(key, ctx, inputs))
-        if isinstance(fn, ProcessAllWindowFunction):
-            return _results(fn.process(ctx, inputs))
-        if isinstance(fn, WindowFunction):
-            return _results(fn.apply(key, window, inputs))
-        return _results(fn.apply(window, inputs))
+            results = _results(fn.process(key, ctx, inputs))
+        elif isinstance(fn, ProcessAllWindowFunction):
+            results = _results(fn.process(ctx, inputs))
+        elif isinstance(fn, WindowFunction):
+            results = _results(fn.apply(key, window, inputs))
+        else:
+            results = _results(fn.apply(window, inputs))
+        if any(result is None for result in results):
+            raise WindowResultError(
+                f"the window function {type(fn).__qualname__} yielded None (key={key!r}, "
+                f"window={window!r}): each result must be a value for the `output_schema` "
+                "(a Row, dict, tuple or list; Flink fails on a null record); a missing "
+                "`return` in what builds it?",
+                key,
+                window,
+            )
+        return results
 
     def clear(self, ctx: Any) -> None:
         """Let a process function clean up its per-window state."""
