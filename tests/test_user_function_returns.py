@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -36,6 +37,11 @@ class ForgetfulAdd(tm.AggregateFunction):
 
     def merge(self, a, b):
         return [a[0] + b[0]]
+
+
+class CountPerKey(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, len(list(elements)))
 
 
 ASSIGNERS = {
@@ -115,15 +121,17 @@ def _order(mode):
     return "ts" if mode == "replay" else None
 
 
-def _stream_error(spark, tmp_path, build, rows=ROWS, error=tm.TidemarkError):
-    """The tidemark error a stream of ``rows`` through ``build(stream)`` fails with."""
+def _stream_error(spark, tmp_path, build, error=tm.TidemarkError, **source):
+    """The tidemark error a stream of :data:`ROWS` through ``build(stream)`` fails with
+    (``source``: ``from_dataframe``'s options; the column ``ts`` by default)."""
     source_dir = tmp_path / "in"
     source_dir.mkdir()
-    lines = [json.dumps({"k": k, "ts": ts, "v": v}) for k, ts, v in rows]
+    lines = [json.dumps({"k": k, "ts": ts, "v": v}) for k, ts, v in ROWS]
     (source_dir / "batch-0.json").write_text("\n".join(lines) + "\n")
     os.utime(source_dir / "batch-0.json", (1_000_000, 1_000_000))
-    source = spark.readStream.schema("k string, ts long, v long").json(str(source_dir))
-    result = build(tm.from_dataframe(source, "ts", shift_spark_clock=True))
+    source_df = spark.readStream.schema("k string, ts long, v long").json(str(source_dir))
+    options = source or {"timestamp": "ts"}
+    result = build(tm.from_dataframe(source_df, shift_spark_clock=True, **options))
     query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
     try:
         with pytest.raises(error) as info:
@@ -247,3 +255,86 @@ def test_a_process_function_yielding_none_is_refused_on_collect(spark, mode):
 def test_a_process_function_yielding_none_fails_the_stream(spark, tmp_path):
     error = _stream_error(spark, tmp_path, _yields_none, error=tm.WindowResultError)
     assert str(error).startswith("the window function YieldsNone yielded None (key=")
+
+
+# ------------------------------------------------------------------ floats for integers
+
+
+class Half(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, 1.5)
+
+
+class WholeFloat(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (key, 2.0)
+
+
+def _floats(stream, function=None):
+    return stream.key_by("k").window(WINDOW).process(function or Half(), "k string, n long")
+
+
+FLOAT_REFUSED = "`output_schema` field 'n' is bigint, but a result holds 1.5 (float) there"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", MODES)
+def test_a_float_for_a_long_field_is_refused_on_collect(spark, mode):
+    result = _floats(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
+    with pytest.raises(tm.WindowResultError) as info, tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+    message = str(info.value)
+    assert message.startswith(FLOAT_REFUSED)
+    assert "Spark takes no float for an integral field" in message
+    assert "Return a bigint value for 'n'" in message
+
+
+@pytest.mark.spark
+def test_a_whole_float_for_a_long_field_is_refused_as_spark_refuses_it(spark):
+    with pytest.raises(Exception, match="FIELD_DATA_TYPE_UNACCEPTABLE"):
+        spark.createDataFrame([("a", 2.0)], "k string, n long")
+    result = _floats(tm.from_dataframe(_frame(spark), "ts"), WholeFloat())
+    with pytest.raises(tm.WindowResultError, match="holds 2.0 \\(float\\)"):
+        with tm.raising_tidemark_errors():
+            result.to_dataframe().collect()
+
+
+@pytest.mark.spark
+def test_a_float_for_a_long_field_fails_the_stream(spark, tmp_path):
+    error = _stream_error(spark, tmp_path, _floats, error=tm.WindowResultError)
+    assert str(error).startswith(FLOAT_REFUSED)
+
+
+def fractional_ms(row, record_timestamp):
+    return row.ts + 0.7
+
+
+FLOAT_STAMP = (
+    r"^timestamp assigner <function fractional_ms at .*> must return int milliseconds since "
+    r"the epoch \(a long\); got (1|5|12)\.7 \(float\) for row Row\(k='[ab]', ts=(1|5|12), "
+    r"v=[124]\): round it to whole milliseconds, e\.g\. math\.floor\(seconds \* 1000\)"
+)
+
+
+def _fractional(stream):
+    return stream.key_by("k").window(WINDOW).sum("v")
+
+
+def _strategy():
+    return tm.WatermarkStrategy.for_monotonous_timestamps().with_timestamp_assigner(fractional_ms)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", MODES)
+def test_an_assigner_returning_a_float_is_refused_on_collect(spark, mode):
+    stream = tm.from_dataframe(_frame(spark), watermark_strategy=_strategy(), order_by=_order(mode))
+    with pytest.raises(tm.UserFunctionError, match=FLOAT_STAMP), tm.raising_tidemark_errors():
+        _fractional(stream).to_dataframe().collect()
+
+
+@pytest.mark.spark
+def test_an_assigner_returning_a_float_fails_the_stream(spark, tmp_path):
+    error = _stream_error(
+        spark, tmp_path, _fractional, tm.UserFunctionError, watermark_strategy=_strategy()
+    )
+    assert re.match(FLOAT_STAMP, str(error))

@@ -338,24 +338,50 @@ def checked_array(
     import pyarrow as pa
 
     try:
-        return pa.array(values, type=arrow_type)
+        array = pa.array(values, type=arrow_type)
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         for index, value in enumerate(values):
             try:
                 pa.array([value], type=arrow_type)
             except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
-                where = f" ({describe(index)})" if describe is not None else ""
-                declared = field.dataType.simpleString()
-                advice = ""
-                if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
-                    advice = f"; {SUM_ADVICE.format(name=field.name)}"
-                raise WindowResultError(
-                    f"`output_schema` field {field.name!r} is {declared}, but a result "
-                    f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
-                    f"Return a {declared} value for {field.name!r}, or declare its type "
-                    f"to fit{advice}"
-                ) from exc
+                raise _unfit(field, value, index, describe, str(error), arrow_type) from exc
         raise
+    if pa.types.is_integer(arrow_type) and _holds_float(values):
+        # pyarrow truncates a float for an integer type (1.5 -> 1); Spark's
+        # createDataFrame refuses any float for an integral field: so do we
+        index = next(i for i, v in enumerate(values) if isinstance(v, _FLOATS))
+        why = "Spark takes no float for an integral field (Arrow would truncate it)"
+        raise _unfit(field, values[index], index, describe, why, arrow_type)
+    return array
+
+
+_FLOATS = (float, np.floating)
+
+
+def _holds_float(values: Sequence[Any]) -> bool:
+    return any(issubclass(kind, _FLOATS) for kind in set(map(type, values)))
+
+
+def _unfit(
+    field: Any,
+    value: Any,
+    index: int,
+    describe: Callable[[int], str] | None,
+    error: str,
+    arrow_type: Any,
+) -> WindowResultError:
+    """The error of ``value`` (result ``index``) that ``field`` cannot hold."""
+    where = f" ({describe(index)})" if describe is not None else ""
+    declared = field.dataType.simpleString()
+    advice = ""
+    if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
+        advice = f"; {SUM_ADVICE.format(name=field.name)}"
+    return WindowResultError(
+        f"`output_schema` field {field.name!r} is {declared}, but a result "
+        f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
+        f"Return a {declared} value for {field.name!r}, or declare its type "
+        f"to fit{advice}"
+    )
 
 
 SUM_ADVICE = (
