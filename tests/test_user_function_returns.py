@@ -338,3 +338,71 @@ def test_an_assigner_returning_a_float_fails_the_stream(spark, tmp_path):
         spark, tmp_path, _fractional, tm.UserFunctionError, watermark_strategy=_strategy()
     )
     assert re.match(FLOAT_STAMP, str(error))
+
+
+# ------------------------------------------------------------------ beyond datetime
+
+FAR_SECONDS = 253402300800 + 86400 * 400  # 10001-02-04, which Spark holds
+FAR_REFUSED = (
+    r"^timestamp 253436860800000 ms since the epoch \(about the year 10001\) in column 'ts' "
+    r"is outside what a Python datetime holds"
+)
+
+
+def _far(df):
+    from pyspark.sql import functions as F
+
+    return df.select(
+        F.lit("a").alias("k"),
+        F.when(F.col("id") == 0, F.timestamp_seconds(F.lit(1704067200)))
+        .otherwise(F.timestamp_seconds(F.lit(FAR_SECONDS)))
+        .alias("ts"),
+        (F.col("id") + 1).alias("v"),
+    )
+
+
+def _far_counts(stream):
+    return stream.key_by("k").window(tm.TumblingEventTimeWindows.of(3_600_000))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", MODES)
+def test_a_timestamp_after_9999_is_an_input_data_error_on_collect(spark, mode):
+    stream = tm.from_dataframe(
+        _far(spark.range(2)), "ts", order_by="v" if mode == "replay" else None
+    )
+    windowed = _far_counts(stream)
+    # a function over the rows in BATCH; even a sum hands a replay Rows
+    result = (
+        windowed.sum("v")
+        if mode == "replay"
+        else windowed.process(CountPerKey(), "k string, n long")
+    )
+    with pytest.raises(tm.InputDataError, match=FAR_REFUSED), tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+
+
+@pytest.mark.spark
+def test_a_timestamp_after_9999_fails_the_stream(spark, tmp_path):
+    _far(spark.range(2)).coalesce(1).write.parquet(str(tmp_path / "in"))
+    source = spark.readStream.schema("k string, ts timestamp, v long").parquet(str(tmp_path / "in"))
+    result = _far_counts(tm.from_dataframe(source, "ts")).sum("v")
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    try:
+        with pytest.raises(tm.InputDataError, match=FAR_REFUSED):
+            query.processAllAvailable()
+    finally:
+        query.stop()
+
+
+def test_a_timestamp_column_beyond_datetime_names_the_column_and_value():
+    import pyarrow as pa
+
+    from tidemark.spark.codec import arrow_column
+
+    stamps = pa.array([0, FAR_SECONDS * 10**6], pa.timestamp("us", tz="UTC"))
+    with pytest.raises(tm.InputDataError, match=FAR_REFUSED):
+        arrow_column(pa.record_batch([stamps], names=["ts"]), "ts")
+    early = pa.array([-62135596800 * 10**6 - 1], pa.timestamp("us"))
+    with pytest.raises(tm.InputDataError, match=r"about the year 1\) in column 'ts'"):
+        arrow_column(pa.record_batch([early], names=["ts"]), "ts")
