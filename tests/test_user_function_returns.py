@@ -141,6 +141,15 @@ def _stream_error(spark, tmp_path, build, error=tm.TidemarkError, **source):
         query.stop()
 
 
+def _collect_error(spark, build, mode, error):
+    """The message of the ``error`` collecting ``build(stream)`` of :data:`ROWS` in
+    ``mode`` raises."""
+    result = build(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
+    with pytest.raises(error) as info, tm.raising_tidemark_errors():
+        result.to_dataframe().collect()
+    return str(info.value)
+
+
 def _reduce_none(stream):
     return stream.key_by("k").window(WINDOW).reduce(forgets_return)
 
@@ -148,10 +157,7 @@ def _reduce_none(stream):
 @pytest.mark.spark
 @pytest.mark.parametrize("mode", MODES)
 def test_a_reduce_returning_none_is_refused_on_collect(spark, mode):
-    result = _reduce_none(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
-    with pytest.raises(tm.UserFunctionError) as info, tm.raising_tidemark_errors():
-        result.to_dataframe().collect()
-    message = str(info.value)
+    message = _collect_error(spark, _reduce_none, mode, tm.UserFunctionError)
     assert message.startswith("the reduce/aggregate function forgets_return returned None")
     assert "key='a'" in message and "TimeWindow[0, 10)" in message
 
@@ -181,11 +187,11 @@ KEY_CASES = {
 @pytest.mark.parametrize("mode", MODES)
 def test_a_key_function_returning_none_or_raising_is_refused_on_collect(spark, mode, case):
     function, start = KEY_CASES[case]
-    stream = tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode))
-    result = stream.key_by(function).window(WINDOW).sum("v")
-    with pytest.raises(tm.UserFunctionError) as info, tm.raising_tidemark_errors():
-        result.to_dataframe().collect()
-    message = str(info.value)
+
+    def build(stream):
+        return stream.key_by(function).window(WINDOW).sum("v")
+
+    message = _collect_error(spark, build, mode, tm.UserFunctionError)
     assert message.startswith(start)
     if case == "none":  # any row: each has the key None
         assert "for row Row(k=" in message and "Assigned key must not be null!" in message
@@ -245,10 +251,8 @@ def _yields_none(stream):
 @pytest.mark.spark
 @pytest.mark.parametrize("mode", MODES)
 def test_a_process_function_yielding_none_is_refused_on_collect(spark, mode):
-    result = _yields_none(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
-    with pytest.raises(tm.WindowResultError) as info, tm.raising_tidemark_errors():
-        result.to_dataframe().collect()
-    assert str(info.value).startswith("the window function YieldsNone yielded None (key=")
+    message = _collect_error(spark, _yields_none, mode, tm.WindowResultError)
+    assert message.startswith("the window function YieldsNone yielded None (key=")
 
 
 @pytest.mark.spark
@@ -280,10 +284,7 @@ FLOAT_REFUSED = "`output_schema` field 'n' is bigint, but a result holds 1.5 (fl
 @pytest.mark.spark
 @pytest.mark.parametrize("mode", MODES)
 def test_a_float_for_a_long_field_is_refused_on_collect(spark, mode):
-    result = _floats(tm.from_dataframe(_frame(spark), "ts", order_by=_order(mode)))
-    with pytest.raises(tm.WindowResultError) as info, tm.raising_tidemark_errors():
-        result.to_dataframe().collect()
-    message = str(info.value)
+    message = _collect_error(spark, _floats, mode, tm.WindowResultError)
     assert message.startswith(FLOAT_REFUSED)
     assert "Spark takes no float for an integral field" in message
     assert "Return a bigint value for 'n'" in message
