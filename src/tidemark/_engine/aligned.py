@@ -21,6 +21,7 @@ from itertools import islice
 from operator import le
 from typing import TYPE_CHECKING, Any
 
+from tidemark._engine.functions import ReturnedNone
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.paths import WindowPath
@@ -167,8 +168,10 @@ class AlignedPath(WindowPath):
                 try:  # WindowLogic.add, inlined: the user's own function, called directly
                     if agg_add is None:
                         contents[window] = add(current, value)
+                    elif (acc := agg_add(value, create() if current is None else current)) is None:
+                        raise ReturnedNone("returned None")
                     else:
-                        contents[window] = agg_add(value, create() if current is None else current)
+                        contents[window] = acc
                 except Exception as exc:
                     raise op.fold_error(key, window, exc) from exc
                 max_ts = window[1] - 1
@@ -354,10 +357,10 @@ def _tumbling_element_path(path: AlignedPath) -> Any:
             current = contents.get(window)
             if current is not None:
                 try:  # WindowLogic.add, inlined: the user's own function, called directly
-                    if agg_add is None:
-                        contents[window] = step(current, value)
-                    else:
-                        contents[window] = agg_add(value, current)
+                    result = step(current, value) if agg_add is None else agg_add(value, current)
+                    if result is None:
+                        raise ReturnedNone("returned None")
+                    contents[window] = result
                 except Exception as exc:
                     raise fold_error(key, window, exc) from exc
                 return ADDED

@@ -8,10 +8,9 @@ accumulators merge, and how to call the user's window function.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from functools import reduce
 from typing import Any
 
-from tidemark.errors import WindowSpecError
+from tidemark.errors import UserFunctionError, WindowResultError, WindowSpecError
 from tidemark.functions import (
     AggregateFunction,
     AllWindowFunction,
@@ -26,6 +25,7 @@ __all__ = [
     "ElementsLogic",
     "ReduceLogic",
     "AggregateLogic",
+    "ReturnedNone",
     "window_logic",
     "check_order_insensitive",
     "declared_order_insensitive",
@@ -38,6 +38,34 @@ _WINDOW_FUNCTION_TYPES = (
     WindowFunction,
     AllWindowFunction,
 )
+
+
+class ReturnedNone(TypeError):
+    """A reduce function, or an AggregateFunction's ``add`` or ``merge``, returned None:
+    None is a window without contents here (and a null record Flink cannot hold), so
+    the window's elements would be lost. The operator's ``fold_error`` turns it into a
+    :class:`~tidemark.errors.UserFunctionError` naming the function."""
+
+
+def returned_none(
+    what: str, function: Any, key: Any, window: Any, watermark: int
+) -> UserFunctionError:
+    """The error of ``function`` (the user's reduce or aggregate function) returning None."""
+    name = getattr(function, "__name__", None) or type(function).__qualname__
+    return UserFunctionError(
+        f"{what} {name} returned None (key={key!r}, window={window!r}, "
+        f"watermark={watermark}): a reduce function must return the combined value, an "
+        "AggregateFunction's add and merge the accumulator (a missing `return`?)",
+        key,
+        window,
+        watermark,
+    )
+
+
+def _not_none(result: Any) -> Any:
+    if result is None:
+        raise ReturnedNone("returned None")
+    return result
 
 
 def _results(returned: Any) -> list[Any]:
@@ -129,17 +157,29 @@ class WindowLogic:
         return []
 
     def evaluate(self, key: Any, window: Any, ctx: Any, inputs: list[Any]) -> list[Any]:
-        """Call the window function on ``inputs``; return its results."""
+        """Call the window function on ``inputs``; return its results (a result that
+        is None, a null record Flink fails on, is a :class:`WindowResultError`)."""
         fn = self.window_function
         if fn is None:
             return inputs
         if isinstance(fn, ProcessWindowFunction):
-            return _results(fn.process(key, ctx, inputs))
-        if isinstance(fn, ProcessAllWindowFunction):
-            return _results(fn.process(ctx, inputs))
-        if isinstance(fn, WindowFunction):
-            return _results(fn.apply(key, window, inputs))
-        return _results(fn.apply(window, inputs))
+            results = _results(fn.process(key, ctx, inputs))
+        elif isinstance(fn, ProcessAllWindowFunction):
+            results = _results(fn.process(ctx, inputs))
+        elif isinstance(fn, WindowFunction):
+            results = _results(fn.apply(key, window, inputs))
+        else:
+            results = _results(fn.apply(window, inputs))
+        if any(result is None for result in results):
+            raise WindowResultError(
+                f"the window function {type(fn).__qualname__} yielded None (key={key!r}, "
+                f"window={window!r}): each result must be a value for the `output_schema` "
+                "(a Row, dict, tuple or list; Flink fails on a null record); a missing "
+                "`return` in what builds it?",
+                key,
+                window,
+            )
+        return results
 
     def clear(self, ctx: Any) -> None:
         """Let a process function clean up its per-window state."""
@@ -196,21 +236,27 @@ class ReduceLogic(WindowLogic):
         self.function = function
 
     def add(self, current: Any, value: Any) -> Any:
-        return value if current is None else self.reduce(current, value)
+        if current is None:
+            return value
+        result = self.reduce(current, value)
+        if result is None:
+            raise ReturnedNone("returned None")
+        return result
 
     def add_all(self, current: Any, values: Any) -> Any:
-        if current is None:
-            return reduce(self.reduce, values)
-        return reduce(self.reduce, values, current)
+        step = self.reduce
+        for value in values:
+            if current is None:
+                current = value
+            elif (current := step(current, value)) is None:
+                raise ReturnedNone("returned None")
+        return current
 
     def _merge(self, target: Any, source: Any) -> Any:
-        return self.reduce(target, source)
+        return _not_none(self.reduce(target, source))
 
     def fold(self, values: list[Any]) -> list[Any]:
-        result = None
-        for value in values:
-            result = value if result is None else self.reduce(result, value)
-        return [result]
+        return [self.add_all(None, values)]
 
     def inputs(self, contents: Any) -> list[Any]:
         return [contents]
@@ -234,23 +280,21 @@ class AggregateLogic(WindowLogic):
         aggregate = self.aggregate
         if current is None:
             current = aggregate.create_accumulator()
-        return aggregate.add(value, current)
+        return _not_none(aggregate.add(value, current))
 
     def add_all(self, current: Any, values: Any) -> Any:
         aggregate = self.aggregate
         add, acc = aggregate.add, aggregate.create_accumulator() if current is None else current
         for value in values:
-            acc = add(value, acc)
+            if (acc := add(value, acc)) is None:
+                raise ReturnedNone("returned None")
         return acc
 
     def _merge(self, target: Any, source: Any) -> Any:
-        return self.aggregate.merge(target, source)
+        return _not_none(self.aggregate.merge(target, source))
 
     def fold(self, values: list[Any]) -> list[Any]:
-        acc = self.aggregate.create_accumulator()
-        for value in values:
-            acc = self.aggregate.add(value, acc)
-        return [self.aggregate.get_result(acc)]
+        return [self.aggregate.get_result(self.add_all(None, values))]
 
     def inputs(self, contents: Any) -> list[Any]:
         return [self.aggregate.get_result(contents)]

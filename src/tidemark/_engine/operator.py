@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext
+from tidemark._engine.functions import ReturnedNone, returned_none
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
 from tidemark._engine.panes import PaneDriver
@@ -534,6 +535,8 @@ class WindowOperator:
         """The error of the user's ``what``, with the key, the window and the watermark."""
         if watermark is None:
             watermark = self.current_watermark
+        if isinstance(exc, ReturnedNone):
+            return returned_none(what, self.logic.function, key, window, watermark)
         return UserFunctionError(what, key, window, watermark, exc)
 
     # ------------------------------------------------------------------ inspection

@@ -68,6 +68,7 @@ from itertools import islice
 from operator import le
 from typing import TYPE_CHECKING, Any
 
+from tidemark._engine.functions import ReturnedNone
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.paths import WindowPath
@@ -398,10 +399,11 @@ def _session_element_path(path: SessionPath) -> Any:
         try:  # WindowLogic.add, inlined: the user's own function, called directly
             if current is None:
                 contents[state_window] = add(None, value)
-            elif agg_add is None:
-                contents[state_window] = step(current, value)
             else:
-                contents[state_window] = agg_add(value, current)
+                result = step(current, value) if agg_add is None else agg_add(value, current)
+                if result is None:
+                    raise ReturnedNone("returned None")
+                contents[state_window] = result
         except Exception as exc:
             raise fold_error(key, window, exc) from exc
         if extends and lateness:

@@ -12,7 +12,7 @@ from math import gcd
 from operator import itemgetter
 from typing import Any, Protocol
 
-from tidemark._engine.functions import WindowLogic
+from tidemark._engine.functions import ReturnedNone, WindowLogic
 from tidemark._engine.keystate import KeyState
 from tidemark.time import LONG_MAX
 from tidemark.windows import TimeWindow, Window
@@ -45,11 +45,13 @@ def merge_runs(logic: WindowLogic, parts: list[Any]) -> Any:
         if type(merged) not in _IMMUTABLE:
             merged = merge(aggregate.create_accumulator(), merged)
         for run in islice(parts, 1, None):
-            merged = merge(merged, run)
+            if (merged := merge(merged, run)) is None:
+                raise ReturnedNone("returned None")
         return merged
     reduce, merged = logic.reduce, parts[0]
     for run in islice(parts, 1, None):
-        merged = reduce(merged, run)
+        if (merged := reduce(merged, run)) is None:
+            raise ReturnedNone("returned None")
     return merged
 
 

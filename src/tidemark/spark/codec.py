@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 from pyspark.sql import Row
 
-from tidemark.errors import WindowResultError, WindowSpecError
+from tidemark.errors import InputDataError, WindowResultError, WindowSpecError
 from tidemark.functions import ReduceFunction
 from tidemark.panes import PanedResult
 from tidemark.spark.pane_columns import paned_tuple
@@ -112,7 +112,12 @@ def column_values(series: pd.Series, type_name: str) -> list[Any]:
     column given as long microseconds, :data:`NULL_MICROS` for null, as naive UTC
     ``datetime`` values)."""
     if type_name in _TIMESTAMPS and series.dtype.kind == "i":
-        return [None if v == NULL_MICROS else _EPOCH + _MICROSECOND * v for v in series.tolist()]
+        micros = series.tolist()
+        try:
+            return [None if v == NULL_MICROS else _EPOCH + _MICROSECOND * v for v in micros]
+        except OverflowError:
+            far = next(v for v in micros if v != NULL_MICROS and not _FIRST <= v <= _LAST)
+            raise beyond_datetime(str(series.name), far) from None
     if pd.api.types.is_datetime64_any_dtype(series.dtype):
         return [None if pd.isna(v) else v.to_pydatetime() for v in series]
     values = series.tolist()
@@ -181,9 +186,35 @@ def arrow_column(batch: Any, name: str) -> list[Any]:
     import pyarrow as pa
 
     column = batch.column(batch.schema.get_field_index(name))
-    if pa.types.is_timestamp(column.type) and column.type.tz is not None:
+    if not pa.types.is_timestamp(column.type):
+        return column.to_pylist()
+    if column.type.tz is not None:
         column = column.cast(pa.timestamp(column.type.unit))
-    return column.to_pylist()
+    try:
+        return column.to_pylist()
+    except (OverflowError, ValueError):
+        micros = column.cast(pa.timestamp("us")).cast(pa.int64()).to_pylist()
+        far = next((v for v in micros if v is not None and not _FIRST <= v <= _LAST), None)
+        if far is None:
+            raise
+        raise beyond_datetime(name, far) from None
+
+
+_FIRST = (datetime.datetime.min - _EPOCH) // _MICROSECOND
+_LAST = (datetime.datetime.max - _EPOCH) // _MICROSECOND
+
+
+def beyond_datetime(column: str, micros: int) -> InputDataError:
+    """The error of a ``timestamp`` in ``column`` (``micros`` since the epoch) that no
+    Python ``datetime`` holds (Spark's do, to the year 294247), so no Row can."""
+    year = 1970 + micros / (365.2425 * 86_400_000_000)
+    return InputDataError(
+        f"timestamp {micros // 1000} ms since the epoch (about the year {year:.0f}) in "
+        f"column {column!r} is outside what a Python datetime holds, as the functions' "
+        "Rows do (0001-01-01 to 9999-12-31T23:59:59.999999 UTC): filter out or fix those "
+        "rows (a long cast to timestamp is read as seconds: for milliseconds use "
+        "F.timestamp_millis)"
+    )
 
 
 def arrow_rows_and_columns(
@@ -286,6 +317,8 @@ class RowResultReduce(ReduceFunction):
         self._call = getattr(function, "reduce", function)
         # what the user's function declares (checked when it was given)
         self.order_insensitive = getattr(function, "order_insensitive", False)
+        # the user's function's name, as an error names it
+        self.__name__ = getattr(function, "__name__", None) or type(function).__qualname__
 
     def reduce(self, value1: Any, value2: Any) -> Any:
         return as_tidemark_row(self._call(value1, value2))
@@ -338,24 +371,50 @@ def checked_array(
     import pyarrow as pa
 
     try:
-        return pa.array(values, type=arrow_type)
+        array = pa.array(values, type=arrow_type)
     except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
         for index, value in enumerate(values):
             try:
                 pa.array([value], type=arrow_type)
             except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
-                where = f" ({describe(index)})" if describe is not None else ""
-                declared = field.dataType.simpleString()
-                advice = ""
-                if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
-                    advice = f"; {SUM_ADVICE.format(name=field.name)}"
-                raise WindowResultError(
-                    f"`output_schema` field {field.name!r} is {declared}, but a result "
-                    f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
-                    f"Return a {declared} value for {field.name!r}, or declare its type "
-                    f"to fit{advice}"
-                ) from exc
+                raise _unfit(field, value, index, describe, str(error), arrow_type) from exc
         raise
+    if pa.types.is_integer(arrow_type) and _holds_float(values):
+        # pyarrow truncates a float for an integer type (1.5 -> 1); Spark's
+        # createDataFrame refuses any float for an integral field: so do we
+        index = next(i for i, v in enumerate(values) if isinstance(v, _FLOATS))
+        why = "Spark takes no float for an integral field (Arrow would truncate it)"
+        raise _unfit(field, values[index], index, describe, why, arrow_type)
+    return array
+
+
+_FLOATS = (float, np.floating)
+
+
+def _holds_float(values: Sequence[Any]) -> bool:
+    return any(issubclass(kind, _FLOATS) for kind in set(map(type, values)))
+
+
+def _unfit(
+    field: Any,
+    value: Any,
+    index: int,
+    describe: Callable[[int], str] | None,
+    error: str,
+    arrow_type: Any,
+) -> WindowResultError:
+    """The error of ``value`` (result ``index``) that ``field`` cannot hold."""
+    where = f" ({describe(index)})" if describe is not None else ""
+    declared = field.dataType.simpleString()
+    advice = ""
+    if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
+        advice = f"; {SUM_ADVICE.format(name=field.name)}"
+    return WindowResultError(
+        f"`output_schema` field {field.name!r} is {declared}, but a result "
+        f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
+        f"Return a {declared} value for {field.name!r}, or declare its type "
+        f"to fit{advice}"
+    )
 
 
 SUM_ADVICE = (

@@ -59,7 +59,7 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from tidemark.errors import InputDataError
+from tidemark.errors import InputDataError, UserFunctionError
 from tidemark.spark.codec import (
     arrow_batch,
     arrow_column,
@@ -223,20 +223,38 @@ def function_key(function: Any, row: Any) -> bytes:
 
     Raises
     ------
+    UserFunctionError
+        The function raised, or returned None (Flink refuses a null key: "Assigned key
+        must not be null!"); it names the function and the row.
     InputDataError
         The key is not hashable (a list, a dict): the engine keeps state per key in
         dicts, and two equal lists would not be one key.
     """
-    key = function_key_value(function(row))  # one NaN key; -0.0 is 0.0 (spark/keys.py)
+    try:
+        key = function(row)
+    except Exception as exc:
+        raise UserFunctionError(
+            f"the key function {_name(function)} raised {type(exc).__name__}: {exc} (row {row!r})"
+        ) from exc
+    if key is None:
+        raise UserFunctionError(
+            f"the key function {_name(function)} returned None for row {row!r}: every element needs "
+            "a key (Flink: 'Assigned key must not be null!'); return the key (a missing "
+            "`return`?)"
+        )
+    key = function_key_value(key)  # one NaN key; -0.0 is 0.0 (spark/keys.py)
     try:
         hash(key)
     except TypeError:
-        name = getattr(function, "__name__", repr(function))
         raise InputDataError(
-            f"`key` function {name} must return a hashable key; got {key!r} "
+            f"`key` function {_name(function)} must return a hashable key; got {key!r} "
             f"({type(key).__name__}): return a tuple instead, e.g. tuple(...)"
         ) from None
     return encode_key(key)
+
+
+def _name(function: Any) -> str:
+    return getattr(function, "__name__", None) or repr(function)
 
 
 def with_function_key(df: Any, names: list[str], function: Any, combined: bool = False) -> Any:

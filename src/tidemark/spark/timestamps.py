@@ -28,6 +28,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
@@ -326,6 +327,8 @@ def _assigned(assigner: Any, rows: list[Any], failures_as_null: bool) -> Any:
             values.append(None)
     try:
         stamps = pa.array(values, pa.int64())
+        if any(issubclass(kind, _FLOATS) for kind in set(map(type, values))):
+            raise TypeError("a float: Arrow would truncate it")  # 9.7 -> 9, -0.5 -> 0
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         if failures_as_null:
             return pa.array([v if type(v) is int else None for v in values], pa.int64())
@@ -335,8 +338,11 @@ def _assigned(assigner: Any, rows: list[Any], failures_as_null: bool) -> Any:
     return stamps
 
 
+_FLOATS = (float, np.floating)
+
+
 def _is_long(value: Any) -> bool:
-    if value is None:
+    if value is None or isinstance(value, _FLOATS):
         return False
     try:
         pa.array([value], pa.int64())
@@ -349,7 +355,11 @@ def _not_milliseconds(assigner: Any, rows: list[Any], values: list[Any]) -> User
     """The error for the first of ``values`` that is no long."""
     at = next(i for i, value in enumerate(values) if not _is_long(value))
     row, value = rows[at], values[at]
-    hint = ": convert it with tidemark.time.from_datetime" if isinstance(value, datetime) else ""
+    hint = ""
+    if isinstance(value, datetime):
+        hint = ": convert it with tidemark.time.from_datetime"
+    elif isinstance(value, _FLOATS):
+        hint = ": round it to whole milliseconds, e.g. math.floor(seconds * 1000)"
     return UserFunctionError(
         f"timestamp assigner {assigner!r} must return int milliseconds since the epoch (a "
         f"long); got {value!r} ({type(value).__name__}) for row {row!r}{hint}"
