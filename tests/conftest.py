@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import warnings
@@ -31,3 +32,14 @@ def spark():
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_between_tests(request: pytest.FixtureRequest):
+    """Collect a Spark test's cyclic garbage when it ends, not later in another test's
+    Py4J call: freeing a Java object's proxy sends the JVM a command, and one sent from
+    a collection that runs while a Py4J answer is being read fails that call ("reentrant
+    call inside BufferedReader"), seen once in a full run."""
+    yield
+    if request.node.get_closest_marker("spark") is not None:
+        gc.collect()
