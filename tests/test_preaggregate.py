@@ -142,8 +142,6 @@ def _same(a: Any, b: Any) -> bool:
         pytest.param("tumbling_offset", "aggregate", 2, 200, 4, id="tumbling-offset"),
         pytest.param("sliding_offset", "described", 3, 250, 3, id="sliding-offset-process"),
         pytest.param("sliding_offset", "reduce", 4, 150, 2, id="sliding-offset-reduce"),
-        pytest.param("session", "described", 5, 120, 3, id="session-process"),
-        pytest.param("session", "reduce", 6, 80, 4, id="session-reduce"),
         pytest.param("tumbling", "aggregate", 7, 3, 6, id="empty-partitions"),
         pytest.param("sliding_offset", "aggregate", 8, 0, 2, id="no-element"),
     ],
@@ -177,6 +175,9 @@ def test_undeclared_functions_keep_the_one_task_run(spark: Any) -> None:
     keyed = stream.key_by("n").window(ASSIGNERS["tumbling"])
     per_key = keyed.aggregate(CountSumMax(), output_schema="n long, t long, m double")
     assert execution.mode_of(per_key.plan, spark) is execution.ExecutionMode.BATCH
+    sessions = stream.window_all(ASSIGNERS["session"])
+    merged = sessions.aggregate(CountSumMax(), output_schema="n long, t long, m double")
+    assert execution.mode_of(merged.plan, spark) is execution.ExecutionMode.BATCH
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(100)
     recorded = tm.from_dataframe(df, timestamp="ts", order_by="n", watermark_strategy=strategy)
     replay = recorded.window_all(ASSIGNERS["tumbling"])

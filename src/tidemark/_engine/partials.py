@@ -18,12 +18,11 @@ nor the grouping of its elements, and a BATCH run may split the work:
 
 BATCH fires every window once, at the end of the input (watermark +inf), so the windows
 that fire, their results, timestamps (``max_timestamp()``), firing order (by window end)
-and the watermark a window function sees are those of the one-task path; sessions are
-the same because two elements' sessions connect exactly when their parts' sessions do.
+and the watermark a window function sees are those of the one-task path.
 :func:`serves` says where this holds: an event-time assigner with a fixed layout
-(tumbling, sliding) or Flink's event-time sessions, a trigger that fires only at the
-window end, no evictor, no Dataflow trigger, and a declared function. Everything else
-keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
+(tumbling, sliding), a trigger that fires only at the window end, no evictor, no
+Dataflow trigger, and a declared function; sessions not yet (see :func:`serves`).
+Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
 """
 
 from __future__ import annotations
@@ -39,8 +38,6 @@ from tidemark._engine.functions import (
 )
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import (
-    DynamicEventTimeSessionWindows,
-    EventTimeSessionWindows,
     MergingWindowAssigner,
     WindowAssigner,
     WindowAssignerContext,
@@ -57,8 +54,6 @@ __all__ = [
     "MergingPartialWindows",
 ]
 
-_SESSIONS = (EventTimeSessionWindows, DynamicEventTimeSessionWindows)
-
 
 def serves(spec: OperatorSpec) -> bool:
     """Whether a BATCH run of ``spec`` (one key) may aggregate per part and merge, with
@@ -70,7 +65,10 @@ def serves(spec: OperatorSpec) -> bool:
         return False
     if not spec.window_trigger.fires_only_at_window_end():
         return False
-    return spec.assigner.aligned_layout() is not None or type(spec.assigner) in _SESSIONS
+    # Sessions are not served: a property run found a dynamic-gap session whose split
+    # run differed from the one-task run (tests/test_partials.py); the merging partials
+    # (MergingPartialWindows) stay, tested alone, until that is understood.
+    return spec.assigner.aligned_layout() is not None
 
 
 class _Accumulating(AggregateFunction):
