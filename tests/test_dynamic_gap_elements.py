@@ -22,7 +22,8 @@ import tidemark as tm
 from tidemark.errors import WindowSpecError
 from tidemark.testing import WindowOperatorHarness
 
-# tools/flinkref, scenario "dyn-equal" (gap_unit 1: gap = 1 + value % 4), on Flink 1.20.5:
+# tools/flinkref/examples.json, "dynamic-session-equal" (gap_unit 1: gap = 1 + value % 4;
+# tests/flink/test_against_flink.py replays it), on Flink 1.20.5:
 # four elements of value 0 at 0 ([0, 1)), then two of value 1 at 0 ([0, 2)), key "a",
 # an AggregateFunction (sum, count): one window [0, 2) of sum 1, count 1, ts 1.
 FLINK_DYN_EQUAL = [("a", 0, 2, (1, 1), 1)]
