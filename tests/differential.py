@@ -211,7 +211,9 @@ def build_assigner(spec: dict[str, Any]) -> Any:
     if kind == "session":
         return tm.EventTimeSessionWindows.with_gap(spec["gap"])
     if kind == "dynamic":
-        return tm.DynamicEventTimeSessionWindows.with_dynamic_gap(DynamicGap(spec["unit"]))
+        return tm.DynamicEventTimeSessionWindows.with_dynamic_gap(
+            DynamicGap(spec["unit"]), keep_all_elements=spec.get("keep")
+        )
     return tm.GlobalWindows.create()
 
 

@@ -2,7 +2,8 @@
 Spark partition and merged in one task (LOCAL_GLOBAL), equals the one-task run exactly:
 results in their order, timestamps, side outputs, the watermark its window function
 sees, the figures; on random inputs over several assigners (sliding with offsets,
-sessions), partitions left empty, NaN and null values; and the errors are the same.
+sessions of a static gap and of a dynamic one keeping all elements), partitions left
+empty, NaN and null values; and the errors are the same.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ NOTES = tm.OutputTag("notes", "start long, before long")
 
 
 def _larger(a: Any, b: Any) -> bool:
-    """``b > a`` with null below and NaN above every number (Spark's order)."""
+    """``b > a`` with null below and NaN above every number (Spark's order), and -0.0
+    below 0.0, so that the largest does not depend on the order (as declared)."""
     if b is None or a is None:
         return a is None and b is not None
     if math.isnan(b) or math.isnan(a):
         return math.isnan(b) and not math.isnan(a)
-    return b > a
+    return (b, math.copysign(1, b)) > (a, math.copysign(1, a))
 
 
 class CountSumMax(tm.AggregateFunction):
@@ -89,6 +91,12 @@ ASSIGNERS = {
     "tumbling_offset": tm.TumblingEventTimeWindows.of(700, 250),
     "sliding_offset": tm.SlidingEventTimeWindows.of(900, 300, 100),
     "session": tm.EventTimeSessionWindows.with_gap(60),
+    "dynamic_kept": tm.EventTimeSessionWindows.with_dynamic_gap(
+        lambda row: 7 + row.n % 60, keep_all_elements=True
+    ),
+    "dynamic_flinks": tm.EventTimeSessionWindows.with_dynamic_gap(
+        lambda row: 7 + row.n % 60, keep_all_elements=False
+    ),
 }
 
 
@@ -142,6 +150,8 @@ def _same(a: Any, b: Any) -> bool:
         pytest.param("tumbling_offset", "aggregate", 2, 200, 4, id="tumbling-offset"),
         pytest.param("sliding_offset", "described", 3, 250, 3, id="sliding-offset-process"),
         pytest.param("sliding_offset", "reduce", 4, 150, 2, id="sliding-offset-reduce"),
+        pytest.param("session", "described", 5, 250, 3, id="session-process"),
+        pytest.param("dynamic_kept", "aggregate", 6, 250, 4, id="dynamic-session-kept"),
         pytest.param("tumbling", "aggregate", 7, 3, 6, id="empty-partitions"),
         pytest.param("sliding_offset", "aggregate", 8, 0, 2, id="no-element"),
     ],
@@ -175,7 +185,7 @@ def test_undeclared_functions_keep_the_one_task_run(spark: Any) -> None:
     keyed = stream.key_by("n").window(ASSIGNERS["tumbling"])
     per_key = keyed.aggregate(CountSumMax(), output_schema="n long, t long, m double")
     assert execution.mode_of(per_key.plan, spark) is execution.ExecutionMode.BATCH
-    sessions = stream.window_all(ASSIGNERS["session"])
+    sessions = stream.window_all(ASSIGNERS["dynamic_flinks"])  # lose elements as Flink's
     merged = sessions.aggregate(CountSumMax(), output_schema="n long, t long, m double")
     assert execution.mode_of(merged.plan, spark) is execution.ExecutionMode.BATCH
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(100)

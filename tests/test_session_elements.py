@@ -113,11 +113,14 @@ class Case:
     function: str
     allowed_lateness: int
     late_tag: bool
+    keep_all_elements: bool | None = None  # a dynamic gap's, see test_dynamic_gap_elements
 
     def harness(self, fast_paths: bool) -> WindowOperatorHarness:
         assigner: Any
         if self.gap is None:
-            assigner = DynamicEventTimeSessionWindows.with_dynamic_gap(LoggedGap())
+            assigner = DynamicEventTimeSessionWindows.with_dynamic_gap(
+                LoggedGap(), keep_all_elements=self.keep_all_elements
+            )
         else:
             assigner = EventTimeSessionWindows.with_gap(self.gap)
         return WindowOperatorHarness(
@@ -133,6 +136,7 @@ class Case:
 cases = st.builds(
     Case,
     gap=st.one_of(st.none(), st.integers(1, 30)),
+    keep_all_elements=st.sampled_from((None, True)),
     function=st.sampled_from(FUNCTIONS),
     allowed_lateness=st.sampled_from((0, 0, 1, 7, 25)),
     late_tag=st.booleans(),

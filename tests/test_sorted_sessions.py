@@ -80,10 +80,13 @@ class Case:
     gap: int | None
     function: str
     allowed_lateness: int
+    keep_all_elements: bool | None = None  # a dynamic gap's, see test_dynamic_gap_elements
 
     def harness(self, fast_paths: bool) -> WindowOperatorHarness:
         if self.gap is None:
-            assigner: Any = DynamicEventTimeSessionWindows.with_dynamic_gap(drawn_gap)
+            assigner: Any = DynamicEventTimeSessionWindows.with_dynamic_gap(
+                drawn_gap, keep_all_elements=self.keep_all_elements
+            )
         else:
             assigner = EventTimeSessionWindows.with_gap(self.gap)
         return WindowOperatorHarness(
@@ -99,6 +102,7 @@ class Case:
 cases = st.builds(
     Case,
     gap=st.one_of(st.none(), st.integers(1, 30)),
+    keep_all_elements=st.sampled_from((None, True)),
     function=st.sampled_from(
         (
             "reduce",

@@ -368,14 +368,15 @@ class _StaticGap(_Session):
         return cls(gap)
 
     @classmethod
-    def with_dynamic_gap(cls, extractor: Any) -> Any:
-        """Sessions whose gap is ``extractor(element)`` (a callable or has ``extract``)."""
+    def with_dynamic_gap(cls, extractor: Any, *, keep_all_elements: bool | None = None) -> Any:
+        """Sessions whose gap is ``extractor(element)`` (a callable or has ``extract``);
+        ``keep_all_elements``: see :class:`DynamicEventTimeSessionWindows`."""
         target = (
             DynamicEventTimeSessionWindows
             if cls is EventTimeSessionWindows
             else DynamicProcessingTimeSessionWindows
         )
-        return target(extractor)
+        return target(extractor, keep_all_elements)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}.with_gap({self.gap_ms}ms)"
@@ -423,17 +424,35 @@ class ProcessingTimeSessionWindows(_StaticGap):
 
 
 class _DynamicGap(_Session):
-    def __init__(self, extractor: Any):
+    """Sessions whose gap is computed per element.
+
+    ``keep_all_elements``: Flink 1.20 loses the elements a merged session holds when a
+    later element's window ``[ts, ts + gap)`` equals that session exactly (its
+    ``MergingWindowSet`` then maps the session to a fresh, empty state; only a dynamic gap
+    can give such a window). ``None`` (the default) and ``False`` keep Flink's results;
+    ``None`` also makes the Spark API warn at definition. ``True`` keeps every element in
+    its session, so results differ from Flink's where this happens. See
+    ``docs/concepts/windows.md`` ("Dynamic gaps and Flink's lost elements").
+    """
+
+    def __init__(self, extractor: Any, keep_all_elements: bool | None = None):
         self.extract = getattr(extractor, "extract", extractor)
         if not callable(self.extract):
             raise WindowSpecError(
                 f"`extractor` must be callable element -> gap, or have extract(element); "
                 f"got {extractor!r}"
             )
+        if keep_all_elements is not None and not isinstance(keep_all_elements, bool):
+            raise WindowSpecError(
+                "`keep_all_elements` must be True (keep every element of a merged "
+                "session), False (Flink's results) or None; got "
+                f"{keep_all_elements!r}"
+            )
+        self.keep_all_elements = keep_all_elements
 
     @classmethod
-    def with_dynamic_gap(cls, extractor: Any) -> Any:
-        return cls(extractor)
+    def with_dynamic_gap(cls, extractor: Any, *, keep_all_elements: bool | None = None) -> Any:
+        return cls(extractor, keep_all_elements)
 
     def _gap(self, element: Any) -> int:
         gap_ms = to_millis(self.extract(element), "gap")

@@ -19,7 +19,7 @@ from typing import Any, cast
 from tidemark.assigners import merges_by_sweep
 from tidemark.windows import TimeWindow, Window
 
-__all__ = ["MergingWindowSet", "MergeFunction", "java_hash_order"]
+__all__ = ["MergingWindowSet", "MergeFunction", "java_hash_order", "keeps_equal_windows"]
 
 MergeFunction = Callable[[Window, list[Window], Window, list[Window]], None]
 """``(merge_result, merged_windows, state_window_of_result, merged_state_windows)``."""
@@ -50,10 +50,17 @@ def java_hash_order(windows: Collection[Window], capacity: int | None = None) ->
     return sorted(windows, key=bucket)
 
 
+def keeps_equal_windows(assigner: Any) -> bool:
+    """Whether a window equal to an in-flight one keeps that window's state window
+    (a dynamic-gap session assigner's ``keep_all_elements=True``), where Flink maps it
+    to itself and so to a fresh, empty state."""
+    return getattr(assigner, "keep_all_elements", None) is True
+
+
 class MergingWindowSet:
     """Tracks a key's in-flight merging windows and their state windows."""
 
-    __slots__ = ("_assigner", "mapping", "merges_one_by_sweep")
+    __slots__ = ("_assigner", "mapping", "merges_one_by_sweep", "keeps_equal_windows")
 
     def __init__(self, assigner: Any, mapping: dict[Window, Window]):
         self._assigner = assigner
@@ -61,6 +68,9 @@ class MergingWindowSet:
         # A session assigner's set holding one window (one open session: the common
         # case) adds a window without sorting, hashing or building lists.
         self.merges_one_by_sweep = merges_by_sweep(assigner)
+        # Flink maps a window equal to an in-flight one to itself, losing the state
+        # window it had (its contents); a dynamic-gap session may ask to keep it.
+        self.keeps_equal_windows = keeps_equal_windows(assigner)
 
     def get_state_window(self, window: Window) -> Window | None:
         """The namespace holding ``window``'s contents, or None if it is not in flight."""
@@ -99,7 +109,8 @@ class MergingWindowSet:
             if not (len(merged) == 1 and merged[0] == merge_result):
                 merge_function(merge_result, merged, state_window_result, merged_state_windows)
         if not results or (result_window == new_window and not merged_new_window):
-            self.mapping[result_window] = result_window
+            if not (self.keeps_equal_windows and result_window in self.mapping):
+                self.mapping[result_window] = result_window
         return result_window
 
     def _add_to_one(self, new_window: TimeWindow, merge_function: MergeFunction) -> Window:
@@ -108,9 +119,11 @@ class MergingWindowSet:
         and differ; the merged list is the other window alone (whatever Java's order of
         the pair), whose state window the cover takes; the merge is reported unless the
         cover is that window. Otherwise the new window maps to itself, as there (an
-        equal one included, as in Flink)."""
+        equal one included, as in Flink, unless the set keeps equal windows)."""
         mapping = self.mapping
         (window,) = cast("dict[TimeWindow, Window]", mapping)
+        if window == new_window and self.keeps_equal_windows:
+            return window
         if window == new_window or not (window[0] <= new_window[1] and window[1] >= new_window[0]):
             mapping[new_window] = new_window
             return new_window

@@ -20,8 +20,9 @@ BATCH fires every window once, at the end of the input (watermark +inf), so the 
 that fire, their results, timestamps (``max_timestamp()``), firing order (by window end)
 and the watermark a window function sees are those of the one-task path.
 :func:`serves` says where this holds: an event-time assigner with a fixed layout
-(tumbling, sliding), a trigger that fires only at the window end, no evictor, no
-Dataflow trigger, and a declared function; sessions not yet (see :func:`serves`).
+(tumbling, sliding) or event-time sessions (of a static gap, or of a dynamic gap that
+keeps all its elements), a trigger that fires only at the window end, no evictor, no
+Dataflow trigger, and a declared function (see :func:`serves`).
 Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
 """
 
@@ -36,8 +37,11 @@ from tidemark._engine.functions import (
     WindowLogic,
     declared_order_insensitive,
 )
+from tidemark._engine.merging import keeps_equal_windows
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import (
+    DynamicEventTimeSessionWindows,
+    EventTimeSessionWindows,
     MergingWindowAssigner,
     WindowAssigner,
     WindowAssignerContext,
@@ -65,10 +69,16 @@ def serves(spec: OperatorSpec) -> bool:
         return False
     if not spec.window_trigger.fires_only_at_window_end():
         return False
-    # Sessions are not served: a property run found a dynamic-gap session whose split
-    # run differed from the one-task run (tests/test_partials.py); the merging partials
-    # (MergingPartialWindows) stay, tested alone, until that is understood.
-    return spec.assigner.aligned_layout() is not None
+    assigner = spec.assigner
+    if assigner.aligned_layout() is not None:
+        return True
+    # Sessions merge into the same windows in any order, except where Flink loses a
+    # merged session's elements to a later window equal to it (dynamic gaps only):
+    # which elements that loses depends on the order, so only a split of sessions that
+    # keep all their elements is the one-task run.
+    if type(assigner) is EventTimeSessionWindows:
+        return True
+    return type(assigner) is DynamicEventTimeSessionWindows and keeps_equal_windows(assigner)
 
 
 class _Accumulating(AggregateFunction):
@@ -167,7 +177,11 @@ class PartialWindows(WindowAssigner):
 
 class MergingPartialWindows(PartialWindows, MergingWindowAssigner):
     """:class:`PartialWindows` of sessions: partials whose windows overlap or touch
-    merge, as the sessions' own windows do."""
+    merge, as the sessions' own windows do. Two parts' partials of one window are
+    equal windows, and both are kept (where Flink's set would map the second to a
+    fresh state: :func:`~tidemark._engine.merging.keeps_equal_windows`)."""
+
+    keep_all_elements = True
 
     def merge_windows(
         self,

@@ -45,7 +45,8 @@ only registration sequence numbers, not the order of a key's timers: a session c
 before the next one opens, and a BATCH key's timers fire at its end, apart from other
 keys'. A window whose start and end equal the latest session's keeps Flink's quirk: the
 merging set maps the session to itself (``MergingWindowSet.addWindow`` with no merge),
-so the element starts new contents in that namespace (possible only with a dynamic gap).
+so the element starts new contents in that namespace (possible only with a dynamic gap),
+unless the assigner keeps all elements: then it adds to the session as any inside it.
 
 Under BATCH a closed session fires at once, as the final watermark would fire it
 (the function sees the watermark +inf; its state is cleared and its timers dropped), when
@@ -70,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidemark._engine.functions import ReturnedNone
 from tidemark._engine.keystate import KeyState
+from tidemark._engine.merging import keeps_equal_windows
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec
@@ -118,6 +120,7 @@ class SessionPath(WindowPath):
         # A static gap is added here; a dynamic one is asked of the assigner per element.
         self._gap_ms: int | None = getattr(op.assigner, "gap_ms", None)
         self._lateness_ms = op.allowed_lateness_ms
+        self._loses_equal = not keeps_equal_windows(op.assigner)  # Flink's quirk, below
         self._adders: tuple[Any, Any, Any] = op.logic.adders()
         self._push = op.event_time_timers.push
         # The per-element callable, specialised once (see _session_element_path).
@@ -254,7 +257,12 @@ class SortedSessionPath(SessionPath):
                 state_window, acc = TimeWindow(ts, new_end), None
             elif new_end > end:  # extends it (a merge that folds nothing)
                 end = new_end
-            elif ts == start and new_end == end and state_window != (start, end):
+            elif (
+                ts == start
+                and new_end == end
+                and self._loses_equal
+                and state_window != (start, end)
+            ):
                 # the window equals the session: mapped to itself (module docstring)
                 self._close(key, ks, session, TimeWindow(start, end), state_window, acc)
                 session = state_window = TimeWindow(start, end)

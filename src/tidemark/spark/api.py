@@ -48,6 +48,7 @@ from tidemark.spark.plan import (
     key_spec,
     source_of,
     warn_default_watermarks,
+    warn_lost_session_elements,
     warn_never_firing,
 )
 from tidemark.spark.results import SideOutputStream
@@ -448,6 +449,7 @@ class WindowedStream:
         if not dataflow:  # a mode given for a Flink trigger: refused in the API's words
             refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, self._mode)
         warn_never_firing(spec.assigner, window.get("trigger"))
+        warn_lost_session_elements(spec.assigner)
         if output_schema is None:
             raise WindowSpecError(
                 "`output_schema` is needed: tidemark cannot infer what this window function "

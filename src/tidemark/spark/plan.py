@@ -35,6 +35,7 @@ __all__ = [
     "key_spec",
     "warn_default_watermarks",
     "warn_never_firing",
+    "warn_lost_session_elements",
     "check_replay_clock",
     "Source",
     "SourcePartitions",
@@ -266,6 +267,22 @@ def warn_never_firing(assigner: WindowAssigner, trigger: AnyTrigger | None) -> N
         "add a trigger, e.g. .trigger(tm.CountTrigger.of(n)), or use key_by(...)."
         "count_window(n), GlobalWindows.create_with_end_of_stream_trigger() (one result "
         "at the end of a bounded input) or a custom Trigger",
+        TidemarkWarning,
+        stacklevel=_outside_tidemark(),
+    )
+
+
+def warn_lost_session_elements(assigner: WindowAssigner) -> None:
+    """Warn that dynamic-gap sessions lose elements as Flink's do, unless the assigner
+    was told which behaviour to keep (``keep_all_elements=True`` or ``False``)."""
+    if getattr(assigner, "keep_all_elements", False) is not None:
+        return
+    warnings.warn(
+        f"{type(assigner).__name__}: as in Flink 1.20, a merged session loses the elements "
+        "it holds when a later element's window [ts, ts + gap) equals it exactly (a dynamic "
+        "gap can make one); pass keep_all_elements=True to with_dynamic_gap(...) to keep "
+        "every element (results then differ from Flink's there), or keep_all_elements=False "
+        "to keep Flink's results without this warning (docs: concepts/sessions)",
         TidemarkWarning,
         stacklevel=_outside_tidemark(),
     )
