@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import (
     ALIGNED,
+    KEYS,
     LATE_TAG,
     SPAN_MS,
     CountAndSum,
@@ -27,7 +28,6 @@ from test_properties import (
     examples,
     feed,
     feed_in_runs,
-    KEYS,
     key_runs,
     pipelines,
     streams,
