@@ -16,7 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_properties import (
     ALIGNED,
+    KEYS,
     LATE_TAG,
+    SPAN_MS,
     CountAndSum,
     Pipeline,
     _assigner,
@@ -180,6 +182,43 @@ def test_fast_paths_equal_the_general_operator_element_by_element(
 @settings(max_examples=examples(300), deadline=None)
 @given(case=cases(), events=st.one_of(key_runs(), streams()), final=st.booleans())
 def test_fast_paths_equal_the_general_operator_in_runs(
+    case: Case, events: list[tuple[Any, ...]], final: bool
+) -> None:
+    events = with_final_watermark(events) if final else events
+    fast, general = both_ways(case, lambda harness: feed_in_runs(harness, events))
+    assert fast == general
+
+
+@st.composite
+def disordered_runs(draw: Any) -> list[tuple[Any, ...]]:
+    """Streams of runs of one key's elements *out of* timestamp order by a bounded
+    disorder (a micro-batch of a stream: each key's rows of the batch, in arrival order),
+    16 or more a run (the aligned operator then folds stretches of one tumbling window),
+    some reaching behind the watermark, with watermarks between runs."""
+    watermark = draw(st.integers(-SPAN_MS, 0))
+    events: list[tuple[Any, ...]] = []
+    next_id = 0
+    for _ in range(draw(st.integers(1, 5))):
+        key = draw(st.sampled_from(KEYS))
+        first = watermark + draw(st.integers(-SPAN_MS // 4, SPAN_MS // 2))
+        steps = draw(st.lists(st.sampled_from((0, 0, 0, 1, 3)), min_size=16, max_size=60))
+        disorder = draw(st.integers(1, 8))
+        shifts = st.lists(st.integers(-disorder, disorder), min_size=len(steps))
+        ts, stamps = first, []
+        for step, shift in zip(steps, draw(shifts), strict=False):
+            ts += step
+            stamps.append(ts + shift)
+            events.append(("element", (key, next_id, next_id % 10), ts + shift))
+            next_id += 1
+        if draw(st.booleans()):  # among the run's times: later runs reach behind it
+            watermark = max(watermark, draw(st.integers(min(stamps) - 5, max(stamps))))
+            events.append(("watermark", watermark))
+    return events
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(case=cases(aligned_only=True), events=disordered_runs(), final=st.booleans())
+def test_fast_paths_equal_the_general_operator_in_disordered_runs(
     case: Case, events: list[tuple[Any, ...]], final: bool
 ) -> None:
     events = with_final_watermark(events) if final else events

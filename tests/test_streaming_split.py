@@ -78,6 +78,20 @@ def test_spark_keys_that_are_one_engine_key_keep_spark_order():
     assert runs["a"] == [[("A", 1), ("a", 3), ("A", 4)], [1, 3, 4]]
 
 
+def test_one_key_in_every_row_is_one_run_in_sparks_order():
+    frames = ([("a", v, 10 - v) for v in range(5)], [("a", 9, 0), ("a", 8, 7)])
+    runs = _split(_config(), *frames)
+    assert runs == {"a": [[(k, v) for k, v, _ in [*frames[0], *frames[1]]], [10, 9, 8, 7, 6, 0, 7]]}
+    runs = _split(_config(engine_key=lambda columns: columns[0].upper()), frames[1])
+    assert runs == {"A": [[("a", 9), ("a", 8)], [0, 7]]}
+
+
+def test_one_key_with_a_chains_early_rows_keeps_them_apart():
+    order, segments = _key_segments(["a"] * 3, lambda k: k, [ON_ELEMENTS, EARLY, ON_ELEMENTS])
+    assert list(order) == [1, 0, 2]
+    assert segments == [("a", True, 0, 1), ("a", False, 1, 3)]
+
+
 def test_two_key_columns_make_a_tuple_key():
     config = _config(key_positions=(0, 1), key_types=("StringType", "LongType"))
     runs = _split(config, [("a", 1, 1), ("a", 2, 2), ("a", 1, 3)])

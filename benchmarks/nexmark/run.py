@@ -30,6 +30,11 @@ Usage::
     python benchmarks/nexmark/run.py                 # the full table (make nexmark)
     python benchmarks/nexmark/run.py --quick         # small sizes, a smoke run
     python benchmarks/nexmark/run.py --events 200000 --modes batch,stream --repeat 3
+    python benchmarks/nexmark/run.py --stream-100k   # issue 31, 5: 1M bids, 100,000 a micro-batch
+
+In stream mode each query is first streamed once on each side with its rows kept, and
+the run stops unless tidemark's rows are Spark's (:func:`check_stream`; ``--no-check``
+skips it).
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +77,8 @@ FLINK_NOTE = (
 )
 FULL = {"events": 200_000, "batch_rows": 20_000}
 QUICK = {"events": 40_000, "batch_rows": 10_000}
+# issue 31, target 5: streaming at 100,000 bids a micro-batch
+STREAM_100K = {"events": 1_000_000, "batch_rows": 100_000}
 STREAM_TRIGGER_Q12 = {"processingTime": "500 milliseconds"}
 
 
@@ -94,6 +102,16 @@ class CountingSink:
 
     def __call__(self, df: Any, batch_id: int) -> None:
         self.rows += df.count()
+
+
+class CollectingSink:
+    """A ``foreachBatch`` sink that keeps the rows (:func:`check_stream`)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []
+
+    def __call__(self, df: Any, batch_id: int) -> None:
+        self.rows.extend(tuple(r) for r in df.collect())
 
 
 # ---------------------------------------------------------------------- input
@@ -133,7 +151,10 @@ def run_bounded(side: str, query: str, df: Any, disorder_ms: int, replay: bool) 
     return Timing(_elapsed(lambda: frame().write.format("noop").mode("overwrite").save()))
 
 
-def run_stream(side: str, query: str, spark: Any, root: Path, disorder_ms: int) -> Timing:
+def run_stream(
+    side: str, query: str, spark: Any, root: Path, disorder_ms: int, sink: Any = None
+) -> Timing:
+    sink = CountingSink() if sink is None else sink
     source = (
         spark.readStream.schema(spark.read.parquet(str(root / "bids")).schema)
         .option("maxFilesPerTrigger", 1)
@@ -144,11 +165,11 @@ def run_stream(side: str, query: str, spark: Any, root: Path, disorder_ms: int) 
     started = time.perf_counter()
     if side == "spark":
         writer = spark_query(query, source, disorder_ms).writeStream.outputMode("append")
-        handle = writer.foreachBatch(CountingSink()).option("checkpointLocation", checkpoint)
+        handle = writer.foreachBatch(sink).option("checkpointLocation", checkpoint)
         handle = handle.trigger(**trigger).start()
     else:
         result = tidemark_query(query, source, disorder_ms)
-        handle = result.write_outputs({"main": CountingSink()}, checkpoint, trigger)
+        handle = result.write_outputs({"main": sink}, checkpoint, trigger)
     with_rows = _until_done(handle, query, rows=_stream_rows(root))
     seconds = time.perf_counter() - started
     latencies = [p["durationMs"]["triggerExecution"] for p in with_rows]
@@ -209,6 +230,58 @@ def _until_done(handle: Any, query: str, rows: int) -> list[dict]:
         seen.update((p["batchId"], p) for p in handle.recentProgress if p["numInputRows"])
     handle.stop()
     return list(seen.values())
+
+
+# ---------------------------------------------------------------------- the check
+
+# where a query's window end is in its rows (q12's windows follow the wall clock)
+END_COLUMN = {"q5": 3, "q5t": 3, "q7": 1, "q11": 3}
+
+
+def check_stream(spark: Any, root: Path, query: str, disorder_ms: int) -> str:
+    """Stream ``query`` once on each side, keeping the rows, and fail unless tidemark's
+    are Spark's for every window both emitted (Spark's q5 emits a window one watermark
+    step later: a stream's last windows may be emitted by one side only). q12 windows
+    processing time, the wall clock of each run: its windows cannot compare, so its
+    counts are checked per bidder, at most the bidder's bids."""
+    sinks = {side: CollectingSink() for side in ("spark", "tidemark")}
+    for side, sink in sinks.items():
+        run_stream(side, query, spark, root, disorder_ms, sink)
+    ours, theirs = (sorted(sinks[side].rows) for side in ("tidemark", "spark"))
+    if query not in END_COLUMN:
+        return _check_counts(spark, root, query, ours, theirs)
+    if not ours and not theirs:
+        return f"{query} stream: no window closed on either side (a stream too short to check)"
+    at = END_COLUMN[query]
+    both = {r[at] for r in ours} & {r[at] for r in theirs}
+    ours, theirs = ([r for r in rows if r[at] in both] for rows in (ours, theirs))
+    if not both or ours != theirs:
+        extra, missing = Counter(ours) - Counter(theirs), Counter(theirs) - Counter(ours)
+        raise SystemExit(
+            f"{query} stream: tidemark's rows differ from Spark's: tidemark's only "
+            f"{sorted(extra.elements())[:3]}, Spark's only {sorted(missing.elements())[:3]}"
+        )
+    return f"{query} stream: {len(ours):,} rows equal to Spark's ({len(both):,} window ends)"
+
+
+def _check_counts(
+    spark: Any, root: Path, query: str, ours: list[tuple[Any, ...]], theirs: list[tuple[Any, ...]]
+) -> str:
+    """q12: per bidder, each side's counts sum to at most the bidder's bids."""
+    bids = spark.read.parquet(str(root / "bids")).groupBy("bidder").count().collect()
+    per_bidder = {r[0]: r[1] for r in bids}
+    for side, rows in (("tidemark", ours), ("Spark", theirs)):
+        counted: dict[Any, int] = {}
+        for bidder, num, *_ in rows:
+            counted[bidder] = counted.get(bidder, 0) + num
+        over = [b for b, n in counted.items() if n > per_bidder.get(b, 0)]
+        if over:
+            raise SystemExit(
+                f"{query} stream: {side} counted more bids than bidders {over[:5]} made"
+            )
+    return (
+        f"{query} stream: counts within each bidder's bids ({len(ours):,} / {len(theirs):,} rows)"
+    )
 
 
 # ---------------------------------------------------------------------- the table
@@ -342,6 +415,11 @@ def warm_up(spark: Any, root: Path, config: GeneratorConfig, modes: list[str]) -
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument(
+        "--stream-100k",
+        action="store_true",
+        help="issue 31, 5: the stream mode only, 1,000,000 bids, 100,000 a micro-batch",
+    )
     parser.add_argument("--events", type=int, help="bids in the stream")
     parser.add_argument("--batch-rows", type=int, help="bids per micro-batch (stream)")
     parser.add_argument("--modes", default=",".join(MODES), help="batch,replay,stream")
@@ -355,18 +433,32 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="store q5's sliding counts once per slice (spark.tidemark.sliceIncremental)",
     )
+    parser.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip streaming each query once on each side to check their rows (stream mode)",
+    )
     parser.add_argument("--repeat", type=int, default=2, help="runs of each (query, mode)")
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args(argv)
-    sizes = QUICK if args.quick else FULL
+    sizes = QUICK if args.quick else STREAM_100K if args.stream_100k else FULL
     events = args.events or sizes["events"]
     batch_rows = args.batch_rows or sizes["batch_rows"]
-    modes = [m for m in args.modes.split(",") if m]
+    modes = ["stream"] if args.stream_100k else [m for m in args.modes.split(",") if m]
     queries = [q for q in args.queries.split(",") if q]
     _check_choices("--modes", modes, MODES)
     _check_choices("--queries", queries, QUERIES + VARIANTS)
     config = GeneratorConfig(seed=args.seed)
-    run(events, batch_rows, modes, queries, args.repeat, config, args.slice_incremental)
+    run(
+        events,
+        batch_rows,
+        modes,
+        queries,
+        args.repeat,
+        config,
+        args.slice_incremental,
+        check=not args.no_check,
+    )
 
 
 def _check_choices(option: str, given: list[str], allowed: tuple[str, ...]) -> None:
@@ -383,6 +475,7 @@ def run(
     repeat: int,
     config: GeneratorConfig,
     slice_incremental: bool = False,
+    check: bool = True,
 ) -> None:
     from tidemark.spark.session import get_spark
 
@@ -404,6 +497,10 @@ def run(
             flush=True,
         )
         warm_up(spark, root, config, modes)
+        if check and "stream" in modes:
+            spark.conf.set("spark.sql.shuffle.partitions", "2")
+            for query in queries:
+                print(check_stream(spark, root, query, config.max_disorder_ms), flush=True)
         df = spark.read.parquet(str(root / "bids")).cache()
         df.count()
         print(HEADER, flush=True)

@@ -111,9 +111,12 @@ class AlignedPath(WindowPath):
         by element, which costs less than a run's set-up."""
         tumbling_element = self._tumbling_element
         if tumbling_element is not None and not self._batch_mode:
-            if len(values) < _FOLDED_RUN or None in timestamps or not _in_order(timestamps):
+            if len(values) < _FOLDED_RUN or None in timestamps:
                 for value, timestamp in zip(values, timestamps):
                     tumbling_element(key, value, timestamp)
+                return
+            if not _in_order(timestamps):
+                self._tumbling_stretches(key, tumbling_element, values, timestamps)
                 return
         op = self.op
         if None in timestamps:
@@ -229,6 +232,42 @@ class AlignedPath(WindowPath):
             contents[window] = folded
             if current is None:
                 op.event_time_timers.register_window(key, ks, window, max_ts, cleanup)
+
+    def _tumbling_stretches(
+        self, key: Any, element: Any, values: list[Any], timestamps: list[Any]
+    ) -> None:
+        """A run out of timestamp order outside BATCH, tumbling windows (a stream's
+        micro-batch: bounded disorder, so long stretches of consecutive elements fall
+        in one window): each stretch is looked up, checked and folded once, stretch
+        after stretch in the run's order, so the user's function sees exactly the
+        per-element path's calls. A window late or due goes element by element (the
+        general path), and so does a run whose windows alternate too often to pay."""
+        size, _, offset = self._layout
+        ends, start = [], None
+        for at, timestamp in enumerate(timestamps):
+            first = timestamp - (timestamp - offset) % size
+            if first != start:
+                ends.append(at)
+                start = first
+        if len(ends) * _FOLDED_RUN > len(timestamps):
+            for value, timestamp in zip(values, timestamps):
+                element(key, value, timestamp)
+            return
+        op = self.op
+        ks = op.key_state(key)
+        watermark, contents = op.current_watermark, ks.contents
+        ends.append(len(timestamps))
+        for i, j in zip(ends, islice(ends, 1, None)):
+            window, cleanup = self._window(timestamps[i] - (timestamps[i] - offset) % size)
+            if window[1] - 1 <= watermark:
+                self._aligned_run(key, ks, values[i:j], timestamps[i:j])
+                continue
+            current = contents.get(window)
+            contents[window] = op.fold(key, window, current, values[i:j])
+            if current is None:
+                op.event_time_timers.register_window(key, ks, window, window[1] - 1, cleanup)
+        if not ks.contents and ks.is_empty():
+            del self._keys[key]
 
     def _open_window(
         self, key: Any, ks: KeyState, window: TimeWindow, cleanup: int, value: Any

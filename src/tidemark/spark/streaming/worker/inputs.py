@@ -11,7 +11,7 @@ branch on which it is.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import repeat
 from operator import itemgetter
 from typing import Any, NamedTuple
@@ -250,11 +250,15 @@ class _ColumnValues:
 
 def _key_segments(
     keys: list[Any], engine_key: Callable[[Any], Any], phases: list[Any] | None
-) -> tuple[list[int], list[tuple[Any, bool, int, int]]]:
+) -> tuple[Sequence[int], list[tuple[Any, bool, int, int]]]:
     """The rows' order by key (stable) and its segments: (engine key, early, start, end),
     keys in the order of their first row, a key's early rows (a chain's, ``phases``)
     apart from its others. Spark keys that are one engine key are one segment."""
     n = len(keys)
+    if phases is None and n and keys.count(keys[0]) == n:
+        # one key (every row of a window_all; a key group holding one hot key): the
+        # rows stay in Spark's order, one segment
+        return range(n), [(engine_key(keys[0]), False, 0, n)]
     first_rows: dict[Any, int] = {}
     codes = np.fromiter(map(first_rows.setdefault, keys, range(n)), dtype=np.int64, count=n)
     owners: dict[Any, int] = {}  # engine key -> the first row of its first Spark key
@@ -283,6 +287,8 @@ def _key_segments(
     return order.tolist(), segments
 
 
-def _reorder(values: list[Any], order: list[int]) -> Any:
-    """``values`` in ``order`` (a sequence)."""
-    return itemgetter(*order)(values) if len(order) > 1 else values
+def _reorder(values: list[Any], order: Sequence[int]) -> Any:
+    """``values`` in ``order`` (a sequence; a range: as they are)."""
+    if isinstance(order, range) or len(order) < 2:
+        return values
+    return itemgetter(*order)(values)

@@ -1,0 +1,138 @@
+"""The Python worker's call of a streaming Nexmark query, timed without the JVM: the
+key groups' calls (:class:`~tidemark.spark.streaming.worker.groups.WindowGroups`) of
+each micro-batch of ``--batch-rows`` bids, fed the pandas frames Spark would hand them
+(Arrow batches of 10,000 rows), with the watermark moved as Spark's would be. Prints
+the CPU milliseconds of each micro-batch's calls and their median after the first.
+
+The processor's configuration is the one tidemark builds for the query on a file
+stream (captured where the driver hands it to Spark's operator); the key groups here
+are the key column modulo 16 (a task's share of 32), not Spark's hash: the work per
+row is the same. Compare trees with ``PYTHONPATH=<tree>/src``.
+
+Usage::
+
+    python benchmarks/nexmark/worker_call.py --query q7 --batch-rows 100000 --batches 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from nexmark.generator import GeneratorConfig, generate_bids  # noqa: E402
+from nexmark.queries import tidemark_query  # noqa: E402
+
+ARROW_ROWS = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
+GROUPS = 16
+
+
+class Store:
+    """A key group's row and clocks, as ``applyInPandasWithState`` keeps them."""
+
+    def __init__(self, max_parallelism: int):
+        self.now, self.spark_watermark, self.row = 0, 0, None
+        self._max_parallelism = max_parallelism
+
+    def watermark(self) -> int:
+        return self.spark_watermark
+
+    def read(self) -> Any:
+        return self.row
+
+    def save(self, group: Any, timers: Any, clock: Any) -> None:
+        self.row = group.encode(self._max_parallelism) if group.keys else None
+
+
+def captured_processor(query: str) -> tuple[list[str], Any]:
+    """The input columns and the ``ProcessorConfig`` tidemark builds for ``query``."""
+    import tidemark.spark.streaming.driver.query as driver
+    from tidemark.spark.session import get_spark
+
+    spark = get_spark(master="local[1]")
+    captured: list[Any] = []
+    build = driver.key_group_operator
+
+    def capture(prepared: Any, config: Any, *args: Any) -> Any:
+        captured.append((prepared.columns, config))
+        return build(prepared, config, *args)
+
+    driver.key_group_operator = capture  # type: ignore[assignment]
+    root = Path(tempfile.mkdtemp(prefix="nexmark-call-"))
+    generate_bids(10, GeneratorConfig()).to_parquet(root / "bids.parquet")
+    source = spark.readStream.schema(spark.read.parquet(str(root)).schema).parquet(str(root))
+    try:
+        tidemark_query(query, source, GeneratorConfig().max_disorder_ms).to_dataframe()
+    finally:
+        driver.key_group_operator = build  # type: ignore[assignment]
+    return captured[0]
+
+
+def frames(columns: list[str], bids: pd.DataFrame, group: int) -> list[pd.DataFrame]:
+    """``bids`` as the processor's input frames of one key group."""
+    data = {}
+    for name in columns:
+        if name == "__tm_ts":
+            data[name] = bids["date_time"].to_numpy()
+        elif name.startswith("__tm_"):  # the key group, or window_all's one key
+            data[name] = np.full(len(bids), group if "group" in name else 0, dtype=np.int32)
+        else:
+            data[name] = bids[name].to_numpy()
+    whole = pd.DataFrame(data)
+    return [whole.iloc[s : s + ARROW_ROWS] for s in range(0, len(whole), ARROW_ROWS)]
+
+
+def calls_of(columns: list[str], config: Any, batch: pd.DataFrame) -> list[list[pd.DataFrame]]:
+    """A micro-batch's calls: one for window_all, else one per key group."""
+    if columns[0] == "__tm_all":
+        return [frames(columns, batch, 0)]
+    groups = (batch[columns[config.key_positions[0]]] % GROUPS).to_numpy()
+    return [frames(columns, batch[groups == g], g) for g in range(GROUPS)]
+
+
+def run(query: str, batch_rows: int, batches: int) -> list[float]:
+    """CPU seconds of each micro-batch's calls."""
+    from tidemark.spark.streaming.worker.groups import WindowGroups
+
+    columns, config = captured_processor(query)
+    bids = generate_bids(batch_rows * batches, GeneratorConfig())
+    parts = [bids.iloc[i * batch_rows : (i + 1) * batch_rows] for i in range(batches)]
+    prepared = [calls_of(columns, config, part) for part in parts]
+    groups = WindowGroups(config)
+    stores = [Store(config.max_parallelism) for _ in range(GROUPS)]
+    watermark, seconds = 0, []
+    for n, (part, calls) in enumerate(zip(parts, prepared)):
+        started = time.process_time()
+        for store, call in zip(stores, calls):
+            store.spark_watermark = watermark + config.spark_offset_ms if n else 0
+            store.now = int(time.time() * 1000)
+            for _ in groups.call(store, call):
+                pass
+        seconds.append(time.process_time() - started)
+        watermark = int(part["date_time"].max()) - GeneratorConfig().max_disorder_ms
+    return seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--query", default="q7", help="q5 (its first window), q7, q11, q12")
+    parser.add_argument("--batch-rows", type=int, default=100_000)
+    parser.add_argument("--batches", type=int, default=5)
+    args = parser.parse_args()
+    seconds = run(args.query, args.batch_rows, args.batches)
+    print(" ".join(f"{s * 1000:.0f}" for s in seconds), "ms CPU per micro-batch")
+    later = statistics.median(seconds[1:] or seconds) * 1000
+    print(f"{args.query}: median {later:.0f} ms CPU per {args.batch_rows:,} bids after the first")
+
+
+if __name__ == "__main__":
+    main()
