@@ -94,11 +94,9 @@ def field_array(elements: Sequence[Any], field: str) -> np.ndarray:
 
 
 def _value(element: Any, field: str) -> Any:
-    if isinstance(element, dict):
-        return element[field]
     try:
-        return getattr(element, field)
-    except AttributeError:
+        return element[field] if isinstance(element, dict) else getattr(element, field)
+    except (AttributeError, KeyError):
         raise WindowResultError(
             f"`fields` names {field!r}, which the element {element!r} does not have: name "
             "a field of the stream's elements"

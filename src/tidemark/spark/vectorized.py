@@ -45,7 +45,7 @@ from pyspark.sql.types import (
 )
 
 from tidemark.errors import UserFunctionError, WindowResultError, WindowSpecError
-from tidemark.spark.batch import sql_plan
+from tidemark.spark.batch import sorting, sql_plan
 from tidemark.spark.batch.frames import ElementFrame
 from tidemark.spark.batch.run import engine_partitions
 from tidemark.spark.columns import (
@@ -174,6 +174,8 @@ class _Plan:
     slide_ms: int
     offset_ms: int
     schema: Any  # the combined frame's pyarrow schema
+    sort_columns: tuple[str, ...] | None  # where the worker sorts (else Spark sorted)
+    sort_budget: int
 
 
 def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
@@ -185,10 +187,15 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
     checked = sql_plan._in_range(checked, op.assigner, example)
     fn: VectorizedWindowFunction = op.function
-    ties = [c for c in frame.tie_order if c not in keys]
+    order = [*keys, TS, *[c for c in frame.tie_order if c not in keys]]
     ordered = checked.repartition(engine_partitions(spark), *[F.col(f"`{k}`") for k in keys])
-    ordered = ordered.sortWithinPartitions(*[F.col(f"`{c}`") for c in [*keys, TS, *ties]])
-    needed = list(dict.fromkeys([*keys, TS, *fn.fields]))
+    budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
+    in_worker = budget > 0 and all(sorting.sortable(ordered.schema[c].dataType) for c in order)
+    if in_worker:  # Arrow sorts as Spark does, in less time (:mod:`.batch.sorting`)
+        needed = list(dict.fromkeys([*order, *fn.fields]))
+    else:
+        ordered = ordered.sortWithinPartitions(*[F.col(f"`{c}`") for c in order])
+        needed = list(dict.fromkeys([*keys, TS, *fn.fields]))
     schema = combined_schema(op.output_schema)
     assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
     size = assigner.size_ms
@@ -199,6 +206,8 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
         getattr(assigner, "slide_ms", size),
         assigner.offset_ms,
         _arrow_schema(schema),
+        tuple(order) if in_worker else None,
+        budget,
     )
     selected = ordered.select(*[F.col(f"`{c}`") for c in needed])
     return selected.mapInArrow(partial(_partition_results, plan), schema)
@@ -212,6 +221,8 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 
 def _partition_results(plan: _Plan, batches: Any) -> Any:
     """One partition's results, a stats row and a dropped row (as the BATCH driver's)."""
+    if plan.sort_columns is not None:
+        batches = sorting.sorted_batches(batches, list(plan.sort_columns), plan.sort_budget)
     collected = list(batches)
     table = pa.Table.from_batches(collected) if collected else None
     rows = 0 if table is None else table.num_rows
@@ -303,16 +314,15 @@ def _call(
 ) -> Any:
     """The function's checked value for one window; its errors as the engine path's."""
     fn = plan.window_function
-    window = TimeWindow(start, start + plan.size_ms)
     try:
         value = fn.call(*[a[lo:hi] for a in arrays])
     except Exception as exc:
-        key = _key(plan, table, first)
+        key, window = _key(plan, table, first), TimeWindow(start, start + plan.size_ms)
         raise UserFunctionError("the window function", key, window, LONG_MAX, exc) from exc
     try:
         return fn.check(value)
-    except WindowResultError:
-        fn.check(value, _key(plan, table, first), window)  # raises, with the key and window
+    except WindowResultError:  # again, with the key and window
+        fn.check(value, _key(plan, table, first), TimeWindow(start, start + plan.size_ms))
         raise
 
 
