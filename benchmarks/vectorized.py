@@ -23,9 +23,15 @@ and NumPy interpolate with differently ordered float operations) and the UDF's a
 Spark's the same way. Then one untimed warm-up round and ROUNDS alternated rounds (Spark,
 tidemark, floor, ...); prints every time, the best and median ratios.
 
+``--stream`` runs the stream instead (``benchmarks/vectorized_stream.py``): BATCHES
+micro-batches of ROWS events (default 10 x 100,000), tidemark's streaming
+``aggregate_vectorized`` beside Spark's ``withWatermark`` + ``groupBy(window).agg(avg)``,
+the emitted windows checked first.
+
 Usage::
 
     python benchmarks/vectorized.py [N] [ROUNDS]      # default 10,000,000 events, 2 rounds
+    python benchmarks/vectorized.py --stream [BATCHES] [ROUNDS] [ROWS]
 """
 
 from __future__ import annotations
@@ -185,6 +191,13 @@ def report(name: str, times: dict[str, list[float]], n: int) -> None:
 
 
 def main(argv: list[str]) -> None:
+    if argv and argv[0] == "--stream":
+        from vectorized_stream import run_stream
+
+        numbers = [int(a) for a in argv[1:]]
+        batches, rounds, rows = numbers + [10, 2, 100_000][len(numbers) :]
+        run_stream(batches, rounds, rows, events)
+        return
     numbers = [int(a) for a in argv]
     batch(*(numbers + [10_000_000, 2][len(numbers) :]))
 

@@ -46,7 +46,7 @@ from pyspark.sql.types import (
 
 from tidemark.errors import UserFunctionError, WindowResultError, WindowSpecError
 from tidemark.spark.batch import sorting, sql_plan
-from tidemark.spark.batch.frames import ElementFrame
+from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
 from tidemark.spark.batch.run import engine_partitions
 from tidemark.spark.columns import (
     DROPPED,
@@ -170,6 +170,7 @@ class _Plan:
 
     window_function: VectorizedWindowFunction
     keys: tuple[str, ...]
+    time_column: str  # the long ms timestamps (``__tm_ts`` or the source's own)
     size_ms: int
     slide_ms: int
     offset_ms: int
@@ -187,23 +188,26 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
     checked = sql_plan._in_range(checked, op.assigner, example)
     fn: VectorizedWindowFunction = op.function
-    order = [*keys, TS, *[c for c in frame.tie_order if c not in keys]]
+    # the timestamp column itself where it is long ms: one column less to shuffle
+    time = long_timestamp_column(frame) or TS
+    if time != TS:  # its checked copy (the checks run where the column is read)
+        checked = checked.withColumn(time, F.col(TS)).drop(TS)
+    order = [*keys, time, *[c for c in frame.tie_order if c not in (*keys, time)]]
     ordered = checked.repartition(engine_partitions(spark), *[F.col(f"`{k}`") for k in keys])
     budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
     in_worker = budget > 0 and all(sorting.sortable(ordered.schema[c].dataType) for c in order)
-    if in_worker:  # Arrow sorts as Spark does, in less time (:mod:`.batch.sorting`)
-        needed = list(dict.fromkeys([*order, *fn.fields]))
-    else:
+    if not in_worker:
         ordered = ordered.sortWithinPartitions(*[F.col(f"`{c}`") for c in order])
-        needed = list(dict.fromkeys([*keys, TS, *fn.fields]))
+    # Arrow sorts as Spark does, in less time (:mod:`.batch.sorting`): it needs them all
+    needed = list(dict.fromkeys([*(order if in_worker else [*keys, time]), *fn.fields]))
     schema = combined_schema(op.output_schema)
     assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
-    size = assigner.size_ms
+    layout = (assigner.size_ms, getattr(assigner, "slide_ms", assigner.size_ms))
     plan = _Plan(
         fn,
         tuple(keys),
-        size,
-        getattr(assigner, "slide_ms", size),
+        time,
+        *layout,
         assigner.offset_ms,
         _arrow_schema(schema),
         tuple(order) if in_worker else None,
@@ -246,7 +250,7 @@ def _meta_rows(schema: pa.Schema, figures: Figures) -> pa.RecordBatch:
 
 def _windows(plan: _Plan, table: pa.Table) -> pa.RecordBatch:
     """The results of the windows of ``table`` (sorted by key, time and tie order)."""
-    ts = table.column(TS).to_numpy()
+    ts = table.column(plan.time_column).to_numpy()
     firsts, starts, lows, highs = _layout(plan, table, ts)
     fn = plan.window_function
     arrays = [_float64(table.column(f)) for f in fn.fields]
