@@ -49,6 +49,7 @@ from tidemark.functions import (
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     ReduceFunction,
+    VectorizedAggregateFunction,
     WindowFunction,
 )
 from tidemark.outputs import OutputTag
@@ -153,6 +154,7 @@ __all__ = [
     "ProcessAllWindowFunction",
     "WindowFunction",
     "AllWindowFunction",
+    "VectorizedAggregateFunction",
     "ValueStateDescriptor",
     "ListStateDescriptor",
     "MapStateDescriptor",

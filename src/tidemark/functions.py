@@ -27,6 +27,7 @@ __all__ = [
     "WindowFunction",
     "AllWindowFunction",
     "ProcessWindowContext",
+    "VectorizedAggregateFunction",
 ]
 
 
@@ -208,6 +209,43 @@ class ProcessWindowFunction(ABC):
     def clear(self, context: ProcessWindowContext) -> None:
         """Called when the window is purged for good (at its cleanup time): delete what
         it keeps in ``context.window_state()`` here."""
+
+
+class VectorizedAggregateFunction(ABC):
+    """Computes a window's result from its values at once, as NumPy arrays: the windowed
+    form of PySpark's Series-to-scalar pandas UDF.
+
+    Used with ``WindowedStream.aggregate_vectorized(function, fields=[...])``: on every
+    firing of a window, :meth:`aggregate` is called once with one 1-D ``float64`` array
+    per field named in ``fields``, in that order, each holding the values of all the
+    window's elements (the elements the window keeps, in the order a
+    :class:`ProcessWindowFunction` sees them). A null arrives as ``NaN`` (as a pandas
+    Series of a nullable column does): use ``np.nanmean``, ``np.nanpercentile`` ... to
+    skip nulls. The result is one value of the ``output_type`` (None: a null result).
+
+    Supported
+    ---------
+    - any NumPy (or other) computation over the arrays; a plain function
+      ``(*arrays) -> value`` works as well;
+    - every trigger, evictor and allowed lateness: a late firing is called again with
+      all values kept.
+
+    Not supported
+    -------------
+    - state, timers, side outputs (use a :class:`ProcessWindowFunction`);
+    - changing the arrays in place (the same buffer may be handed to another call).
+
+    >>> import numpy as np
+    >>> class P90(VectorizedAggregateFunction):
+    ...     def aggregate(self, values):
+    ...         return float(np.percentile(values, 90))
+    >>> P90().aggregate(np.arange(11.0))
+    9.0
+    """
+
+    @abstractmethod
+    def aggregate(self, *columns: Any) -> Any:
+        """The window's result from one ``float64`` array per field (NaN: null)."""
 
 
 class ProcessAllWindowFunction(ABC):

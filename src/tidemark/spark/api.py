@@ -31,7 +31,7 @@ from tidemark.evictors import Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.spark import aggregations, columns, execution, results
+from tidemark.spark import aggregations, columns, execution, results, vectorized
 from tidemark.spark.codec import RowResultReduce, parse_schema
 from tidemark.spark.keys import checked_key
 from tidemark.spark.pane_columns import (
@@ -349,6 +349,26 @@ class WindowedStream:
             A function of the wrong kind, or no ``output_schema``.
         """
         return self._finish(aggregate_function, window_function, output_schema)
+
+    def aggregate_vectorized(
+        self, function: Any, fields: Any, output_type: str = "double", output_name: str = "value"
+    ) -> WindowResultStream:
+        """Call ``function`` once per firing with the window's values of ``fields`` as
+        NumPy float64 arrays (null: NaN); each firing gives one row: the key columns,
+        ``window_start``, ``window_end`` (long ms) and ``output_name`` of
+        ``output_type``. BATCH tumbling/sliding windows run columnar
+        (``docs/concepts/vectorized.md``).
+
+        Raises
+        ------
+        WindowSpecError
+            A key function, a field that is not a numeric column, an unknown output
+            type or a taken ``output_name``, a function that is not a
+            VectorizedAggregateFunction nor callable.
+        """
+        schema, key = self._upstream.schema, self._key
+        fn, output = vectorized.define(schema, key, function, fields, output_type, output_name)
+        return self._finish(fn, None, output)
 
     def process(
         self, process_window_function: Any, output_schema: Any = None

@@ -1,6 +1,6 @@
 """The one place that decides how a window operation runs on Spark.
 
-:func:`mode_of` picks one of five executions, each a separate implementation that
+:func:`mode_of` picks one of six executions, each a separate implementation that
 produces the same combined frame (:mod:`tidemark.spark.columns`):
 
 ============ ==========================================================================
@@ -10,6 +10,9 @@ SQL          BATCH shorthand aggregations with a closed form: Spark's own aggreg
              the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
 REPLAY       a bounded source with ``order_by``: the engine per partition, watermarks
              as recorded (:class:`~tidemark.spark.batch.worker.ReplayDriver`)
+VECTORIZED   a keyed BATCH ``aggregate_vectorized`` on tumbling or sliding windows:
+             columnar, the function called on array slices, the same as BATCH but
+             without a Row per element (:mod:`tidemark.spark.vectorized`)
 LOCAL_GLOBAL a BATCH ``window_all`` whose function is declared order-insensitive: the
              engine per input partition, the partials merged in one task, the same as
              BATCH but on every core (:mod:`tidemark.spark.batch.preaggregate`)
@@ -45,6 +48,7 @@ import weakref
 from typing import Any
 
 from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
+from tidemark.spark import vectorized
 from tidemark.spark.batch import preaggregate, sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
@@ -72,6 +76,7 @@ class ExecutionMode(enum.Enum):
     SQL = "sql"
     REPLAY = "replay"
     LOCAL_GLOBAL = "local_global"
+    VECTORIZED = "vectorized"
     BATCH = "batch"
 
 
@@ -95,6 +100,8 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
         return ExecutionMode.SQL
     if preaggregate.applies(op, frame, spark):
         return ExecutionMode.LOCAL_GLOBAL
+    if vectorized.applies(op, frame, spark):
+        return ExecutionMode.VECTORIZED
     return ExecutionMode.BATCH
 
 
@@ -129,6 +136,8 @@ def _run(op: WindowOp, spark: Any) -> Any:
     _engine_runs.add(op)
     if mode is ExecutionMode.LOCAL_GLOBAL:
         return preaggregate.run_preaggregated(op, frame)
+    if mode is ExecutionMode.VECTORIZED:
+        return vectorized.run_columnar(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
     return run_partitioned(op, frame, spark, driver)
 
