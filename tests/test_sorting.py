@@ -160,3 +160,28 @@ def _spark_float(v):
     if v is None:
         return None
     return (1, 0.0) if math.isnan(v) else (0, v + 0.0)  # -0.0 == 0.0
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "times",
+    [
+        pa.array(range(-5, 5), pa.int64()),  # few values: ties on (key, ts) go by the rest
+        pa.array([-(2**31), 2**31 - 1, 0], pa.int32()),  # an int32 span needing 32 bits
+        pa.array([-(2**63), 2**63 - 1, 0], pa.int64()),  # too wide to pack with the key
+    ],
+)
+def test_a_key_and_time_packed_in_one_integer_keep_sparks_order(tmp_path, monkeypatch, seed, times):
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path))
+    packed = []
+    real = sorting._packed_order
+    monkeypatch.setattr(sorting, "_packed_order", lambda a: packed.append(real(a)) or packed[-1])
+    rng = random.Random(seed)
+    table = _table(rng, 300)
+    stamps = pa.array([rng.choice(times.to_pylist()) for _ in range(300)], times.type)
+    table = table.set_column(COLUMNS.index("ts"), "ts", stamps)
+    out = list(sorted_batches(iter(table.to_batches(max_chunksize=40)), COLUMNS, 1 << 30))
+    got = [_comparable(r) for b in out for r in b.to_pylist()]
+    assert got == _spark_order(table.to_pylist())
+    wide = times.type == pa.int64() and times.to_pylist()[0] == -(2**63)
+    assert [order is None for order in packed] == [wide]  # packed unless too wide

@@ -8,6 +8,7 @@ accumulators merge, and how to call the user's window function.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from types import GeneratorType
 from typing import Any
 
 from tidemark.errors import UserFunctionError, WindowResultError, WindowSpecError
@@ -69,6 +70,8 @@ def _not_none(result: Any) -> Any:
 
 
 def _results(returned: Any) -> list[Any]:
+    if type(returned) in _PLAIN_RESULTS:  # what most functions return, without the checks
+        return list(returned)
     if returned is None:
         return []
     if isinstance(returned, (str, bytes, tuple, dict)) or not isinstance(returned, Iterable):
@@ -77,6 +80,9 @@ def _results(returned: Any) -> list[Any]:
             f"got {type(returned).__name__} (wrap a single result in a list, or use yield)"
         )
     return list(returned)
+
+
+_PLAIN_RESULTS = (list, GeneratorType)
 
 
 class WindowLogic:
@@ -99,6 +105,7 @@ class WindowLogic:
     # The user's function this logic was made from (a reduce or aggregate function, or
     # the window function over all elements), as given.
     function: Any = None
+    _kind: Any = None  # the window function's type (see _window_function_kind)
 
     def __init__(self, window_function: Any = None):
         if window_function is not None and not isinstance(window_function, _WINDOW_FUNCTION_TYPES):
@@ -107,9 +114,21 @@ class WindowLogic:
                 f"WindowFunction or AllWindowFunction; got {window_function!r}"
             )
         self.window_function = window_function
-        self.has_clear = isinstance(
-            window_function, (ProcessWindowFunction, ProcessAllWindowFunction)
+        kind = self._window_function_kind()
+        # Whether a window's removal calls the function's clear: a process function's
+        # own, not the base class's no-op (skipped: nothing could observe the call).
+        self.has_clear = kind in (ProcessWindowFunction, ProcessAllWindowFunction) and (
+            getattr(type(window_function), "clear", None) is not kind.clear
+            or "clear" in getattr(window_function, "__dict__", {})
         )
+
+    def _window_function_kind(self) -> Any:
+        """Which of the four window function types the window function is (in the
+        order :meth:`evaluate` tests them), found once, not per firing; None without one
+        (a logic unpickled from before it was kept finds it at its first firing)."""
+        fn = self.window_function
+        self._kind = next((kind for kind in _WINDOW_FUNCTION_TYPES if isinstance(fn, kind)), None)
+        return self._kind
 
     def add(self, current: Any, value: Any) -> Any:
         """The contents after ``value`` arrived (``current`` is None for a new window)."""
@@ -159,14 +178,17 @@ class WindowLogic:
     def evaluate(self, key: Any, window: Any, ctx: Any, inputs: list[Any]) -> list[Any]:
         """Call the window function on ``inputs``; return its results (a result that
         is None, a null record Flink fails on, is a :class:`WindowResultError`)."""
-        fn = self.window_function
+        fn: Any = self.window_function  # its type is ``kind``, found once
+        kind = self._kind
         if fn is None:
             return inputs
-        if isinstance(fn, ProcessWindowFunction):
+        if kind is None:
+            kind = self._window_function_kind()
+        if kind is ProcessWindowFunction:
             results = _results(fn.process(key, ctx, inputs))
-        elif isinstance(fn, ProcessAllWindowFunction):
+        elif kind is ProcessAllWindowFunction:
             results = _results(fn.process(ctx, inputs))
-        elif isinstance(fn, WindowFunction):
+        elif kind is WindowFunction:
             results = _results(fn.apply(key, window, inputs))
         else:
             results = _results(fn.apply(window, inputs))

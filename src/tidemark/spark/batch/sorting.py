@@ -22,6 +22,7 @@ from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -103,18 +104,71 @@ def sorted_batches(
 
 def _sort(batches: list[Any], columns: list[str]) -> Any:
     table = pa.Table.from_batches(batches)
-    sort_columns: dict[str, Any] = {}
-    for c in columns:
-        for i, array in enumerate(_sort_arrays(table.column(c))):
-            sort_columns[f"{len(sort_columns)}.{i}"] = array
-    sort_table = pa.table(sort_columns)
-    try:
-        keys = [(c, "ascending", "at_start") for c in sort_columns]
-        order = pc.sort_indices(sort_table, sort_keys=keys)
-    except (TypeError, ValueError, pa.ArrowInvalid):  # pyarrow before per-key null placement
-        keys = [(c, "ascending") for c in sort_columns]  # type: ignore[misc]
-        order = pc.sort_indices(sort_table, sort_keys=keys, null_placement="at_start")
+    arrays = [_sort_arrays(table.column(c)) for c in columns]
+    order = _packed_order(arrays)
+    if order is None:
+        order = _sort_indices([array for parts in arrays for array in parts])
     return table.take(order)
+
+
+def _sort_indices(arrays: list[Any]) -> Any:
+    """The indices ordering rows by ``arrays`` in turn (ascending, nulls first)."""
+    sort_table = pa.table({str(i): array for i, array in enumerate(arrays)})
+    try:
+        keys = [(c, "ascending", "at_start") for c in sort_table.column_names]
+        return pc.sort_indices(sort_table, sort_keys=keys)
+    except (TypeError, ValueError, pa.ArrowInvalid):  # pyarrow before per-key null placement
+        keys = [(c, "ascending") for c in sort_table.column_names]  # type: ignore[misc]
+        return pc.sort_indices(sort_table, sort_keys=keys, null_placement="at_start")
+
+
+def _packed_order(arrays: list[list[Any]]) -> Any:
+    """:func:`_sort_indices`'s order, faster where the leading sort columns (at least
+    two: a key and the time) are integers without nulls whose ranges fit in 63 bits
+    together: they are packed into one integer per row (each less its smallest value,
+    shifted above the next), sorted once, and only the rows tied on it are sorted by
+    the remaining columns. Sorting one integer is a third of the time of sorting by
+    several columns. None where the columns do not allow it."""
+    packed, lead = _packed(arrays)
+    if packed is None:
+        return None
+    order = np.argsort(packed, kind="stable")
+    rest = [array for parts in arrays[lead:] for array in parts]
+    if rest:
+        in_order = packed[order]
+        tied = in_order[1:] == in_order[:-1]
+        if tied.any():
+            among = np.zeros(len(order), dtype=bool)
+            among[1:] |= tied
+            among[:-1] |= tied
+            rows = order[among]
+            taken = pa.array(rows)
+            by = _sort_indices([pa.array(packed[rows]), *(a.take(taken) for a in rest)])
+            order[among] = rows[by.to_numpy()]
+    return pa.array(order)
+
+
+def _packed(arrays: list[list[Any]]) -> tuple[Any, int]:
+    """The leading columns packed into one int64 per row, and how many they are; or
+    ``(None, 0)`` where fewer than two columns can be."""
+    packed, bits, lead = None, 0, 0
+    for parts in arrays:
+        if len(parts) != 1 or not pa.types.is_integer(parts[0].type) or parts[0].null_count:
+            break
+        values = parts[0].to_numpy()
+        if len(values) == 0:
+            return None, 0
+        low, high = int(values.min()), int(values.max())
+        width = (high - low).bit_length()
+        if bits + width > 63:
+            break
+        if values.dtype == np.uint64:  # ranks: below 2**63 less their smallest
+            shifted = (values - np.uint64(low)).astype(np.int64)
+        else:  # below 2**63 less the smallest, by the width's check
+            shifted = values.astype(np.int64) - np.int64(low)
+        packed = shifted if packed is None else (packed << width) | shifted
+        bits, lead = bits + width, lead + 1
+    return (packed, lead) if lead >= 2 else (None, 0)
 
 
 def _sort_arrays(column: Any) -> list[Any]:

@@ -262,9 +262,19 @@ def _changes(column: Any) -> Any:
     return changed.to_numpy(zero_copy_only=False)
 
 
-def _refuse_out_of_range(assigner: Any, stamps: list[Any], rows: list[Any]) -> None:
-    """An element whose windows would overflow a long is an error, with its row."""
+def _refuse_out_of_range(
+    assigner: Any, stamps: list[Any], rows: list[Any], column: Any = None
+) -> None:
+    """An element whose windows would overflow a long is an error, with its row.
+    ``column``, the batch's Arrow column of ``stamps`` where it has one, is checked
+    first at Arrow's speed (its smallest and largest; nulls are left to whoever reports
+    them); only a batch reaching past the bounds is searched for its first such row."""
     bounds = assigner.timestamp_range()
+    if column is not None and pa.types.is_integer(column.type):
+        extremes = pc.min_max(column)
+        low, high = extremes["min"].as_py(), extremes["max"].as_py()
+        if low is None or (bounds[0] <= low and high <= bounds[1]):
+            return
     at = first_out_of_range(stamps, *bounds)
     if at is not None:
         raise out_of_range_error(assigner, stamps[at], bounds, rows[at])
@@ -302,7 +312,8 @@ class PartitionDriver:
             rows, columns = arrow_rows_and_columns(batch, config.value_names)
             keys = self._keys(batch, rows, columns)
             stamps = columns.get(config.timestamps_in) or arrow_column(batch, config.timestamps_in)
-            _refuse_out_of_range(op.assigner, stamps, rows)
+            time_column = batch.column(batch.schema.get_field_index(config.timestamps_in))
+            _refuse_out_of_range(op.assigner, stamps, rows, time_column)
             current = self._feed(op, out, current, batch, keys, rows, stamps)
             if len(out) >= _FLUSH_ROWS:
                 yield from out.batches(config.output_schema)
