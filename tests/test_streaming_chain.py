@@ -227,7 +227,9 @@ def test_flink_docs_keyed_sum_then_top_k_over_all(spark, tmp_path):
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
 
     def build(source: Any) -> Any:
-        stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        stream = tm.from_dataframe(
+            source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+        )
         return _docs_chain(stream), {"main": "main", "dropped": DROPPED_OUTPUT}
 
     streamed = run_stream(spark, tmp_path, DOCS_BATCHES, build)
@@ -298,7 +300,9 @@ def test_a_count_window_after_a_time_window_sees_the_forwarded_watermark(spark, 
     schema = "users string, total long, wm long"
 
     def build(source: Any) -> Any:
-        stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        stream = tm.from_dataframe(
+            source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+        )
         per_user = stream.key_by("user").window(FIVE_SECONDS).sum("amount")
         return per_user.count_window_all(2).process(PairWatermark(), schema), {"main": "main"}
 
@@ -340,7 +344,9 @@ def test_late_firing_reaches_the_second_window_and_is_late_there(spark, tmp_path
 
     def build(source: Any) -> Any:
         first, second = chain(
-            tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+            tm.from_dataframe(
+                source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+            )
         )
         return second, {
             "main": "main",
@@ -395,7 +401,9 @@ def test_keyed_second_window_and_the_first_windows_side_output(spark, tmp_path):
     ten_seconds = tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(10))
 
     def build(source: Any) -> Any:
-        stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        stream = tm.from_dataframe(
+            source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+        )
         first = (
             stream.key_by("user").window(FIVE_SECONDS).side_output_late_data(LATE1).sum("amount")
         )
@@ -604,7 +612,9 @@ def test_random_three_window_chain_equals_the_harness_chain(spark, tmp_path, see
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
 
     def build(source: Any) -> Any:
-        stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+        stream = tm.from_dataframe(
+            source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+        )
         first, second, third = _three_windows(stream)
         return third, {
             "main": "main",
