@@ -4,18 +4,7 @@
 A pipeline is built lazily from immutable descriptions (a source, then window
 operations); nothing runs until ``to_dataframe()``. The same pipeline runs on a bounded
 DataFrame (BATCH semantics, or a replay of a recorded stream when ``order_by`` is given)
-and on a streaming DataFrame.
-
-Examples
---------
-A keyed tumbling window (needs Spark, so not run as a doctest)::
-
-    import tidemark as tm
-    stream = tm.from_dataframe(df, timestamp="ts")
-    totals = (stream.key_by("user")
-              .window(tm.TumblingEventTimeWindows.of(tm.Duration.of_minutes(1)))
-              .sum("amount"))
-    totals.to_dataframe().show()
+and on a streaming DataFrame. A first pipeline, step by step: ``docs/getting-started.md``.
 """
 
 from __future__ import annotations
@@ -24,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tidemark._engine.functions import window_logic
-from tidemark._engine.spec import OperatorSpec, count_window_spec, validate_window_spec
+from tidemark._engine.spec import count_window_spec, validate_window_spec
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.evictors import Evictor
@@ -32,13 +21,10 @@ from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results, vectorized
-from tidemark.spark.codec import RowResultReduce, parse_schema
+from tidemark.spark.codec import RowResultReduce
+from tidemark.spark.definition import finished_window
 from tidemark.spark.keys import checked_key
-from tidemark.spark.pane_columns import (
-    check_accumulation_mode,
-    paned_schema,
-    refuse_mode_without_dataflow_trigger,
-)
+from tidemark.spark.pane_columns import check_accumulation_mode
 from tidemark.spark.plan import (
     KeySpec,
     PlanNode,
@@ -48,12 +34,10 @@ from tidemark.spark.plan import (
     key_spec,
     source_of,
     warn_default_watermarks,
-    warn_lost_session_elements,
-    warn_never_firing,
 )
 from tidemark.spark.results import SideOutputStream
 from tidemark.time import TimeLike, to_millis
-from tidemark.triggers import AnyTrigger, DataflowTrigger
+from tidemark.triggers import AnyTrigger
 
 __all__ = [
     "DataStream",
@@ -128,9 +112,7 @@ class DataStream:
         WindowedStream
             Configure it (trigger, evictor, lateness), then finish it with a function.
         """
-        windowed = WindowedStream(self._plan, None, self._spark, assigner=assigner)
-        warn_default_watermarks(self._plan, assigner)
-        return windowed
+        return _windowed(self._plan, None, self._spark, assigner)
 
     def count_window_all(self, size: int, slide: int | None = None) -> WindowedStream:
         """Count windows over the whole stream (see :meth:`KeyedStream.count_window`)."""
@@ -176,10 +158,7 @@ class KeyedStream:
         WindowSpecError
             ``assigner`` is not a WindowAssigner.
         """
-        plan = self._stream.plan
-        windowed = WindowedStream(plan, self._key, self._stream._spark, assigner=assigner)
-        warn_default_watermarks(plan, assigner)
-        return windowed
+        return _windowed(self._stream.plan, self._key, self._stream._spark, assigner)
 
     def count_window(self, size: int, slide: int | None = None) -> WindowedStream:
         """Windows of ``size`` elements per key (every ``slide`` elements when given).
@@ -196,6 +175,16 @@ class KeyedStream:
         return WindowedStream(self._stream.plan, self._key, self._stream._spark, **spec)
 
 
+def _windowed(
+    plan: PlanNode, key: KeySpec | None, spark: Any, assigner: WindowAssigner
+) -> WindowedStream:
+    """``plan`` windowed by ``assigner`` (per key unless ``key`` is None), warned of the
+    default watermarks where they apply."""
+    windowed = WindowedStream(plan, key, spark, assigner=assigner)
+    warn_default_watermarks(plan, assigner)
+    return windowed
+
+
 class WindowedStream:
     """A keyed (or all-) windowed stream, configured by chaining, finished by a function.
 
@@ -209,14 +198,9 @@ class WindowedStream:
     result row ends with its pane: ``pane_timing``, ``pane_index``, ``pane_is_last``
     (and ``is_retraction`` in RETRACTING mode; :mod:`tidemark.spark.pane_columns`).
 
-    Supported: every combination the engine supports, on bounded DataFrames (BATCH
-    semantics, or a replay with ``order_by``) and streaming DataFrames, including windows
-    on a window's results (on a stream: in one query, event time only).
-
-    Not supported: on a streaming DataFrame, chained windows in processing time or with
-    idleness. A pipeline with timers in both time domains streams as a ProcessingTime
-    query (a micro-batch at every trigger interval; see
-    ``docs/streaming.md``).
+    Every combination the engine supports runs on bounded and streaming DataFrames,
+    windows on a window's results included; what a stream does not run (chains in
+    processing time or with idleness) and how it runs the rest: ``docs/streaming.md``.
     """
 
     def __init__(
@@ -463,20 +447,17 @@ class WindowedStream:
         self, function: Any, window_function: Any, output_schema: Any
     ) -> WindowResultStream:
         """The window's one record (``OperatorSpec``), made and validated now."""
-        window, dataflow = self._window, isinstance(self._window.get("trigger"), DataflowTrigger)
-        logic, mode = window_logic(function, window_function), self._mode if dataflow else None
-        spec = OperatorSpec(logic=logic, accumulation_mode=mode, pane_results=dataflow, **window)
-        if not dataflow:  # a mode given for a Flink trigger: refused in the API's words
-            refuse_mode_without_dataflow_trigger(spec.assigner, spec.trigger, self._mode)
-        warn_never_firing(spec.assigner, window.get("trigger"))
-        warn_lost_session_elements(spec.assigner)
-        if output_schema is None:
-            raise WindowSpecError(
-                "`output_schema` is needed: tidemark cannot infer what this window function "
-                "returns; pass a StructType or a DDL string like 'user string, n long'"
-            )
-        schema = paned_schema(parse_schema(output_schema, self._spark), spec.accumulation_mode)
-        return WindowResultStream(WindowOp(self._upstream, self._key, spec, schema), self._spark)
+        functions = (function, window_function)
+        op = finished_window(
+            self._upstream,
+            self._key,
+            self._window,
+            self._mode,
+            functions,
+            output_schema,
+            self._spark,
+        )
+        return WindowResultStream(op, self._spark)
 
 
 class WindowResultStream(DataStream):

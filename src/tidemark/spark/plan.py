@@ -250,7 +250,7 @@ def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:
         "or side_output_late_data keeps it; pass watermark_strategy=tm.WatermarkStrategy."
         "for_bounded_out_of_orderness(...) (or for_monotonous_timestamps() to keep this)",
         TidemarkWarning,
-        stacklevel=3,
+        stacklevel=_outside_tidemark(),
     )
 
 
