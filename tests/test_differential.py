@@ -144,14 +144,7 @@ def test_differential_sliced_streaming(spark, tmp_path, fast_paths):
     picked = sliced_scenarios(SEED * 7 + 3, STREAM_QUICK)
     for scenario in picked:  # one stream, as random_streaming_scenarios makes them
         scenario["out_of_orderness"], scenario["rows"] = stream["out_of_orderness"], stream["rows"]
-    outcomes = d.run_streaming(spark, picked, batches, tmp_path)
-    failures = [
-        diff
-        for scenario, got in zip(picked, outcomes)
-        if (diff := d.describe_difference(scenario, d.reference_streaming(scenario, batches), got))
-        is not None
-    ]
-    assert not failures, "\n".join(failures)
+    check_streamed(spark, tmp_path, picked, batches)
 
 
 @pytest.mark.slow
@@ -168,6 +161,11 @@ def test_differential_batch_many(spark, chunk):
 
 def check_streaming(spark, tmp_path, seed: int, count: int) -> None:
     chosen, batches = d.random_streaming_scenarios(random.Random(seed), count)
+    check_streamed(spark, tmp_path, chosen, batches)
+
+
+def check_streamed(spark, tmp_path, chosen: list[dict], batches: list[list[tuple]]) -> None:
+    """``chosen`` pipelines streamed in one query over ``batches`` equal the engine."""
     outcomes = d.run_streaming(spark, chosen, batches, tmp_path)
     failures = [
         diff

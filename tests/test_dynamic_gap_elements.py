@@ -16,7 +16,7 @@ from typing import Any
 
 import differential as d
 import pytest
-from test_differential import check, scenarios
+from test_differential import check, check_streamed, scenarios
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
@@ -135,11 +135,4 @@ def test_kept_sessions_in_a_stream_are_the_engines(spark, tmp_path):
     picked = kept_scenarios(33, 3)[1:]
     for scenario in picked:
         scenario["out_of_orderness"], scenario["rows"] = stream["out_of_orderness"], stream["rows"]
-    outcomes = d.run_streaming(spark, picked, batches, tmp_path)
-    failures = [
-        diff
-        for scenario, got in zip(picked, outcomes)
-        if (diff := d.describe_difference(scenario, d.reference_streaming(scenario, batches), got))
-        is not None
-    ]
-    assert not failures, "\n".join(failures)
+    check_streamed(spark, tmp_path, picked, batches)
