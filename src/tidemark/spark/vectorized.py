@@ -183,10 +183,7 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
     """The combined frame of ``op`` (see :func:`applies`) computed columnar."""
     spark = frame.df.sparkSession
     keys = list(op.key.columns) if op.key is not None else []
-    values = frame.value_schema.fieldNames()
-    checked = sql_plan._checked_input(frame.df, keys, values, frame.timestamp_column)
-    example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
-    checked = sql_plan._in_range(checked, op.assigner, example)
+    checked = sql_plan.checked_elements(op, frame)
     fn: VectorizedWindowFunction = op.function
     # the timestamp column itself where it is long ms: one column less to shuffle
     time = long_timestamp_column(frame) or TS

@@ -59,7 +59,7 @@ from tidemark.spark.columns import (
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
-__all__ = ["applies", "sql_window", "CONF"]
+__all__ = ["applies", "sql_window", "checked_elements", "CONF"]
 
 CONF = "spark.tidemark.sqlFastPath"
 
@@ -251,13 +251,22 @@ def _in_range(df: Any, assigner: Any, example: Any) -> Any:
     return df.withColumn(TS, checked)
 
 
-def sql_window(op: WindowOp, frame: Any) -> Any:
-    """The combined output (results only) of the window operation, in Spark SQL."""
+def checked_elements(op: WindowOp, frame: Any) -> Any:
+    """``frame``'s rows failing, as the engine path does, on a null key, a null or
+    unparseable timestamp, or one whose windows would overflow a long: the checks a
+    columnar path runs where the rows are read, each message naming the column, the
+    value, an example row and the fix."""
     values = frame.value_schema.fieldNames()
     keys = list(op.key.columns) if op.key is not None else []
     checked = _checked_input(frame.df, keys, values, frame.timestamp_column)
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in values]))
-    checked = _in_range(checked, op.assigner, example)
+    return _in_range(checked, op.assigner, example)
+
+
+def sql_window(op: WindowOp, frame: Any) -> Any:
+    """The combined output (results only) of the window operation, in Spark SQL."""
+    keys = list(op.key.columns) if op.key is not None else []
+    checked = checked_elements(op, frame)
     starts = _window_starts(op)
     assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
     sliding = getattr(assigner, "slide_ms", assigner.size_ms) != assigner.size_ms
