@@ -3,9 +3,10 @@ session do not share a process well): BATCH and replay on random differential sc
 a stream written by batch id through ``write_outputs`` on a session left with Spark's
 default state store, windows chained on a stream, and a bounded replay whose outputs
 are read from one kept run and written by ``write_outputs``, and a Dataflow-triggered
-window's panes in BATCH, a replay and a stream, and real data's values (NaN, keys:
-``value_cases``) in a session zone that is not UTC. Prints one JSON line: the
-failures found (an empty list when all modes equal the engine harness).
+window's panes in BATCH, a replay and a stream, real data's values (NaN, keys:
+``value_cases``) in a session zone that is not UTC, and the newer window functions
+(``aggregate_vectorized``, dynamic-gap sessions keeping all their elements). Prints one
+JSON line: the failures found (an empty list when all modes equal the engine harness).
 
 Run by tests/test_connect.py; by hand: ``python tests/connect_check.py <workdir>``.
 """
@@ -278,6 +279,36 @@ def sql_fast_path(spark: Any) -> list[str]:
     return [] if same else [f"sql fast path: {got['true']} != engine {got['false']}"]
 
 
+def newer_functions(spark: Any) -> list[str]:
+    """``aggregate_vectorized`` in BATCH (columnar path and engine path) and as a replay,
+    and dynamic-gap sessions that keep all their elements in BATCH and a replay, equal
+    to their engine transcripts (tests/test_vectorized_spark.py,
+    tests/test_dynamic_gap_elements.py)."""
+    import test_dynamic_gap_elements as g
+    import test_vectorized_spark as v
+
+    from tidemark.spark.vectorized import CONF
+
+    failures = []
+    frame = spark.createDataFrame(v._rows(), v.SCHEMA)
+    batch = [("a", v.w(0), v.w(5), 3.0), ("a", v.w(5), v.w(10), 3.0)]
+    batch += [("b", v.w(0), v.w(5), 4.0), ("b", v.w(5), v.w(10), 2.0)]
+    for columnar in ("true", "false"):
+        spark.conf.set(CONF, columnar)
+        got = v._collect(v._pipeline(frame))
+        if got != batch:
+            failures.append(f"aggregate_vectorized BATCH ({CONF}={columnar}): {got}")
+    spark.conf.unset(CONF)
+    kept = g.kept_scenarios(31, 3)
+    for replay in (False, True):
+        reference = d.reference_replay if replay else d.reference_batch
+        for scenario, got in zip(kept, d.run_spark(spark, kept, replay)):
+            diff = d.describe_difference(scenario, reference(scenario), got)
+            if diff:
+                failures.append(f"kept dynamic sessions ({'replay' if replay else 'BATCH'}) {diff}")
+    return failures
+
+
 def time_zones(spark: Any, workdir: Path) -> list[str]:
     """A session in New York, daylight-saving changes in the data: every mode gives the
     windows and instants of the UTC wall clock (tests/test_time_zones.py); a stream of
@@ -363,6 +394,7 @@ def main(argv: list[str]) -> None:
     failures += bounded_once(spark)
     failures += panes(spark, workdir)
     failures += sql_fast_path(spark)
+    failures += newer_functions(spark)
     failures += time_zones(spark, workdir)
     failures += values(spark, workdir)
     print("CONNECT-RESULT " + json.dumps(failures))
