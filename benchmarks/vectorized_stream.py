@@ -25,6 +25,10 @@ import numpy as np
 import tidemark as tm
 from tidemark.spark.session import get_spark
 
+# Spark's Python workers import this module by name (its `mean`): give them its directory
+_HERE = os.path.dirname(os.path.abspath(__file__))
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HERE, os.environ.get("PYTHONPATH")) if p)
+
 DISORDER_MS = 5_000
 
 
