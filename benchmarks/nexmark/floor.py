@@ -17,6 +17,14 @@ micro-batch, as ``run.py`` streams them), these queries run in one process, alte
   slice, auction) in one dict per key group and firing each 10 s window from its five
   slices, the second emitting each window's top auctions; checked against Spark's rows
   first. What an exact q5 on this operator costs without a general window operator;
+* **combined** (q7 only): q7 with its bids combined before the shuffle, the design of
+  issue 31's target 5 written by hand: a stateless ``mapInPandas`` per input partition
+  folds the micro-batch's bids per 10 s window with q7's own ``HighestBid`` (one
+  ``add`` per bid, on a light Row), into a partial (its accumulator and its number of
+  bids); one ``applyInPandasWithState`` (one key group, as a ``window_all``) merges the
+  partials of a window not yet late (``merge``), counts a late partial's bids as
+  dropped, and fires a window once the watermark reaches its end. Checked against
+  Spark's rows first. What tidemark's q7 could reach with the pre-pass, at most;
 * **tidemark**: the query in tidemark (``queries.tidemark_query``).
 
 It prints each one's events/s and its ratio to Spark's, the median of the rounds and
@@ -36,7 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,7 +57,7 @@ from pyspark.sql.streaming.stateful_processor import StatefulProcessor
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nexmark.generator import GeneratorConfig  # noqa: E402
-from nexmark.queries import SCHEMAS, spark_query, tidemark_query  # noqa: E402
+from nexmark.queries import SCHEMAS, HighestBid, spark_query, tidemark_query  # noqa: E402
 from nexmark.run import CountingSink, write_inputs  # noqa: E402
 from tidemark.spark.session import get_spark  # noqa: E402
 
@@ -170,6 +178,69 @@ class HandTop(StatefulProcessor):
         pass
 
 
+PARTIAL = "start long, bids long, price long, auction long, bidder long, date_time long"
+Bid = namedtuple("Bid", "price auction bidder date_time")
+
+
+def fold_partition(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+    """The combined q7's stateless step: a partition's bids folded per 10 s window."""
+    function = HighestBid()
+    folded: dict[int, list[Any]] = {}
+    for pdf in frames:
+        columns = [pdf[c].tolist() for c in Bid._fields]
+        for price, auction, bidder, t in zip(*columns):
+            start = t - t % WINDOW_MS
+            entry = folded.get(start)
+            if entry is None:
+                entry = folded[start] = [0, function.create_accumulator()]
+            entry[0] += 1
+            entry[1] = function.add(Bid(price, auction, bidder, t), entry[1])
+    rows = [(start, n, *acc) for start, (n, acc) in folded.items()]
+    yield pd.DataFrame(rows, columns=["start", "bids", *Bid._fields])
+
+
+def merge_partials(group: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Any:
+    """The combined q7's stateful step: partials into their windows (a late window's
+    bids counted as dropped), the windows the watermark reached fired."""
+    function = HighestBid()
+    watermark = state.getCurrentWatermarkMs()
+    windows, dropped = pickle.loads(state.get[0]) if state.exists else ({}, 0)
+    for pdf in frames:
+        for start, bids, *acc in pdf[["start", "bids", *Bid._fields]].itertuples(index=False):
+            if start + WINDOW_MS - 1 <= watermark:
+                dropped += bids
+            else:
+                windows[start] = function.merge(windows.get(start), tuple(acc))
+    due = sorted(s for s in windows if s + WINDOW_MS - 1 <= watermark)
+    rows = [(s, s + WINDOW_MS, *_q7_columns(windows.pop(s))) for s in due]
+    state.update((pickle.dumps((windows, dropped)),))
+    if windows:
+        state.setTimeoutTimestamp(max(min(windows) + WINDOW_MS - 2, watermark + 1))
+    yield pd.DataFrame(
+        rows, columns=["starttime", "endtime", "auction", "bidder", "price", "date_time"]
+    )
+
+
+def _q7_columns(bid: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
+    price, auction, bidder, date_time = bid
+    return auction, bidder, price, date_time
+
+
+def combined_query(stream: Any, disorder_ms: int) -> Any:
+    """q7 combined before the shuffle (the ``combined`` side, module docstring)."""
+    partials = (
+        _watermarked(stream, disorder_ms).select(*Bid._fields).mapInPandas(fold_partition, PARTIAL)
+    )
+    # Spark's watermark is the query's; the operator needs a column carrying its
+    # metadata to accept an event-time timeout (as tidemark's own operator does)
+    metadata = {"spark.watermarkDelayMs": disorder_ms}
+    marker = F.lit(None).cast("timestamp").alias("marker", metadata=metadata)
+    grouped = partials.select("*", F.lit(0).alias("group"), marker).groupBy("group")
+    return grouped.applyInPandasWithState(
+        merge_partials, SCHEMAS["q7"], "state binary", "append", GroupStateTimeout.EventTimeTimeout
+    )
+
+
 def floor_query(query: str, stream: Any, disorder_ms: int) -> Any:
     """The floor's streaming DataFrame for ``query`` (see the module docstring)."""
     key = KEYS[query]
@@ -238,6 +309,8 @@ def run_once(
     else:
         if side == "hand":
             frame = hand_query(stream, disorder_ms)
+        elif side == "combined":
+            frame = combined_query(stream, disorder_ms)
         else:
             frame = (spark_query if side == "spark" else floor_query)(query, stream, disorder_ms)
         writer = frame.writeStream.outputMode("append")
@@ -266,6 +339,9 @@ def main() -> None:
         if query == "q5":
             sides = ("spark", "floor", "hand", "tidemark")
             check_hand(spark, root, config.max_disorder_ms)
+        if query == "q7":
+            sides = ("spark", "floor", "combined", "tidemark")
+            check_combined(spark, root, config.max_disorder_ms)
         for side in sides:  # a warm-up of each
             run_once(side, query, spark, root, config.max_disorder_ms)
         seconds: dict[str, list[float]] = {side: [] for side in sides}
@@ -297,6 +373,20 @@ def check_hand(spark: Any, root: Path, disorder_ms: int) -> None:
     }:
         raise SystemExit("the hand-written q5 differs from Spark's")
     print(f"q5   hand-written: Spark's rows for all {len(both)} windows both emitted")
+
+
+def check_combined(spark: Any, root: Path, disorder_ms: int) -> None:
+    """The combined q7 gives Spark's rows for every window Spark emitted (it may emit
+    later windows too: Spark's stream ends before the watermark passes them)."""
+    sinks = {side: CollectingSink() for side in ("spark", "combined")}
+    for side, sink in sinks.items():
+        run_once(side, "q7", spark, root, disorder_ms, sink)
+    spark_rows, combined_rows = (set(sinks[side].rows) for side in ("spark", "combined"))
+    windows = {r[0] for r in spark_rows}
+    kept = {r for r in combined_rows if r[0] in windows}
+    if not windows or kept != spark_rows:
+        raise SystemExit("the combined q7 differs from Spark's")
+    print(f"q7   combined: Spark's rows for all {len(windows)} windows Spark emitted")
 
 
 if __name__ == "__main__":
