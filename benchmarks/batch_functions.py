@@ -20,7 +20,20 @@ each Arrow batch of the input and nothing but the user's own calls on them, in
 accumulator per key and window; the process function: one call per run of a key's
 window, ``elements`` a list).
 
+``--combine-floor`` also times, in the same alternation, the floor of combining the
+aggregate before the shuffle (Spark's own plan; issue 31, target 3): each input
+partition, where it is, folds its elements with the user's ``add`` per (key, window)
+into partials, only the partials are shuffled by key, and the reduce side merges them
+with the user's ``merge``. Three local steps: a look-up of the accumulator per element
+with the partials as plain columns (``columns``) or one cloudpickle per partial
+(``pickles``, the encoding a general accumulator needs), and each Arrow batch sorted by
+key and window first with one look-up per run (``runs``). Their results are checked
+equal to Spark's first. Every timed run also prints the CPU seconds of this session's
+JVM and Python workers (read from ``/proc``), which the other jobs on a shared machine
+disturb less than the wall time.
+
 Usage: python benchmarks/batch_functions.py [--events N] [--rounds R] [--floor]
+       [--combine-floor] [--no-process] [--no-check]
 """
 
 from __future__ import annotations
@@ -124,10 +137,48 @@ def _equal(ours: Any, theirs: Any, name: str) -> None:
     print(f"  {name}: {len(a):,} results, equal to Spark's", flush=True)
 
 
-def _noop(frame: Callable[[], Any]) -> float:
+def _spark_by_start(frame: Any) -> Any:
+    from pyspark.sql import functions as F
+
+    return frame.select("user", F.unix_millis("w.start").alias("start"), "n", "total")
+
+
+CPU: dict[str, list[float]] = {}
+"""CPU seconds of every timed run, per side (this process's JVM and Python workers)."""
+
+
+def _noop(frame: Callable[[], Any], name: str = "") -> float:
+    cpu = _descendants_cpu()
     started = time.perf_counter()
     frame().write.format("noop").mode("overwrite").save()
-    return time.perf_counter() - started
+    elapsed = time.perf_counter() - started
+    CPU.setdefault(name, []).append(_descendants_cpu() - cpu)
+    return elapsed
+
+
+def _descendants_cpu() -> float:
+    """CPU seconds used so far by this process's descendants (the JVM, its Python
+    workers, and those it reaped), read from ``/proc``: what this session costs, apart
+    from the other jobs sharing the machine."""
+    import os
+
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        ticks[int(entry)] = sum(int(v) for v in fields[11:15])
+    ours, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, parent in parents.items() if parent in frontier} - ours
+        ours |= frontier
+    return sum(ticks[pid] for pid in ours) / os.sysconf("SC_CLK_TCK")
 
 
 # ---------------------------------------------------------------------- the floor
@@ -182,6 +233,132 @@ class _FloorContext:
         return self
 
 
+def _local_partials(batches: Any, pickled: bool = False, runs: bool = False) -> Any:
+    """The combine floor's local step: the user's ``add`` per element into one
+    accumulator per key and window start, the partials emitted at the end of the
+    partition as one Arrow batch: ``(user, start, n, total)`` columns, or (``pickled``)
+    ``(user, start, partial)`` with one cloudpickle per partial. Per element a look-up
+    of the accumulator (the aggregate floor's fold), or (``runs``) each batch sorted by
+    key and window start in Arrow first, one look-up per run of a key's window."""
+    import pyarrow as pa
+
+    from tidemark.spark.columns import encode_side
+
+    fold = _fold_runs if runs else _fold_elements
+    accumulators: dict[Any, Any] = {}
+    for batch in batches:
+        fold(batch, accumulators)
+    users = [u for u, _ in accumulators]
+    starts = [s for _, s in accumulators]
+    if pickled:
+        blobs = [encode_side(a) for a in accumulators.values()]
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(users), pa.array(starts), pa.array(blobs, pa.binary())],
+            ["user", "start", "partial"],
+        )
+        return
+    counts = [a[0] for a in accumulators.values()]
+    totals = [a[1] for a in accumulators.values()]
+    yield pa.RecordBatch.from_arrays(
+        [pa.array(users), pa.array(starts), pa.array(counts), pa.array(totals)],
+        ["user", "start", "n", "total"],
+    )
+
+
+def _fold_elements(batch: Any, accumulators: dict[Any, Any]) -> None:
+    from tidemark.spark.codec import arrow_rows_and_columns
+
+    function = CountSum()
+    add, create = function.add, function.create_accumulator
+    for row in arrow_rows_and_columns(batch, batch.schema.names)[0]:
+        slot = (row.user, row.ts - row.ts % MINUTE_MS)
+        acc = accumulators.get(slot)
+        accumulators[slot] = add(row, create() if acc is None else acc)
+
+
+def _fold_runs(batch: Any, accumulators: dict[Any, Any]) -> None:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from tidemark.spark.codec import arrow_rows_and_columns
+
+    function = CountSum()
+    add, create = function.add, function.create_accumulator
+    ts = batch.column(2)
+    start = pc.subtract(ts, pc.subtract(ts, pc.multiply(pc.divide(ts, MINUTE_MS), MINUTE_MS)))
+    keyed = pa.table([batch.column(0), start], ["user", "start"])
+    batch = batch.take(pc.sort_indices(keyed, [("user", "ascending"), ("start", "ascending")]))
+    rows = arrow_rows_and_columns(batch, batch.schema.names)[0]
+    users = batch.column(0).to_pylist()
+    starts = (pc.divide(batch.column(2), MINUTE_MS)).to_pylist()
+    begin = 0
+    for i in range(1, len(rows) + 1):
+        if i == len(rows) or users[i] != users[begin] or starts[i] != starts[begin]:
+            slot = (users[begin], starts[begin] * MINUTE_MS)
+            acc = accumulators.get(slot)
+            acc = create() if acc is None else acc
+            for row in rows[begin:i]:
+                acc = add(row, acc)
+            accumulators[slot] = acc
+            begin = i
+
+
+def _merge_partials(batches: Any, pickled: bool = False) -> Any:
+    """The combine floor's reduce step: every partial of a (key, window) merged with the
+    user's ``merge``, each window's ``get_result`` out as ``(user, start, n, total)``."""
+    import pickle
+
+    import pyarrow as pa
+
+    function, merged = CountSum(), {}
+    merge = function.merge
+    for batch in batches:
+        columns = batch.to_pydict()
+        if pickled:
+            partials = map(pickle.loads, columns["partial"])
+        else:
+            partials = zip(columns["n"], columns["total"])
+        for slot, partial in zip(zip(columns["user"], columns["start"]), partials):
+            acc = merged.get(slot)
+            merged[slot] = partial if acc is None else merge(acc, partial)
+    results = [function.get_result(acc) for acc in merged.values()]
+    yield pa.RecordBatch.from_arrays(
+        [
+            pa.array([u for u, _ in merged], pa.string()),
+            pa.array([s for _, s in merged], pa.int64()),
+            pa.array([r[0] for r in results], pa.int64()),
+            pa.array([r[1] for r in results], pa.int64()),
+        ],
+        ["user", "start", "n", "total"],
+    )
+
+
+def combine_floors(df: Any, partitions: int) -> dict[str, Callable[[], Any]]:
+    """The floor of combining before the shuffle (``--combine-floor``): the local fold
+    per input partition, the partials shuffled by key, merged per key and window."""
+    import functools
+
+    frame = df.select("user", "amount", "ts")
+    out = "user string, start long, n long, total long"
+
+    def combined(pickled: bool, runs: bool = False) -> Any:
+        local_schema = (
+            "user string, start long, partial binary"
+            if pickled
+            else "user string, start long, n long, total long"
+        )
+        local_step = functools.partial(_local_partials, pickled=pickled, runs=runs)
+        local = frame.mapInArrow(local_step, local_schema)
+        shuffled = local.repartition(partitions, "user")
+        return shuffled.mapInArrow(functools.partial(_merge_partials, pickled=pickled), out)
+
+    return {
+        "combine (columns)": lambda: combined(False),
+        "combine (pickles)": lambda: combined(True),
+        "combine (runs)": lambda: combined(False, runs=True),
+    }
+
+
 def floors(df: Any) -> dict[str, Callable[[], Any]]:
     """The floor frames (``--floor``), one per function."""
     frame = df.select("user", "amount", "ts")
@@ -198,10 +375,11 @@ def measure(sides: dict[str, Callable[[], Any]], rounds: int) -> dict[str, list[
     """One untimed round, then ``rounds`` rounds of every side in turn."""
     for frame in sides.values():
         _noop(frame)
+    CPU.clear()
     times: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(rounds):
         for name, frame in sides.items():
-            times[name].append(_noop(frame))
+            times[name].append(_noop(frame, name))
     return times
 
 
@@ -209,9 +387,11 @@ def report(n: int, times: dict[str, list[float]], floor: dict[str, list[float]])
     """Print every run and each function's ratios; the worst median ratio."""
     for name, runs in times.items():
         shown = ", ".join(f"{t:.1f}" for t in runs)
-        print(f"  {name:<10} {shown} s ({n / statistics.median(runs):,.0f} events/s)")
+        cpu = ", ".join(f"{t:.1f}" for t in CPU.get(name, []))
+        rate = n / statistics.median(runs)
+        print(f"  {name:<10} {shown} s ({rate:,.0f} events/s; CPU {cpu} s)", flush=True)
     worst = float("inf")
-    for name in ("aggregate", "process"):
+    for name in [n for n in times if n != "Spark"]:
         ratios = [s / t for s, t in zip(times["Spark"], times[name])]
         median = statistics.median(ratios)
         worst = min(worst, median)
@@ -234,6 +414,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--floor", action="store_true", help="also time the Row floor")
     parser.add_argument("--no-check", action="store_true", help="skip the equality checks")
+    parser.add_argument(
+        "--combine-floor", action="store_true", help="also time combining before the shuffle"
+    )
+    parser.add_argument("--no-process", action="store_true", help="leave the process case out")
     args = parser.parse_args(argv)
     spark = get_spark()
     spark.sparkContext.setLogLevel("ERROR")
@@ -245,7 +429,18 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_check:
         for _, check in both.values():
             check()
-    times = measure({name: frame for name, (frame, _) in both.items()}, args.rounds)
+    sides = {name: frame for name, (frame, _) in both.items()}
+    if args.no_process:
+        del sides["process"]
+    if args.combine_floor:
+        from tidemark.spark.batch.run import engine_partitions
+
+        combines = combine_floors(df, engine_partitions(spark))
+        if not args.no_check:
+            for name, frame in combines.items():
+                _equal(frame(), _spark_by_start(both["Spark"][0]()), name)
+        sides.update(combines)
+    times = measure(sides, args.rounds)
     floor: dict[str, list[float]] = {}
     if args.floor:
         floor = {name: [_noop(f) for _ in range(args.rounds)] for name, f in floors(df).items()}
