@@ -243,6 +243,7 @@ def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name, layout)
     commit: no worker may trust a copy of it)."""
     from streaming_scenarios import write_batch_file
 
+    before = os.environ.get("TIDEMARK_TEST_STATE_LAYOUT")
     if layout is not None:
         os.environ["TIDEMARK_TEST_STATE_LAYOUT"] = layout  # the children's
     scenario = SCENARIOS[name]
@@ -252,8 +253,10 @@ def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name, layout)
     try:
         _kill_and_finish(tmp_path, name)
     finally:
-        if layout is not None:
-            os.environ.pop("TIDEMARK_TEST_STATE_LAYOUT")
+        if before is None:
+            os.environ.pop("TIDEMARK_TEST_STATE_LAYOUT", None)
+        else:
+            os.environ["TIDEMARK_TEST_STATE_LAYOUT"] = before
     if layout is not None:
         record = tmp_path / "checkpoint" / "tidemark-state-layout" / "part-00000.txt"
         assert record.read_text().strip() == layout
