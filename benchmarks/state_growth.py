@@ -12,6 +12,9 @@ both on Spark's RocksDB state store with the same settings, on the same session:
   append mode;
 * **tidemark**: ``key_by("key").window(TumblingEventTimeWindows.of(1 h)).aggregate(...)``
   through the public API (``write_outputs``);
+* **tidemark-deltas**: the same query in tidemark's deltas state layout
+  (``spark.tidemark.streaming.stateLayout=deltas`` at its first start; see the
+  streaming guide's "State layouts"): a call writes the keys it changed;
 * **floor** (``--sides spark,tidemark,floor``): the least a Python operator keeping a
   key group's state in one row does for this stream (:func:`floor_call`): the same key
   groups in ``applyInPandasWithState``, each group's windows as four int64 arrays (no
@@ -41,6 +44,7 @@ Usage::
     python benchmarks/state_growth.py --conf spark.driver.memory=4g  # the issue's size
     python benchmarks/state_growth.py --key-space 1000000 --events 50000 --batches 16
     python benchmarks/state_growth.py --quick                  # a smoke run
+    python benchmarks/state_growth.py --conf spark.driver.memory=4g --sides spark,tidemark-deltas --rounds 2
     python benchmarks/state_growth.py --conf spark.driver.memory=4g --sides spark,deltas --rounds 2
     python benchmarks/state_growth.py --sides tidemark --rounds 1 --conf spark.sql.shuffle.partitions=2
 """
@@ -177,6 +181,19 @@ def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: DigestSi
     )
 
 
+def start_tidemark_deltas(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
+    """:func:`start_tidemark` in the deltas state layout (``docs/streaming.md``, "State
+    layouts"), asked for at the first start; the restart keeps the checkpoint's."""
+    spark.conf.set(LAYOUT_CONF, "deltas")
+    try:
+        return start_tidemark(spark, directory, checkpoint, sink)
+    finally:
+        spark.conf.unset(LAYOUT_CONF)
+
+
+LAYOUT_CONF = "spark.tidemark.streaming.stateLayout"
+
+
 def start_spark(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
     from pyspark.sql import functions as F
 
@@ -285,6 +302,7 @@ def start_deltas(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink
 SIDES = {
     "spark": start_spark,
     "tidemark": start_tidemark,
+    "tidemark-deltas": start_tidemark_deltas,
     "floor": start_floor,
     "deltas": start_deltas,
 }

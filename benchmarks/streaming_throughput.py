@@ -57,8 +57,8 @@ from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
+from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
-from tidemark.spark.streaming.worker.state import read_group_rows
 
 WINDOW_MS = 10_000
 OUT_OF_ORDERNESS_MS = 2_000

@@ -25,11 +25,14 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from tidemark.spark.session import get_spark
 
-    session = get_spark(
-        master="local[2]",
-        app_name="tidemark-tests",
-        conf={"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"},
-    )
+    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
+    # `make test-deltas`: every streaming test through the deltas state layout, with a
+    # compaction threshold small enough that the tests compact too
+    layout = os.environ.get("TIDEMARK_TEST_STATE_LAYOUT")
+    if layout:
+        conf["spark.tidemark.streaming.stateLayout"] = layout
+        conf["spark.tidemark.streaming.stateCompactBytes"] = "2048"
+    session = get_spark(master="local[2]", app_name="tidemark-tests", conf=conf)
     yield session
     session.stop()
 

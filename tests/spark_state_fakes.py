@@ -96,3 +96,56 @@ class GroupState:
     def setTimeoutDuration(self, ms: int) -> None:  # noqa: N802
         assert ms > 0, "Spark refuses a timeout duration that is not positive"
         self.timeout = self.now_ms + ms
+
+
+class MapState:
+    """A ``MapState``: user key tuple -> value tuple; counts its iterations (cold reads)."""
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple, tuple] = {}
+        self.iterations = 0
+
+    def getValue(self, key: tuple) -> Any:  # noqa: N802
+        return self.rows.get(tuple(key))
+
+    def updateValue(self, key: tuple, value: tuple) -> None:  # noqa: N802
+        self.rows[tuple(key)] = tuple(value)
+
+    def iterator(self) -> Any:
+        self.iterations += 1
+        return iter(list(self.rows.items()))
+
+    def removeKey(self, key: tuple) -> None:  # noqa: N802
+        self.rows.pop(tuple(key), None)
+
+    def clear(self) -> None:
+        self.rows.clear()
+
+
+class StateHandle(Handle):
+    """A handle with a state variable per name (the deltas layout's), whose contents a
+    test can copy and put back, as Spark's state store rolls back a failed batch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, ValueState] = {}
+        self.maps: dict[str, MapState] = {}
+
+    def getValueState(self, name: str, schema: Any) -> ValueState:  # noqa: N802
+        return self.values.setdefault(name, ValueState())
+
+    def getMapState(self, name: str, key_schema: Any, value_schema: Any) -> MapState:  # noqa: N802
+        return self.maps.setdefault(name, MapState())
+
+    def snapshot(self) -> tuple[dict[str, Any], dict[str, dict]]:
+        return (
+            {name: state.row for name, state in self.values.items()},
+            {name: dict(state.rows) for name, state in self.maps.items()},
+        )
+
+    def restore(self, snapshot: tuple[dict[str, Any], dict[str, dict]]) -> None:
+        rows, maps = snapshot
+        for name, row in rows.items():
+            self.values[name].row = row
+        for name, contents in maps.items():
+            self.maps[name].rows = dict(contents)

@@ -42,8 +42,8 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
-from tidemark.spark.streaming.worker.state import read_group_rows
 
 pytestmark = pytest.mark.spark
 
@@ -109,11 +109,12 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
     assert ("a", 10, 20, 3, 25, 22) in want["main"]  # a@12: late firing
     assert firings == sum(got["main"].values())  # three sinks, one run of the operator
     assert _state_rows(spark, stream.checkpoint) == []  # no key left: group rows cleared
-    # a window not in a chain runs in applyInPandasWithState (bindings.py)
+    # a window not in a chain runs in applyInPandasWithState (bindings.py), in the
+    # deltas layout in transformWithStateInPandas
     progress = stream.query.recentProgress
-    assert {op["operatorName"] for p in progress for op in p["stateOperators"]} == {
-        "applyInPandasWithState"
-    }
+    deltas = spark.conf.get("spark.tidemark.streaming.stateLayout", None) == "deltas"
+    operator = "transformWithStateInPandasExec" if deltas else "applyInPandasWithState"
+    assert {op["operatorName"] for p in progress for op in p["stateOperators"]} == {operator}
 
 
 def test_event_time_without_watermark_is_rejected(spark):
@@ -232,17 +233,41 @@ def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("layout", [None, "deltas"], ids=["session_layout", "deltas"])
 @pytest.mark.parametrize("name", [LATENESS.name, PANES.name])
-def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name):
+def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name, layout):
     """kill -9 the driver while a batch's sink runs (before its commit); a new driver
     replays that batch from the checkpoint and the batch-id sink keeps one copy (a
-    Dataflow trigger's pane state too)."""
+    Dataflow trigger's pane state too), in the session's state layout and in the
+    deltas layout (the replayed batch reads the state its killed attempt did not
+    commit: no worker may trust a copy of it)."""
     from streaming_scenarios import write_batch_file
 
+    before = os.environ.get("TIDEMARK_TEST_STATE_LAYOUT")
+    if layout is not None:
+        os.environ["TIDEMARK_TEST_STATE_LAYOUT"] = layout  # the children's
     scenario = SCENARIOS[name]
     for index, rows in enumerate(scenario.batches):
         (tmp_path / "in").mkdir(exist_ok=True)
         write_batch_file(tmp_path / "in", index, rows, "long")
+    try:
+        _kill_and_finish(tmp_path, name)
+    finally:
+        if before is None:
+            os.environ.pop("TIDEMARK_TEST_STATE_LAYOUT", None)
+        else:
+            os.environ["TIDEMARK_TEST_STATE_LAYOUT"] = before
+    if layout is not None:
+        record = tmp_path / "checkpoint" / "tidemark-state-layout" / "part-00000.txt"
+        assert record.read_text().strip() == layout
+    main = spark.read.parquet(str(tmp_path / "out" / "main"))
+    late = spark.read.parquet(str(tmp_path / "out" / "late"))
+    want = engine_reference(scenario)
+    assert sorted(tuple(r)[:-1] for r in main.collect()) == sorted(want["main"].elements())
+    assert sorted(tuple(r)[:-1] for r in late.collect()) == sorted(want["late"].elements())
+
+
+def _kill_and_finish(tmp_path: Path, name: str) -> None:
     child = _child(tmp_path, name, pause_after="3")
     try:
         _wait_for(lambda: (tmp_path / "out" / "_paused").exists(), child, timeout=240)
@@ -252,11 +277,6 @@ def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name):
     assert not (tmp_path / "out" / "main" / "batch=4").exists()
     finisher = _child(tmp_path, name, pause_after="none")
     assert finisher.wait(timeout=240) == 0
-    main = spark.read.parquet(str(tmp_path / "out" / "main"))
-    late = spark.read.parquet(str(tmp_path / "out" / "late"))
-    want = engine_reference(scenario)
-    assert sorted(tuple(r)[:-1] for r in main.collect()) == sorted(want["main"].elements())
-    assert sorted(tuple(r)[:-1] for r in late.collect()) == sorted(want["late"].elements())
 
 
 def _child(root: Path, name: str, pause_after: str) -> subprocess.Popen:

@@ -19,6 +19,10 @@ query's first start and compared at every restart, before the query starts:
   (:mod:`~..worker.clock`): Spark's watermark and the timers in the state are on that
   clock. A checkpoint started before this file existed ran 2**50 ms ahead and keeps
   doing so.
+- ``tidemark-state-layout``: how the key groups' state is kept (:mod:`~..worker.deltas`):
+  ``row`` (one row per group) or ``deltas`` (a base and versioned deltas, in another
+  Spark operator). A checkpoint started before this file existed is in the row layout
+  and keeps it; asking for the other layout on a checkpoint is refused, naming the fix.
 
 A checkpoint written before the pipeline file existed gets it at its next start; one
 written before a field was described (:data:`LATER_FIELDS`) is checked without it and
@@ -42,6 +46,7 @@ from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode
 from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
+from tidemark.spark.streaming.worker.deltas import DELTAS, ROW, StateLayout
 from tidemark.spark.streaming.worker.state import parallelism_changed
 
 __all__ = [
@@ -57,6 +62,10 @@ __all__ = [
     "describe_window",
     "LATER_FIELDS",
     "results_kept",
+    "LAYOUT_CONF",
+    "stored_layout",
+    "state_layout",
+    "check_checkpoint_layout",
 ]
 
 GROUPS_FILE = "tidemark-max-parallelism"
@@ -67,6 +76,17 @@ PIPELINE_FILE = "tidemark-pipeline"
 
 CLOCK_FILE = "tidemark-spark-clock"
 """Beside the checkpoint: the offset of Spark's event-time clock, ms (:mod:`.clock`)."""
+
+LAYOUT_FILE = "tidemark-state-layout"
+"""Beside the checkpoint: the state layout, ``row`` or ``deltas`` (:mod:`~..worker.deltas`)."""
+
+LAYOUT_CONF = "spark.tidemark.streaming.stateLayout"
+"""The state layout of a query's first start (``row`` or ``deltas``); a restart keeps its
+checkpoint's, and refuses another one asked for here."""
+CACHE_KEYS_CONF = "spark.tidemark.streaming.stateCacheKeys"
+COMPACT_BYTES_CONF = "spark.tidemark.streaming.stateCompactBytes"
+DEFAULT_LAYOUT = ROW
+"""The layout of a new checkpoint when the session asks for none."""
 
 Pipeline = tuple[dict[str, str], ...]
 """One description per window of a query (a chain's in order), see :func:`describe_window`."""
@@ -160,6 +180,71 @@ def check_checkpoint_clock(spark: Any, checkpoint: str, offset_ms: int) -> None:
         )
     if not _read_lines(spark, _beside(checkpoint, CLOCK_FILE)):
         _write_line(spark, _beside(checkpoint, CLOCK_FILE), str(offset_ms))
+
+
+def stored_layout(spark: Any, checkpoint: str) -> str | None:
+    """The state layout ``checkpoint``'s query runs with: the recorded one, else the
+    row layout for a query started before it was recorded; None before a first start."""
+    lines = _read_lines(spark, _beside(checkpoint, LAYOUT_FILE))
+    if lines:
+        return lines[0].strip()
+    return None if stored_groups(spark, checkpoint) is None else ROW
+
+
+def state_layout(spark: Any, checkpoint: str | None) -> StateLayout:
+    """The state layout of a query about to start on ``checkpoint``: the checkpoint's,
+    else the session's :data:`LAYOUT_CONF`, else :data:`DEFAULT_LAYOUT`; with the
+    session's cache and compaction settings.
+
+    Raises
+    ------
+    WindowSpecError
+        The session asks for another layout than the checkpoint's, or for none known.
+    """
+    asked = spark.conf.get(LAYOUT_CONF, None)
+    stored = None if checkpoint is None else stored_layout(spark, checkpoint)
+    if asked and stored and asked != stored:
+        raise _layout_changed(checkpoint, stored, f"{LAYOUT_CONF}={asked!r}")
+    return StateLayout(
+        stored or asked or DEFAULT_LAYOUT,
+        _positive(spark, CACHE_KEYS_CONF, StateLayout.cache_keys),
+        _positive(spark, COMPACT_BYTES_CONF, StateLayout.compact_bytes),
+    )
+
+
+def check_checkpoint_layout(spark: Any, checkpoint: str, layout: str) -> None:
+    """Refuse to start a query on ``checkpoint`` in another state layout than it first
+    started with; record the layout (at a first start, or the first time a checkpoint
+    that predates the record is restarted). Call it before :func:`check_checkpoint`."""
+    stored = stored_layout(spark, checkpoint)
+    if stored is not None and stored != layout:
+        raise _layout_changed(checkpoint, stored, f"a window built in the {layout!r} layout")
+    if not _read_lines(spark, _beside(checkpoint, LAYOUT_FILE)):
+        _write_line(spark, _beside(checkpoint, LAYOUT_FILE), layout)
+
+
+def _layout_changed(checkpoint: str | None, stored: str, asked: str) -> WindowSpecError:
+    other = DELTAS if stored == ROW else ROW
+    return WindowSpecError(
+        f"the state layout must stay what the checkpoint {checkpoint!r} was started with: "
+        f"its state is in the {stored!r} layout, and this query asks for {asked}. Unset "
+        f"{LAYOUT_CONF} (or set it to {stored!r}) and build the window with the "
+        f"checkpoint (write_outputs of a pipeline does), or start a new checkpoint to "
+        f"run in the {other!r} layout"
+    )
+
+
+def _positive(spark: Any, name: str, default: int) -> int:
+    value = spark.conf.get(name, None)
+    if value is None:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = 0
+    if number <= 0:
+        raise WindowSpecError(f"`{name}` must be a positive whole number; got {value!r}")
+    return number
 
 
 def _clock(offset_ms: int) -> str:

@@ -55,6 +55,7 @@ from tidemark.spark.keys import key_normaliser
 from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.partitions import union_by_partition
 from tidemark.spark.plan import SourcePartitions
+from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.driver.chain import (
     check_chain_mode,
     prepare_upstream,
@@ -63,6 +64,7 @@ from tidemark.spark.streaming.driver.chain import (
 from tidemark.spark.streaming.driver.checkpoint import (
     describe_window,
     results_kept,
+    state_layout,
     stored_groups,
 )
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
@@ -75,11 +77,18 @@ from tidemark.spark.streaming.worker.clock import (
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
+from tidemark.spark.streaming.worker.deltas import DELTAS, StateLayout
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.state import STATE_SCHEMA
 from tidemark.spark.timestamps import processor_column, timestamp_ms
 
-__all__ = ["StreamingWindow", "window_stream", "key_group_operator", "check_time_mode"]
+__all__ = [
+    "StreamingWindow",
+    "window_stream",
+    "key_group_operator",
+    "check_time_mode",
+    "check_one_window",
+]
 
 WATERMARK_DELAY = "spark.watermarkDelayMs"  # Spark's metadata key on a watermark column
 
@@ -114,6 +123,9 @@ class StreamingWindow:
     spark_offset_ms : int
         How far Spark's event-time clock runs ahead of the engine's
         (:mod:`~..worker.clock`), kept with the checkpoint.
+    state_layout : StateLayout
+        How the key groups' state is kept (:mod:`~..worker.deltas`), kept with the
+        checkpoint.
     """
 
     frame: DataFrame
@@ -124,6 +136,7 @@ class StreamingWindow:
     feeds_downstream: bool = False
     pipeline: tuple[dict[str, str], ...] = ()
     spark_offset_ms: int = 0
+    state_layout: StateLayout = StateLayout()
 
 
 def window_stream(
@@ -197,7 +210,9 @@ def window_stream(
     checkpoint : str, optional
         The checkpoint the query will start on (:func:`~.sinks.write_outputs`'s): read
         before the frame is built, so that a restart keeps the number of key groups it
-        recorded where the number is the session's default. Without it, a restart on a
+        recorded where the number is the session's default, and its state layout (else
+        the session's ``spark.tidemark.streaming.stateLayout``, see the streaming
+        guide's "State layouts"; a window of a chain takes its earlier window's). Without it, a restart on a
         checkpoint recorded with another default number is refused, naming the number.
     partitions : SourcePartitions, optional
         Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
@@ -227,6 +242,10 @@ def window_stream(
     if upstream is not None:
         spark_offset_ms = upstream.spark_offset_ms
     check_spark_offset(spark_offset_ms)
+    if upstream is not None:
+        layout = upstream.state_layout
+    else:
+        layout = state_layout(source.sparkSession, checkpoint)
     input_names = _input_names(key_columns, value_columns)
     chained = None
     if upstream is None:
@@ -273,6 +292,7 @@ def window_stream(
         pandas_input=pandas_input,
         pandas_output=pandas_output,
         key_normaliser=key_normaliser(key_types) if engine_key is None else None,
+        state_layout=layout,
     )
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
@@ -299,6 +319,7 @@ def window_stream(
         feeds_downstream=feeds_downstream,
         pipeline=(*(upstream.pipeline if upstream else ()), described),
         spark_offset_ms=spark_offset_ms,
+        state_layout=layout,
     )
 
 
@@ -448,7 +469,7 @@ def key_group_operator(
 ) -> DataFrame:
     """``prepared`` (rows with their key group) through the window's key groups: in
     ``applyInPandasWithState``, or in ``transformWithStateInPandas`` for a window of a
-    chain.
+    chain or in the deltas state layout.
 
     Spark only accepts an event-time timeout, and only shows the function its watermark,
     when a column of the operator's input carries the watermark's metadata; and it drops
@@ -457,7 +478,8 @@ def key_group_operator(
     metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
     row is behind a null, so Spark drops none."""
     grouped = prepared.groupBy(F.col(KEY_GROUP))
-    if config.upstream is not None or config.feeds_downstream:
+    chained = config.upstream is not None or config.feeds_downstream
+    if chained or config.state_layout.name == DELTAS:
         processor = WindowStatefulProcessor(config)
         spark_time_mode = config.spark_time_mode().value
         return grouped.transformWithStateInPandas(
@@ -470,4 +492,28 @@ def key_group_operator(
         grouped = prepared.select("*", marker).groupBy(F.col(KEY_GROUP))
     return grouped.applyInPandasWithState(
         function, output_schema, STATE_SCHEMA, "append", function.timeout()
+    )
+
+
+_STATEFUL_NODES = ("TransformWithStateInPySpark ", "FlatMapGroupsInPandasWithState ")
+
+
+def check_one_window(window: StreamingWindow) -> None:
+    """Refuse a frame that combines several windows' outputs (a union) before its query
+    starts: Spark refuses two ``applyInPandasWithState`` itself, but not two
+    ``transformWithStateInPandas`` (a window in the deltas layout), whose query would
+    run both windows on one watermark, the earlier of theirs. Read from the analyzed
+    plan of a classic session; over Spark Connect only Spark's own refusal applies."""
+    if is_connect(window.frame.sparkSession):
+        return
+    plan = window.frame._jdf.queryExecution().analyzed().toString()
+    if sum(plan.count(node) for node in _STATEFUL_NODES) > window.depth:
+        raise one_window_per_query()
+
+
+def one_window_per_query() -> WindowSpecError:
+    return WindowSpecError(
+        "a streaming query runs one window (or one chain) per query: Spark runs one "
+        "applyInPandasWithState per query, and this DataFrame combines several "
+        "windows' outputs (a union?). Start a query per window with write_outputs"
     )

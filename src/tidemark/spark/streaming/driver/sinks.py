@@ -36,9 +36,17 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.metrics import OBSERVATION, observed
 from tidemark.spark.preflight import streaming_settings
-from tidemark.spark.streaming.driver.checkpoint import check_checkpoint, check_checkpoint_clock
+from tidemark.spark.streaming.driver.checkpoint import (
+    check_checkpoint,
+    check_checkpoint_clock,
+    check_checkpoint_layout,
+)
 from tidemark.spark.streaming.driver.keygroups import SHUFFLE_PARTITIONS
-from tidemark.spark.streaming.driver.query import StreamingWindow
+from tidemark.spark.streaming.driver.query import (
+    StreamingWindow,
+    check_one_window,
+    one_window_per_query,
+)
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.surfacing import TidemarkStreamingQuery
 
@@ -134,7 +142,9 @@ def write_outputs(
         raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
+    check_one_window(window)
     check_checkpoint_clock(spark, checkpoint, window.spark_offset_ms)
+    check_checkpoint_layout(spark, checkpoint, window.state_layout.name)
     check_checkpoint(spark, checkpoint, window.key_groups.count, window.pipeline)
     splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
     writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
@@ -151,11 +161,7 @@ def write_outputs(
         except AnalysisException as exc:
             if "Multiple applyInPandasWithStates" not in str(exc):
                 raise
-            raise WindowSpecError(
-                "a streaming query runs one window (or one chain) per query: Spark runs one "
-                "applyInPandasWithState per query, and this DataFrame combines several "
-                "windows' outputs (a union?). Start a query per window with write_outputs"
-            ) from exc
+            raise one_window_per_query() from exc
 
 
 def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None) -> None:

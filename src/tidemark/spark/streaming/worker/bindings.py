@@ -1,7 +1,8 @@
 """The Spark operators that call the key groups (:class:`.groups.WindowGroups`): thin
 adapters, each a :class:`~.groups.GroupStore` of its operator's state and timers.
 
-A window not in a chain runs in ``applyInPandasWithState`` (:class:`WindowGroupFunction`):
+A window not in a chain, in the row state layout, runs in ``applyInPandasWithState``
+(:class:`WindowGroupFunction`):
 Spark hands each call its group's row with the rows and takes it back with the results,
 and holds one timeout per group, set at every call to the group's earliest timer in the
 domain Spark serves. A call makes no round trip to the JVM, Spark turns each Arrow batch
@@ -10,9 +11,10 @@ without a Python process on the driver. Spark allows one ``applyInPandasWithStat
 query, and its output carries no event-time column a later stateful operator could
 follow, so the windows of a chain (:mod:`~tidemark.spark.streaming.driver.chain`) run
 in ``transformWithStateInPandas`` (:class:`WindowStatefulProcessor`): the group's row
-is a ValueState, its timers Spark timers (one per time domain). Both run the same key
-groups, so the equivalence of the streaming guide (``docs/streaming.md``) holds in
-either.
+is a ValueState, its timers Spark timers (one per time domain). So does every window of
+a query in the deltas state layout (:mod:`.deltas`: a base and versioned deltas per
+group, in state variables of the same handle). All run the same key groups, so the
+equivalence of the streaming guide (``docs/streaming.md``) holds in each.
 
 A timeout is due once Spark's clock passes it (``timeout < watermark``, or ``< batch
 time``); a Spark timer once the clock reaches it (``timer <= watermark``), so a group's
@@ -23,7 +25,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol
 
 import pandas as pd
 from pyspark.sql.streaming.stateful_processor import (
@@ -34,6 +36,7 @@ from pyspark.sql.streaming.stateful_processor import (
 )
 
 from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.deltas import DELTAS, DeltaState
 from tidemark.spark.streaming.worker.groups import WindowGroups
 from tidemark.spark.streaming.worker.state import STATE_NAME, STATE_SCHEMA, StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
@@ -42,8 +45,9 @@ __all__ = ["WindowStatefulProcessor", "WindowGroupFunction"]
 
 
 class WindowStatefulProcessor(StatefulProcessor):
-    """The key groups in ``transformWithStateInPandas`` (a window of a chain): the
-    group's row is a ValueState, its timers Spark timers (one per time domain)."""
+    """The key groups in ``transformWithStateInPandas`` (a window of a chain, or any
+    window in the deltas layout): the group's state is a ValueState row, or a base and
+    deltas (:mod:`.deltas`), its timers Spark timers (one per time domain)."""
 
     def __init__(self, config: ProcessorConfig):
         self._config = config
@@ -54,7 +58,11 @@ class WindowStatefulProcessor(StatefulProcessor):
 
     def init(self, handle: StatefulProcessorHandle) -> None:
         self._handle = handle
-        self._state = handle.getValueState(STATE_NAME, STATE_SCHEMA)
+        layout, groups = self._config.state_layout, self._config.max_parallelism
+        if layout.name == DELTAS:
+            self._state: _GroupState = DeltaState(handle, groups, layout)
+        else:
+            self._state = _OneRow(handle.getValueState(STATE_NAME, STATE_SCHEMA), groups)
 
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
@@ -70,47 +78,70 @@ class WindowStatefulProcessor(StatefulProcessor):
     def close(self) -> None:
         pass
 
-    def _store(self, timers: TimerValues, expired: int | None) -> _ValueStateStore:
+    def _store(self, timers: TimerValues, expired: int | None) -> _HandleStore:
         holds_event_timers = self._groups.holds_event_timers
-        groups = self._config.max_parallelism
-        return _ValueStateStore(
-            self._handle, self._state, timers, expired, holds_event_timers, groups
-        )
+        return _HandleStore(self._handle, self._state, timers, expired, holds_event_timers)
 
 
-class _ValueStateStore:
-    """A group's row in a ValueState, its timers Spark timers (``handle``'s): a timer is
-    due once the clock reaches it (``timer <= watermark``). ``expired``: the timer this
-    call is for; ``holds_event_timers``: whether Spark holds the group's event-time
-    timer (else the row only notes it, see :mod:`.time_advance`)."""
+class _GroupState(Protocol):
+    """A group's state in a ``StatefulProcessorHandle``'s state variables, in one layout."""
+
+    def read(self) -> StoredGroup: ...
+
+    def write(self, group: StoredGroup) -> None: ...
+
+    def clear(self, group: StoredGroup) -> None: ...
+
+
+class _OneRow:
+    """The row layout: a group's row in one ValueState, read and written whole."""
+
+    def __init__(self, state: Any, max_parallelism: int):
+        self._state, self._max_parallelism = state, max_parallelism
+
+    def read(self) -> StoredGroup:
+        return StoredGroup.decode(self._state.get(), self._max_parallelism)
+
+    def write(self, group: StoredGroup) -> None:
+        self._state.update(group.encode(self._max_parallelism))
+
+    def clear(self, group: StoredGroup) -> None:
+        if group.exists:
+            self._state.clear()
+
+
+class _HandleStore:
+    """A group's state in a handle's state variables (``state``, in either layout), its
+    timers Spark timers (``handle``'s): a timer is due once the clock reaches it
+    (``timer <= watermark``). ``expired``: the timer this call is for;
+    ``holds_event_timers``: whether Spark holds the group's event-time timer (else the
+    state only notes it, see :mod:`.time_advance`)."""
 
     def __init__(
         self,
         handle: StatefulProcessorHandle,
-        state: Any,
+        state: _GroupState,
         timers: TimerValues,
         expired: int | None,
         holds_event_timers: bool,
-        max_parallelism: int,
     ):
         self._handle, self._state, self._timers = handle, state, timers
         self._expired, self._holds_event_timers = expired, holds_event_timers
-        self._max_parallelism = max_parallelism
         self.now = timers.getCurrentProcessingTimeInMs()
 
     def watermark(self) -> int:
         return self._timers.getCurrentWatermarkInMs()
 
-    def read(self) -> Any:
-        return self._state.get()
+    def read(self) -> StoredGroup:
+        return self._state.read()
 
     def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
-        """Write the group's row once and move its Spark timers to ``timers``."""
+        """Write the group's state once and move its Spark timers to ``timers``."""
         expired = self._expired
         event_timer, processing_timer = timers
         registered_event, registered_processing = group.event_timer, group.processing_timer
         if not self._holds_event_timers:
-            registered_event = None  # the row's note of the earliest, not a Spark timer
+            registered_event = None  # the state's note of the earliest, not a Spark timer
         if expired is not None:
             # Spark deletes the expired timer after this call: re-registering the same
             # time would be lost, so a timer still due waits for the next batch (+1 ms).
@@ -124,11 +155,10 @@ class _ValueStateStore:
             self._move_timer(registered_event, event_timer)
         self._move_timer(registered_processing, processing_timer)
         if not group.keys:
-            if group.exists:
-                self._state.clear()
+            self._state.clear(group)
             return
         group.event_timer, group.processing_timer = event_timer, processing_timer
-        self._state.update(group.encode(self._max_parallelism))
+        self._state.write(group)
 
     def _move_timer(self, registered: int | None, wanted: int | None) -> None:
         if registered == wanted:
@@ -176,8 +206,9 @@ class _GroupStateStore:
     def watermark(self) -> int:
         return self._state.getCurrentWatermarkMs()
 
-    def read(self) -> Any:
-        return self._state.get if self._state.exists else None
+    def read(self) -> StoredGroup:
+        row = self._state.get if self._state.exists else None
+        return StoredGroup.decode(row, self._max_parallelism)
 
     def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
         """Write the group's row and set its timeout: the timer less 1 ms, at least the

@@ -15,6 +15,7 @@ from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
 from tidemark.spark.lossless import PandasInput, PandasOutput
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
+from tidemark.spark.streaming.worker.deltas import StateLayout
 from tidemark.spark.streaming.worker.modes import TimeMode
 
 __all__ = [
@@ -116,6 +117,9 @@ class ProcessorConfig:
     key_normaliser : callable, optional
         A row's key column value (or tuple of them) -> its key, for float, struct and
         array key columns (:mod:`tidemark.spark.keys`).
+    state_layout : StateLayout
+        How the key groups' state is kept (:mod:`.deltas`): one row per group (the
+        default here, every query's before layouts were recorded), or a base and deltas.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -140,6 +144,7 @@ class ProcessorConfig:
     pandas_input: PandasInput = PandasInput()
     pandas_output: PandasOutput = PandasOutput()
     key_normaliser: Callable[[Any], Any] | None = None
+    state_layout: StateLayout = StateLayout()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))

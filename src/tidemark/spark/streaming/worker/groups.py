@@ -4,7 +4,7 @@ Spark groups the rows by key group (see :mod:`.state`) and calls once per key gr
 micro-batch: for a group with input rows, or for a group whose Spark timer (timeout)
 expired. Each call
 
-1. reads the group's row (handed over with the rows, or one state-store get) and splits
+1. reads the group's state (handed over with the rows, or read from the state store) and splits
    the batch's rows by key, each key's rows in Spark's order;
 2. picks the keys to visit: those with rows, and those whose own Spark timer (the one a
    query with a Spark key per engine key would have registered) is due;
@@ -19,10 +19,12 @@ expired. Each call
    restores the other keys, feeds each key's rows, and takes the keys' state back;
 5. emits results, side outputs and the late-record count as rows of the combined schema,
    and, where the query is watched, one row of the call's figures (:mod:`.metrics`);
-6. writes the group's row back once (or clears it when no key is left) and moves the
+6. writes the group's state back once (or clears it when no key is left) and moves the
    group's one Spark timer per time domain (its one timeout) to its keys' earliest.
 
-Keys the call does not visit keep their stored bytes untouched.
+Keys the call does not visit keep their stored bytes untouched; the keys it visited are
+noted in ``StoredGroup.changed``, which the deltas layout writes (:mod:`.deltas`) and the
+row layout ignores: how the group is stored is the :class:`GroupStore`'s business.
 
 What varies between queries is chosen once, when a worker first calls, from the frozen
 :class:`~.config.ProcessorConfig`, so the per-call path has no
@@ -72,13 +74,15 @@ class GroupStore(Protocol):
         """Spark's current watermark (ms; read only where the query has one)."""
         ...
 
-    def read(self) -> Any:
-        """The group's row (a tuple of :data:`~.state.STATE_SCHEMA`), or None."""
+    def read(self) -> StoredGroup:
+        """The group's keys and timers, decoded from its state (an empty group when it
+        has none)."""
         ...
 
     def save(self, group: StoredGroup, timers: Timers, clock: BatchClock) -> None:
-        """Write the group's row (or clear it when no key is left) and set its Spark
-        timers to ``timers`` (event-time, processing-time; on Spark's clocks)."""
+        """Write the group's state (or clear it when no key is left) and set its Spark
+        timers to ``timers`` (event-time, processing-time; on Spark's clocks). A row
+        is written whole; the deltas layout writes the keys in ``group.changed``."""
         ...
 
 
@@ -106,7 +110,7 @@ class WindowGroups:
         timer) through the group's keys; returns the output rows."""
         clock = self._advance.clock(store.now, store.watermark)
         runs, passed, forwarded = self._reader.split_frames(frames, clock.spark_watermark_ms)
-        group = StoredGroup.decode(store.read(), self._config.max_parallelism)
+        group = store.read()
         figures = self._figures(clock.watermark)
         figures.fed(runs.values())
         records = self._run(group, runs, clock, passed, forwarded, figures)
@@ -241,6 +245,7 @@ class WindowGroups:
         self._check_timer_domains(visit.key, event_times, processing_times)
         advance = self._advance
         keep_clock = advance.keeps_clock(visit, clock)
+        group.changed.add(visit.key)
         if key_state is None and not keep_clock:
             group.keys.pop(visit.key, None)
             return

@@ -1,4 +1,6 @@
-"""The engine's state in Spark's state store: one row per key group.
+"""The engine's state in Spark's state store: one row per key group (the row layout;
+the deltas layout, :mod:`.deltas`, keeps the same :class:`StoredGroup` as a base and
+versioned deltas instead, see ``docs/streaming.md``, "State layouts").
 
 Spark's state and timer calls cost about half a millisecond each (a socket round trip
 between the Python worker and the JVM), so tidemark does not keep a row per key. As
@@ -50,7 +52,7 @@ __all__ = [
     "StoredKey",
     "StoredGroup",
     "dump_key_state",
-    "read_group_rows",
+    "dumps",
     "parallelism_changed",
 ]
 
@@ -101,8 +103,8 @@ NEW_KEY = StoredKey()
 
 
 def dump_key_state(key_state: KeyState) -> bytes:
-    """A KeyState's bytes (see :func:`_dumps`)."""
-    return _dumps(key_state)
+    """A KeyState's bytes (see :func:`dumps`)."""
+    return dumps(key_state)
 
 
 class _Dumper(threading.local):
@@ -145,7 +147,7 @@ _REUSED_UP_TO = 1 << 14  # bytes a reused pickler may write
 _DUMPER = _Dumper()
 
 
-def _dumps(value: Any) -> bytes:
+def dumps(value: Any) -> bytes:
     """pickle (:class:`_Dumper`), or cloudpickle for values of classes that only
     exist by value (defined in a driver script, whose module a worker cannot import);
     ``pickle.loads`` reads both, and what plain pickle wrote before."""
@@ -180,6 +182,8 @@ class StoredGroup:
     processing_timer: int | None = None
     exists: bool = False
     watermark: int | None = None  # Spark's watermark (ms) at the group's last call
+    changed: set[Any] = field(default_factory=set)
+    """The keys a call stored or dropped (:mod:`.deltas` writes them; a row is whole)."""
 
     @classmethod
     def decode(cls, row: Any, max_parallelism: int) -> StoredGroup:
@@ -195,7 +199,7 @@ class StoredGroup:
         """The tuple to ``ValueState.update`` with."""
         return (
             max_parallelism,
-            _dumps(self.keys),
+            dumps(self.keys),
             self.event_timer,
             self.processing_timer,
             self.watermark,
@@ -208,21 +212,6 @@ class StoredGroup:
             k.processing_timer for k in self.keys.values() if k.processing_timer is not None
         ]
         return (min(event) if event else None, min(processing) if processing else None)
-
-
-def read_group_rows(spark: Any, checkpoint: str) -> list[Any]:
-    """The key-group rows a query holds in its state store, read with Spark's state data
-    source: Rows with the fields of :data:`STATE_SCHEMA` (``keys``: the pickled dict of
-    the group's keys). Either Spark operator a window runs in is read
-    (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain: then the
-    first window's)."""
-    operators = spark.read.format("state-metadata").load(checkpoint).collect()
-    first = min(operators, key=lambda o: o.operatorId)
-    reader = spark.read.format("statestore").option("path", checkpoint)
-    reader = reader.option("operatorId", first.operatorId)
-    if "transformWithState" in first.operatorName:
-        return [row.value for row in reader.option("stateVarName", STATE_NAME).load().collect()]
-    return [row.value.groupState for row in reader.load().collect()]
 
 
 def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError:

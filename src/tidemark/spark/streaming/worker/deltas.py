@@ -1,0 +1,308 @@
+"""The "deltas" state layout: a key group's keys as a base snapshot plus versioned deltas,
+so that a call writes the keys it changed, not every key of its group.
+
+In the row layout (:mod:`.state`) a group's keys are one row, read and written whole at
+every call: a micro-batch's cost and the checkpoint follow the live state. Here, in
+``transformWithStateInPandas``, a group keeps three state variables:
+
+* ``meta`` (``ValueState``, :data:`META_SCHEMA`): the ``max_parallelism`` the query
+  started with, the store's id (random, drawn at the group's first write), the version
+  and its token (random, drawn at every write), the base's version, token, chunk count
+  and bytes, the bytes of the deltas since the base, and what the row layout's row
+  holds beside its keys (the group's Spark timers, Spark's watermark at its last call);
+* ``deltas`` (``MapState`` version -> parent token, token, blob): per version, the keys
+  its call changed, pickled as ``{key: StoredKey, or None for a key dropped}``, with the
+  token of the version it follows;
+* ``base`` (``MapState`` chunk -> bytes): every key as of the base's version (the
+  pickled dict, in chunks), rewritten (a compaction) once the deltas' bytes outgrow it
+  (and :attr:`StateLayout.compact_bytes`); the deltas are then cleared. So the state
+  stays within about twice the live keys.
+
+Each Python worker caches the groups it served (:class:`GroupCache`: store id ->
+version, token, keys; least recently used evicted beyond
+:attr:`StateLayout.cache_keys` keys). A call *takes* its group's entry out of the cache,
+catches it up with the deltas it misses (each checked by the token of the version it
+follows), or reads the group cold (the base and every delta) when the entry is missing,
+of another store, ahead of ``meta`` (a retried micro-batch: Spark's state rolled back),
+or cannot be caught up; it puts the entry back only once its writes are done. A call
+that fails midway leaves nothing behind, and a version the worker did not see written
+or read is never trusted: a retried micro-batch writes the same version number with a
+new token. How the layout is chosen and recorded: ``docs/streaming.md`` ("State
+layouts").
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
+
+from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey, dumps, parallelism_changed
+
+__all__ = [
+    "ROW",
+    "DELTAS",
+    "LAYOUTS",
+    "StateLayout",
+    "META_NAME",
+    "DELTAS_NAME",
+    "BASE_NAME",
+    "META_SCHEMA",
+    "DeltaState",
+    "GroupCache",
+    "CACHE",
+    "apply_delta",
+    "stored_keys",
+]
+
+ROW = "row"
+"""The layout of a checkpoint written before layouts were recorded: one row per group."""
+DELTAS = "deltas"
+"""A base snapshot plus versioned deltas per group (this module)."""
+LAYOUTS = (ROW, DELTAS)
+
+META_NAME, DELTAS_NAME, BASE_NAME = "meta", "deltas", "base"
+"""The state variables' names (``stateVarName`` for ``spark.read.format("statestore")``)."""
+
+META_SCHEMA = StructType(
+    [
+        StructField("max_parallelism", LongType(), False),
+        StructField("store", LongType(), False),
+        StructField("version", LongType(), False),
+        StructField("token", LongType(), False),
+        StructField("base_version", LongType(), False),
+        StructField("base_token", LongType(), False),
+        StructField("base_chunks", IntegerType(), False),
+        StructField("base_bytes", LongType(), False),
+        StructField("delta_bytes", LongType(), False),
+        StructField("event_timer", LongType(), True),
+        StructField("processing_timer", LongType(), True),
+        StructField("watermark", LongType(), True),
+    ]
+)
+DELTA_KEY = StructType([StructField("version", LongType(), False)])
+DELTA_VALUE = StructType(
+    [
+        StructField("parent", LongType(), False),
+        StructField("token", LongType(), False),
+        StructField("keys", BinaryType(), False),
+    ]
+)
+BASE_KEY = StructType([StructField("chunk", IntegerType(), False)])
+BASE_VALUE = StructType([StructField("data", BinaryType(), False)])
+
+CHUNK_BYTES = 4 << 20
+"""The most bytes of one base chunk (one ``MapState`` value)."""
+
+
+@dataclass(frozen=True)
+class StateLayout:
+    """How a query keeps its key groups' state, chosen when it first starts.
+
+    Attributes
+    ----------
+    name : {"row", "deltas"}
+        One row per group (:mod:`.state`), or a base plus deltas (this module).
+    cache_keys : int
+        Deltas: the most keys a Python worker keeps cached, over all groups
+        (``spark.tidemark.streaming.stateCacheKeys``).
+    compact_bytes : int
+        Deltas: the deltas of a group are folded into a new base once their bytes pass
+        both the base's and this (``spark.tidemark.streaming.stateCompactBytes``).
+    """
+
+    name: str = ROW
+    cache_keys: int = 2_000_000
+    compact_bytes: int = 1 << 20
+
+    def __post_init__(self) -> None:
+        if self.name not in LAYOUTS:
+            raise WindowSpecError(
+                f"`spark.tidemark.streaming.stateLayout` must be one of {list(LAYOUTS)}; "
+                f"got {self.name!r}"
+            )
+
+
+def _token() -> int:
+    return random.getrandbits(62)
+
+
+@dataclass
+class _Entry:
+    """A worker's copy of one group's keys at one version."""
+
+    version: int
+    token: int
+    keys: dict[Any, StoredKey]
+
+
+class GroupCache:
+    """The groups a worker holds, by store id, least recently used first; at most
+    ``limit`` keys over all groups (a group larger than that is not kept)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self.keys = 0
+
+    def take(self, store: int) -> _Entry | None:
+        """The entry of ``store``, out of the cache (a failed call leaves none behind)."""
+        entry = self._entries.pop(store, None)
+        if entry is not None:
+            self.keys -= len(entry.keys)
+        return entry
+
+    def put(self, store: int, entry: _Entry, limit: int) -> None:
+        """Keep ``entry`` as the most recently used; evict the least recently used
+        beyond ``limit`` keys."""
+        self.take(store)
+        if len(entry.keys) > limit:
+            return
+        self._entries[store] = entry
+        self.keys += len(entry.keys)
+        while self.keys > limit:
+            _, evicted = self._entries.popitem(last=False)
+            self.keys -= len(evicted.keys)
+
+    def __contains__(self, store: int) -> bool:
+        return store in self._entries
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.keys = 0
+
+
+CACHE = GroupCache()
+"""The worker's cache: module level, so every processor of the worker shares it."""
+
+
+def apply_delta(keys: dict[Any, StoredKey], blob: bytes) -> None:
+    """Apply one delta's pickled ``{key: StoredKey or None}`` to ``keys``."""
+    for key, stored in pickle.loads(blob).items():
+        if stored is None:
+            keys.pop(key, None)
+        else:
+            keys[key] = stored
+
+
+def stored_keys(base: list[bytes], deltas: list[tuple[int, int, int, bytes]]) -> dict[Any, Any]:
+    """A group's keys from its base chunks (in order) and its deltas
+    ``(version, parent, token, blob)`` after the base (in any order)."""
+    keys: dict[Any, StoredKey] = pickle.loads(b"".join(base)) if base else {}
+    for _, _, _, blob in sorted(deltas):
+        apply_delta(keys, blob)
+    return keys
+
+
+class DeltaState:
+    """A group's state in this layout, through a ``StatefulProcessorHandle``: what
+    :class:`~.bindings.WindowStatefulProcessor` reads (:meth:`read`) and writes
+    (:meth:`write`, :meth:`clear`) in each call, in that order."""
+
+    def __init__(self, handle: Any, max_parallelism: int, layout: StateLayout):
+        self._meta = handle.getValueState(META_NAME, META_SCHEMA)
+        self._deltas = handle.getMapState(DELTAS_NAME, DELTA_KEY, DELTA_VALUE)
+        self._base = handle.getMapState(BASE_NAME, BASE_KEY, BASE_VALUE)
+        self._max_parallelism, self._layout = max_parallelism, layout
+        self._read: list[Any] | None = None  # the meta of the call under way
+
+    def read(self) -> StoredGroup:
+        """The group as ``meta`` says, from the cache caught up, or read cold."""
+        meta = self._meta.get()
+        self._read = None if meta is None else list(meta)
+        if meta is None:
+            return StoredGroup()
+        stored, store, version, token = meta[0], meta[1], meta[2], meta[3]
+        if stored != self._max_parallelism:
+            raise parallelism_changed(stored, self._max_parallelism, "the group's state")
+        entry = CACHE.take(store)
+        keys = None if entry is None else self._caught_up(entry, version, token)
+        if keys is None:
+            keys = self._cold(meta)
+        event_timer, processing_timer, watermark = meta[9], meta[10], meta[11]
+        return StoredGroup(keys, event_timer, processing_timer, True, watermark)
+
+    def _caught_up(self, entry: _Entry, version: int, token: int) -> dict[Any, Any] | None:
+        """``entry``'s keys at ``version``, or None when it cannot get there from what
+        it holds (ahead: a retried batch; a delta missing or following another token)."""
+        if entry.version > version or (entry.version == version and entry.token != token):
+            return None
+        blobs, parent = [], entry.token
+        for missing in range(entry.version + 1, version + 1):
+            row = self._deltas.getValue((missing,))
+            if row is None or row[0] != parent:
+                return None
+            blobs.append(row[2])
+            parent = row[1]
+        if parent != token:
+            return None
+        for blob in blobs:
+            apply_delta(entry.keys, blob)
+        return entry.keys
+
+    def _cold(self, meta: Any) -> dict[Any, Any]:
+        """The keys from the base and every delta after it, checked token by token."""
+        version, token, base_version, base_token, chunks = (
+            meta[2],
+            meta[3],
+            meta[4],
+            meta[5],
+            meta[6],
+        )
+        base = [self._base.getValue((chunk,))[0] for chunk in range(chunks)]
+        deltas = [(k[0], *v) for k, v in self._deltas.iterator() if k[0] > base_version]
+        expected = list(range(base_version + 1, version + 1))
+        parent = base_token
+        for _, delta_parent, delta_token, _ in sorted(deltas):
+            if delta_parent != parent:
+                break
+            parent = delta_token
+        if sorted(d[0] for d in deltas) != expected or parent != token:
+            raise WindowSpecError(
+                f"the key group's state is inconsistent (versions {base_version + 1}.."
+                f"{version} after the base, found {sorted(d[0] for d in deltas)}): the "
+                "checkpoint was changed outside Spark; restore it or start a new checkpoint"
+            )
+        return stored_keys(base, deltas)
+
+    def write(self, group: StoredGroup) -> None:
+        """Write the keys the call changed as the next version (or compact), then
+        ``meta``; the group goes back to the cache at the version written."""
+        meta = self._read or [self._max_parallelism, _token(), 0, 0, 0, 0, 0, 0, 0]
+        changed = {key: group.keys.get(key) for key in group.changed}
+        if changed:
+            meta = self._written(meta, changed, group.keys)
+        meta = [*meta[:9], group.event_timer, group.processing_timer, group.watermark]
+        self._meta.update(tuple(meta))
+        CACHE.put(meta[1], _Entry(meta[2], meta[3], group.keys), self._layout.cache_keys)
+        group.changed = set()
+
+    def _written(
+        self, meta: list[Any], changed: dict[Any, Any], keys: dict[Any, StoredKey]
+    ) -> list[Any]:
+        """Write ``changed`` as a delta, or every key as a new base: the new meta."""
+        blob = dumps(changed)
+        version, token = meta[2] + 1, _token()
+        delta_bytes = meta[8] + len(blob)
+        if delta_bytes <= max(meta[7], self._layout.compact_bytes):
+            self._deltas.updateValue((version,), (meta[3], token, blob))
+            return [*meta[:2], version, token, *meta[4:8], delta_bytes]
+        base = dumps(keys)
+        chunks = [base[at : at + CHUNK_BYTES] for at in range(0, len(base), CHUNK_BYTES)]
+        for number, chunk in enumerate(chunks):
+            self._base.updateValue((number,), (chunk,))
+        for stale in range(len(chunks), meta[6]):
+            self._base.removeKey((stale,))
+        self._deltas.clear()
+        return [*meta[:2], version, token, version, token, len(chunks), len(base), 0]
+
+    def clear(self, group: StoredGroup) -> None:
+        """No key left: the group's state goes (its store id with it)."""
+        if self._read is not None:
+            self._meta.clear()
+            self._deltas.clear()
+            self._base.clear()

@@ -1,0 +1,305 @@
+"""The deltas state layout's cache protocol (``worker/deltas.py``), on a fake handle: a
+worker's copy of a group is used only at a version it saw, caught up by deltas checked
+token by token, read cold otherwise; a failed call leaves no copy behind; the cache is
+bounded; compaction folds the deltas into a new base. Then the layout through the
+processor, against the row layout on the same calls."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+import pytest
+from spark_state_fakes import StateHandle, TimerValues
+
+from tidemark import TumblingEventTimeWindows
+from tidemark._engine.create import window_operator
+from tidemark._engine.functions import window_logic
+from tidemark.errors import WindowSpecError
+from tidemark.spark.columns import TS
+from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.deltas import (
+    CACHE,
+    DELTAS,
+    ROW,
+    DeltaState,
+    StateLayout,
+    _Entry,
+)
+from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
+
+LAYOUT = StateLayout(DELTAS, cache_keys=1_000, compact_bytes=1 << 20)
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache():
+    CACHE.clear()
+    yield
+    CACHE.clear()
+
+
+class _Boom(Exception):
+    pass
+
+
+def _call(
+    handle: StateHandle,
+    changes: dict[str, int | None],
+    layout: StateLayout = LAYOUT,
+    fail: bool = False,
+) -> StoredGroup:
+    """One call of a group: read it, set (key -> watermark) or drop (None) keys, write."""
+    state = DeltaState(handle, 8, layout)
+    group = state.read()
+    for key, value in changes.items():
+        group.changed.add(key)
+        if value is None:
+            group.keys.pop(key, None)
+        else:
+            group.keys[key] = StoredKey(None, value)
+    if fail:
+        raise _Boom
+    if group.keys:
+        state.write(group)
+    else:
+        state.clear(group)
+    return group
+
+
+def _read(handle: StateHandle, layout: StateLayout = LAYOUT) -> dict[str, int]:
+    group = DeltaState(handle, 8, layout).read()
+    return {key: stored.watermark for key, stored in group.keys.items()}
+
+
+def _truth(handle: StateHandle) -> dict[str, int]:
+    """The keys as a worker that never saw the group reads them."""
+    CACHE.clear()
+    return _read(handle)
+
+
+def _meta(handle: StateHandle) -> Any:
+    return handle.values["meta"].row
+
+
+def _cold_reads(handle: StateHandle) -> int:
+    return handle.maps["deltas"].iterations
+
+
+def test_a_current_copy_is_used_without_reading_the_store():
+    handle = StateHandle()
+    _call(handle, {"a": 1, "b": 2})
+    _call(handle, {"a": 3})
+    assert _read(handle) == {"a": 3, "b": 2}
+    assert _cold_reads(handle) == 0
+    assert _truth(handle) == {"a": 3, "b": 2} and _cold_reads(handle) == 1
+
+
+def test_a_copy_behind_is_caught_up_by_the_deltas_it_missed():
+    handle = StateHandle()
+    _call(handle, {"a": 1, "b": 2})
+    store = _meta(handle)[1]
+    seen = CACHE.take(store)
+    assert seen is not None
+    behind = _Entry(seen.version, seen.token, dict(seen.keys))
+    _call(handle, {"a": 5, "c": 6})  # another worker's calls (a cold read)
+    _call(handle, {"b": None})
+    CACHE.take(store)
+    CACHE.put(store, behind, LAYOUT.cache_keys)  # this worker only saw version 1
+    cold = _cold_reads(handle)
+    assert _read(handle) == {"a": 5, "c": 6}
+    assert _cold_reads(handle) == cold  # caught up with two deltas, no cold read
+
+
+def test_a_retried_batch_does_not_trust_the_copy_its_failed_attempt_wrote():
+    """Spark rolls the state back to the version before a failed batch; this worker's
+    copy is one version ahead of it, and is read cold."""
+    handle = StateHandle()
+    _call(handle, {"a": 1})
+    before = handle.snapshot()
+    _call(handle, {"a": 2, "b": 2})  # written, cached; then the batch fails
+    handle.restore(before)
+    assert _read(handle) == {"a": 1}
+    assert _cold_reads(handle) == 1
+
+
+def test_a_copy_of_the_same_version_number_with_another_token_is_read_cold():
+    """The failed attempt of version 2 (on this worker) and its retry (elsewhere)
+    share the number, not the token: the copy of the failed attempt is never used."""
+    handle = StateHandle()
+    _call(handle, {"a": 1})
+    before = handle.snapshot()
+    _call(handle, {"a": 2, "b": 2})
+    store = _meta(handle)[1]
+    failed = CACHE.take(store)
+    assert failed is not None
+    handle.restore(before)
+    _call(handle, {"c": 3})  # the retry, on another worker: version 2 again
+    CACHE.take(store)
+    CACHE.put(store, failed, LAYOUT.cache_keys)
+    assert _meta(handle)[2] == failed.version == 2
+    assert _read(handle) == {"a": 1, "c": 3}
+    assert _cold_reads(handle) >= 2
+
+
+def test_a_copy_behind_a_compaction_is_read_cold_from_the_new_base():
+    handle, small = StateHandle(), StateLayout(DELTAS, 1_000, compact_bytes=1)
+    _call(handle, {"a": 1, "b": 2}, small)
+    store = _meta(handle)[1]
+    seen = CACHE.take(store)
+    assert seen is not None
+    behind = _Entry(seen.version, seen.token, dict(seen.keys))
+    _call(handle, {"a": 7}, small)
+    _call(handle, {"c": 8}, small)
+    assert _meta(handle)[4] == _meta(handle)[2]  # the last write compacted
+    assert handle.maps["deltas"].rows == {}  # the deltas the copy needs are gone
+    CACHE.take(store)
+    CACHE.put(store, behind, small.cache_keys)
+    assert _read(handle, small) == {"a": 7, "b": 2, "c": 8}
+
+
+def test_a_failed_call_leaves_no_copy_behind():
+    handle = StateHandle()
+    _call(handle, {"a": 1})
+    store = _meta(handle)[1]
+    with pytest.raises(_Boom):
+        _call(handle, {"a": 99, "z": 1}, fail=True)  # mutated the keys, then failed
+    assert store not in CACHE
+    assert _read(handle) == {"a": 1}
+
+
+def test_the_cache_keeps_the_most_recently_used_groups_within_its_bound():
+    bounded = StateLayout(DELTAS, cache_keys=3)
+    x, y, z = StateHandle(), StateHandle(), StateHandle()
+    _call(x, {"a": 1, "b": 1}, bounded)
+    _call(y, {"c": 1, "d": 1}, bounded)
+    assert _meta(x)[1] not in CACHE and _meta(y)[1] in CACHE and CACHE.keys == 2
+    _call(z, {"e": 1, "f": 1, "g": 1, "h": 1}, bounded)  # larger than the bound: not kept
+    assert _meta(z)[1] not in CACHE and _meta(y)[1] in CACHE
+    assert _read(x, bounded) == {"a": 1, "b": 1}  # evicted: read cold, still right
+
+
+def test_compaction_at_a_small_threshold_keeps_every_version_readable():
+    rng = random.Random(7)
+    handle, small = StateHandle(), StateLayout(DELTAS, 1_000, compact_bytes=64)
+    want: dict[str, int] = {}
+    compactions = 0
+    for step in range(60):
+        changes: dict[str, int | None] = {}
+        for _ in range(rng.randint(1, 4)):
+            key = f"k{rng.randint(0, 12)}"
+            changes[key] = None if rng.random() < 0.3 else step
+        _call(handle, changes, small)
+        for key, value in changes.items():
+            if value is None:
+                want.pop(key, None)
+            else:
+                want[key] = value
+        meta = _meta(handle)
+        if meta is None:
+            assert want == {}
+            continue
+        compactions += meta[4] == meta[2]
+        assert meta[8] <= max(meta[7], small.compact_bytes)  # deltas within the base
+        if rng.random() < 0.3:
+            CACHE.clear()  # another worker's call
+        assert _read(handle, small) == want
+    assert compactions >= 3
+
+
+def test_a_group_without_keys_leaves_no_state():
+    handle = StateHandle()
+    _call(handle, {"a": 1})
+    _call(handle, {"a": None})
+    assert _meta(handle) is None and handle.maps["deltas"].rows == {}
+    assert handle.maps["base"].rows == {} and CACHE.keys == 0
+
+
+def test_another_number_of_key_groups_is_refused():
+    handle = StateHandle()
+    _call(handle, {"a": 1})
+    with pytest.raises(WindowSpecError, match="has 8 key groups, this query 4"):
+        DeltaState(handle, 4, LAYOUT).read()
+
+
+def test_an_unknown_layout_is_refused_naming_the_choices():
+    with pytest.raises(WindowSpecError, match=r"must be one of \['row', 'deltas'\]; got 'rows'"):
+        StateLayout("rows")
+
+
+# ---------------------------------------------------------------------- through the processor
+
+
+def _processor(layout: StateLayout) -> tuple[WindowStatefulProcessor, StateHandle]:
+    config = ProcessorConfig(
+        make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),
+        time_mode="EventTime",
+        value_names=("key", "v"),
+        value_types=("StringType", "LongType"),
+        value_positions=(0, 1),
+        result_names=("v",),
+        result_to_row=lambda result, ts: (result[1],),
+        spark_offset_ms=0,
+        state_layout=layout,
+    )
+    processor, handle = WindowStatefulProcessor(config), StateHandle()
+    processor.init(handle)  # type: ignore[arg-type]
+    return processor, handle
+
+
+def _outputs(frames: Any) -> Counter:
+    return Counter(tuple(r) for frame in frames for r in frame.itertuples(index=False))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_deltas_layout_emits_what_the_row_layout_emits(seed):
+    """The same calls (rows of 30 keys, a watermark moving on) through both layouts,
+    with a compaction threshold that compacts often and copies lost at random."""
+    rng = random.Random(seed)
+    small = StateLayout(DELTAS, 1_000, compact_bytes=256)
+    runs = {name: _processor(layout) for name, layout in (("row", StateLayout(ROW)), ("d", small))}
+    got: dict[str, Counter] = {name: Counter() for name in runs}
+    watermark = 1_000
+    seen: list[_Entry] = []
+    for step in range(40):
+        rows = [(f"k{rng.randint(0, 30)}", watermark + rng.randint(0, 300)) for _ in range(10)]
+        frame = pd.DataFrame([(k, t, t) for k, t in rows], columns=["key", "v", TS], dtype=object)
+        watermark += rng.randint(0, 60)
+        for name, (processor, handle) in runs.items():
+            values = TimerValues(watermark, step)
+            got[name] += _outputs(processor.handleInputRows((0,), iter([frame.copy()]), values))  # type: ignore[arg-type]
+            for expiry in sorted(t for t in handle.timers if t <= watermark):
+                handle.timers.discard(expiry)
+                got[name] += _outputs(processor.handleExpiredTimer((0,), values, _Expired(expiry)))  # type: ignore[arg-type]
+        _other_worker(rng, runs["d"][1], seen)
+    assert got["row"] == got["d"] and sum(got["row"].values()) > 20
+    assert runs["row"][1].timers == runs["d"][1].timers
+
+
+def _other_worker(rng: random.Random, handle: StateHandle, seen: list[_Entry]) -> None:
+    """As if the next call landed on another worker: keep a copy of the current entry,
+    then at random leave the cache as it is, empty it, or put back an older copy."""
+    meta = handle.values["meta"].row
+    if meta is None:
+        return
+    entry = CACHE.take(meta[1])
+    if entry is not None:
+        seen.append(_Entry(entry.version, entry.token, dict(entry.keys)))
+        CACHE.put(meta[1], entry, 1_000)
+    draw = rng.random()
+    if draw < 0.2:
+        CACHE.clear()
+    elif draw < 0.6 and seen:
+        old = rng.choice(seen)
+        CACHE.take(meta[1])
+        CACHE.put(meta[1], _Entry(old.version, old.token, dict(old.keys)), 1_000)
+
+
+class _Expired:
+    def __init__(self, expiry: int) -> None:
+        self.expiry = expiry
+
+    def getExpiryTimeInMs(self) -> int:  # noqa: N802
+        return self.expiry

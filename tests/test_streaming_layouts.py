@@ -1,0 +1,123 @@
+"""State layouts in a real query: the deltas layout equals the engine, is recorded beside
+the checkpoint at the first start and kept by restarts; another layout on an existing
+checkpoint (or an old checkpoint, the row layout) is refused before the query starts.
+(``make test-deltas`` runs every streaming test through the deltas layout.)"""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import pytest
+from streaming_scenarios import LATENESS, PANES, FileStream, engine_reference, summarize
+
+from tidemark.errors import WindowSpecError
+from tidemark.spark.streaming.driver.checkpoint import (
+    LAYOUT_CONF,
+    check_checkpoint_groups,
+    state_layout,
+    stored_layout,
+)
+from tidemark.spark.streaming.driver.state_reader import read_group_rows
+
+pytestmark = pytest.mark.spark
+
+COMPACT_CONF = "spark.tidemark.streaming.stateCompactBytes"
+
+
+@pytest.fixture
+def asking(spark):
+    """Set the session's layout (and compaction threshold) for a test, then restore."""
+    before = {name: spark.conf.get(name, None) for name in (LAYOUT_CONF, COMPACT_CONF)}
+
+    def ask(layout: str | None, compact_bytes: int | None = None) -> None:
+        for name, value in ((LAYOUT_CONF, layout), (COMPACT_CONF, compact_bytes)):
+            if value is None:
+                spark.conf.unset(name)
+            else:
+                spark.conf.set(name, str(value))
+
+    yield ask
+    for name, value in before.items():
+        if value is None:
+            spark.conf.unset(name)
+        else:
+            spark.conf.set(name, value)
+
+
+def _keys(spark, checkpoint: str) -> set:
+    return {k for row in read_group_rows(spark, checkpoint) for k in pickle.loads(row.keys)}
+
+
+@pytest.mark.parametrize("scenario", [LATENESS, PANES], ids=["lateness", "panes"])
+def test_the_deltas_layout_equals_the_engine_and_restarts_in_it(spark, tmp_path, asking, scenario):
+    """Two key groups, compaction at 200 bytes; stopped after two batches and restarted:
+    the checkpoint's layout is kept."""
+    asking("deltas", 200)
+    scenario = dataclasses.replace(scenario, max_parallelism=2)
+    first = FileStream(spark, scenario, tmp_path).start()
+    try:
+        first.feed(2)
+    finally:
+        first.stop()
+    assert stored_layout(spark, first.checkpoint) == "deltas"
+    assert _keys(spark, first.checkpoint) == {"a", "b"}
+    operators = {
+        op["operatorName"] for p in first.query.recentProgress for op in p["stateOperators"]
+    }
+    assert operators == {"transformWithStateInPandasExec"}
+    asking(None)  # a window built with the checkpoint (as write_outputs of a pipeline) keeps it
+    assert state_layout(spark, first.checkpoint).name == "deltas"
+    asking("deltas", 200)  # FileStream builds its window without the checkpoint
+    second = FileStream(spark, scenario, tmp_path)
+    second.fed, second.outputs = first.fed, first.outputs
+    second.start()
+    try:
+        second.feed()
+    finally:
+        second.stop()
+    assert summarize(second.outputs) == engine_reference(scenario)
+    assert read_group_rows(spark, second.checkpoint) == []  # every key gone at the end
+
+
+def test_another_layout_on_a_checkpoint_is_refused_before_the_query_starts(spark, tmp_path, asking):
+    asking("deltas")
+    first = FileStream(spark, LATENESS, tmp_path).start()
+    try:
+        first.feed(1)
+    finally:
+        first.stop()
+    asking("row")
+    second = FileStream(spark, LATENESS, tmp_path)
+    with pytest.raises(WindowSpecError) as error:
+        second.start()
+    message = str(error.value)
+    assert "its state is in the 'deltas' layout" in message
+    assert "Unset spark.tidemark.streaming.stateLayout (or set it to 'deltas')" in message
+    assert spark.streams.active == []
+
+
+def test_a_checkpoint_without_a_layout_record_is_in_the_row_layout(spark, tmp_path, asking):
+    """A checkpoint of the release before records its key groups, not its layout."""
+    checkpoint = str(tmp_path / "checkpoint")
+    assert stored_layout(spark, checkpoint) is None
+    check_checkpoint_groups(spark, checkpoint, 4)
+    assert stored_layout(spark, checkpoint) == "row"
+    asking(None)
+    assert state_layout(spark, checkpoint).name == "row"
+    asking("deltas")
+    with pytest.raises(WindowSpecError, match="its state is in the 'row' layout"):
+        state_layout(spark, checkpoint)
+
+
+def test_a_layout_the_session_names_wrongly_is_refused(spark, asking):
+    asking("delta")
+    with pytest.raises(WindowSpecError, match=r"stateLayout` must be one of \['row', 'deltas'\]"):
+        state_layout(spark, None)
+    asking("deltas")
+    spark.conf.set("spark.tidemark.streaming.stateCacheKeys", "many")
+    try:
+        with pytest.raises(WindowSpecError, match="stateCacheKeys` must be a positive whole"):
+            state_layout(spark, None)
+    finally:
+        spark.conf.unset("spark.tidemark.streaming.stateCacheKeys")
