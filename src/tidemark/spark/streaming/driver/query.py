@@ -212,8 +212,9 @@ def window_stream(
         before the frame is built, so that a restart keeps the number of key groups it
         recorded where the number is the session's default, and its state layout (else
         the session's ``spark.tidemark.streaming.stateLayout``, see the streaming
-        guide's "State layouts"; a window of a chain takes its earlier window's). Without it, a restart on a
-        checkpoint recorded with another default number is refused, naming the number.
+        guide's "State layouts"; a window of a chain takes its earlier window's).
+        Without it, a restart on a checkpoint recorded with another default number is
+        refused, naming the number.
     partitions : SourcePartitions, optional
         Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
     spark_offset_ms : {0, SPARK_OFFSET_MS}
