@@ -247,17 +247,16 @@ def floor_call(group: Any, frames: Any, state: Any) -> Any:
     state.setTimeoutTimestamp(int(held["start"].min()) + WINDOW_MS)
 
 
-def start_floor(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
-    """:func:`floor_call` in ``applyInPandasWithState``, grouped by key group as tidemark
-    groups (as many groups, each on the same state partition), on Spark's watermark."""
+def _grouped_events(spark: Any, directory: Path) -> Any:
+    """The events with Spark's watermark and tidemark's key group of each key (``group``):
+    what the floor sides group by, on the same state partitions as tidemark's."""
     from pyspark.sql import functions as F
-    from pyspark.sql.streaming.state import GroupStateTimeout
 
     from tidemark.spark.streaming.driver.keygroups import session_max_parallelism, slot_column
 
     groups = session_max_parallelism(spark)
     capped = F.least(F.col("ts"), F.lit(100 * WINDOW_MS))  # as start_spark's
-    events = (
+    return (
         _source(spark, directory)
         .withColumn("ts", capped)
         .withColumn("event_time", F.timestamp_millis("ts"))
@@ -265,6 +264,14 @@ def start_floor(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink)
         .withColumn("group", slot_column(["key"], groups))
         .select("group", "key", "v", "ts", "event_time")
     )
+
+
+def start_floor(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
+    """:func:`floor_call` in ``applyInPandasWithState``, grouped by key group as tidemark
+    groups (as many groups, each on the same state partition), on Spark's watermark."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    events = _grouped_events(spark, directory)
     counted = events.groupBy("group").applyInPandasWithState(
         floor_call, RESULT_SCHEMA, FLOOR_STATE, "append", GroupStateTimeout.EventTimeTimeout
     )
@@ -276,21 +283,9 @@ def start_floor(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink)
 def start_deltas(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
     """The delta design's floor (``state_deltas.DeltaProcessor``): the same key groups
     on the same partitions as :func:`start_floor`, in ``transformWithStateInPandas``."""
-    from pyspark.sql import functions as F
     from state_deltas import DeltaProcessor
 
-    from tidemark.spark.streaming.driver.keygroups import session_max_parallelism, slot_column
-
-    groups = session_max_parallelism(spark)
-    capped = F.least(F.col("ts"), F.lit(100 * WINDOW_MS))  # as start_spark's
-    events = (
-        _source(spark, directory)
-        .withColumn("ts", capped)
-        .withColumn("event_time", F.timestamp_millis("ts"))
-        .withWatermark("event_time", f"{OUT_OF_ORDERNESS_MS + 1} milliseconds")
-        .withColumn("group", slot_column(["key"], groups))
-        .select("group", "key", "v", "ts", "event_time")
-    )
+    events = _grouped_events(spark, directory)
     counted = events.groupBy("group").transformWithStateInPandas(
         DeltaProcessor(), RESULT_SCHEMA, "append", "EventTime"
     )

@@ -152,11 +152,7 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
         return False
     if op.key is None or op.key.function is not None or op.evictor is not None:
         return False
-    if op.accumulation_mode is not None:
-        return False  # a Dataflow trigger's results carry panes: the engine's operator
-    if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
-        return False
-    if op.trigger is not None and not op.trigger.fires_only_at_window_end():
+    if not sql_plan.columnar_windows(op):
         return False
     types = [type(frame.value_schema[k].dataType).__name__ for k in op.key.columns]
     if key_normaliser(types) is not None:

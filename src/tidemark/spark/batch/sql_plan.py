@@ -59,9 +59,20 @@ from tidemark.spark.columns import (
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
-__all__ = ["applies", "sql_window", "checked_elements", "CONF"]
+__all__ = ["applies", "sql_window", "checked_elements", "columnar_windows", "CONF"]
 
 CONF = "spark.tidemark.sqlFastPath"
+
+
+def columnar_windows(op: WindowOp) -> bool:
+    """Whether ``op``'s windows are what a columnar BATCH path computes: event-time
+    windows of a fixed layout (tumbling, sliding), each fired once at its end, without
+    panes (a Dataflow trigger's results carry them: the engine's operator)."""
+    if op.accumulation_mode is not None:
+        return False
+    if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
+        return False
+    return op.trigger is None or op.trigger.fires_only_at_window_end()
 
 
 def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
@@ -69,11 +80,7 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
     function = op.function
     if frame.replay or op.window_function is not None or op.evictor is not None:
         return False
-    if op.accumulation_mode is not None:
-        return False  # a Dataflow trigger's results carry panes: the engine's operator
-    if not op.assigner.is_event_time() or op.assigner.aligned_layout() is None:
-        return False
-    if op.trigger is not None and not op.trigger.fires_only_at_window_end():
+    if not columnar_windows(op):
         return False
     if type(function) not in (agg.Sum, agg.Min, agg.Max, agg.MinBy, agg.MaxBy):
         return False
