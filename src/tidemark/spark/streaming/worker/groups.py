@@ -226,6 +226,7 @@ class WindowGroups:
         figures.emitted(operator)
         for visit in visits:
             self._take_back(operator, visit, group, clock, figures)
+        operator.release()  # freed now, not by the cyclic collector walking the heap
 
     def _take_back(
         self,
