@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -44,6 +43,7 @@ from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
+from tidemark.spark.streaming.worker.state import load_keys
 
 pytestmark = pytest.mark.spark
 
@@ -57,7 +57,7 @@ def _state_rows(spark, checkpoint: str) -> list:
 
 def _state_keys(spark, checkpoint: str) -> set:
     """The engine keys the state store holds, over all key-group rows."""
-    return {k for row in _state_rows(spark, checkpoint) for k in pickle.loads(row.keys)}
+    return {k for row in _state_rows(spark, checkpoint) for k in load_keys(row.keys)}
 
 
 def _run(spark, scenario: Scenario, root: Path) -> FileStream:

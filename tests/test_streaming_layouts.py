@@ -6,7 +6,6 @@ checkpoint (or an old checkpoint, the row layout) is refused before the query st
 from __future__ import annotations
 
 import dataclasses
-import pickle
 
 import pytest
 from streaming_scenarios import LATENESS, PANES, FileStream, engine_reference, summarize
@@ -19,6 +18,7 @@ from tidemark.spark.streaming.driver.checkpoint import (
     stored_layout,
 )
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
+from tidemark.spark.streaming.worker.state import load_keys
 
 pytestmark = pytest.mark.spark
 
@@ -46,7 +46,7 @@ def asking(spark):
 
 
 def _keys(spark, checkpoint: str) -> set:
-    return {k for row in read_group_rows(spark, checkpoint) for k in pickle.loads(row.keys)}
+    return {k for row in read_group_rows(spark, checkpoint) for k in load_keys(row.keys)}
 
 
 @pytest.mark.parametrize("scenario", [LATENESS, PANES], ids=["lateness", "panes"])

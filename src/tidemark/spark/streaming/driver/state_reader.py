@@ -16,17 +16,18 @@ from tidemark.spark.streaming.worker.deltas import (
     META_NAME,
     stored_keys,
 )
-from tidemark.spark.streaming.worker.state import STATE_NAME, dumps
+from tidemark.spark.streaming.worker.state import STATE_NAME, dump_keys
 
 __all__ = ["read_group_rows"]
 
 
 def read_group_rows(spark: Any, checkpoint: str) -> list[Any]:
     """The key-group rows a query holds in its state store: Rows with the fields of
-    :data:`~..worker.state.STATE_SCHEMA` (``keys``: the pickled dict of the group's
-    keys). Either Spark operator a window runs in is read (``applyInPandasWithState``,
-    or ``transformWithStateInPandas`` in a chain or the deltas layout: then the first
-    window's); in the deltas layout each group's keys are its base and deltas applied."""
+    :data:`~..worker.state.STATE_SCHEMA` (``keys``: the group's keys, which
+    :func:`~..worker.state.load_keys` reads). Either Spark operator a window runs in is
+    read (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain or the
+    deltas layout: then the first window's); in the deltas layout each group's keys are
+    its base and deltas applied."""
     operators = spark.read.format("state-metadata").load(checkpoint).collect()
     first = min(operators, key=lambda o: o.operatorId)
     reader = spark.read.format("statestore").option("path", checkpoint)
@@ -55,7 +56,7 @@ def _delta_rows(reader: Any) -> list[Any]:
         rows.append(
             Row(
                 max_parallelism=meta.max_parallelism,
-                keys=dumps(keys),
+                keys=dump_keys(keys),
                 event_timer=meta.event_timer,
                 processing_timer=meta.processing_timer,
                 watermark=meta.watermark,

@@ -11,12 +11,12 @@ every call: a micro-batch's cost and the checkpoint follow the live state. Here,
   and bytes, the bytes of the deltas since the base, and what the row layout's row
   holds beside its keys (the group's Spark timers, Spark's watermark at its last call);
 * ``deltas`` (``MapState`` version -> parent token, token, blob): per version, the keys
-  its call changed, pickled as ``{key: StoredKey, or None for a key dropped}``, with the
-  token of the version it follows;
-* ``base`` (``MapState`` chunk -> bytes): every key as of the base's version (the
-  pickled dict, in chunks), rewritten (a compaction) once the deltas' bytes outgrow it
-  (and :attr:`StateLayout.compact_bytes`); the deltas are then cleared. So the state
-  stays within about twice the live keys.
+  its call changed (``{key: StoredKey, or None for a key dropped}``, as
+  :func:`~.state.dump_keys` writes them), with the token of the version it follows;
+* ``base`` (``MapState`` chunk -> bytes): every key as of the base's version (as
+  :func:`~.state.dump_keys` writes them, in chunks), rewritten (a compaction) once the
+  deltas' bytes outgrow it (and :attr:`StateLayout.compact_bytes`); the deltas are then
+  cleared. So the state stays within about twice the live keys.
 
 Each Python worker caches the groups it served (:class:`GroupCache`: store id ->
 version, token, keys; least recently used evicted beyond
@@ -33,7 +33,6 @@ layouts").
 
 from __future__ import annotations
 
-import pickle
 import random
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -42,7 +41,13 @@ from typing import Any
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey, dumps, parallelism_changed
+from tidemark.spark.streaming.worker.state import (
+    StoredGroup,
+    StoredKey,
+    dump_keys,
+    load_keys,
+    parallelism_changed,
+)
 
 __all__ = [
     "ROW",
@@ -181,8 +186,8 @@ CACHE = GroupCache()
 
 
 def apply_delta(keys: dict[Any, StoredKey], blob: bytes) -> None:
-    """Apply one delta's pickled ``{key: StoredKey or None}`` to ``keys``."""
-    for key, stored in pickle.loads(blob).items():
+    """Apply one delta's ``{key: StoredKey or None}`` (:func:`~.state.dump_keys`) to ``keys``."""
+    for key, stored in load_keys(blob).items():
         if stored is None:
             keys.pop(key, None)
         else:
@@ -192,7 +197,7 @@ def apply_delta(keys: dict[Any, StoredKey], blob: bytes) -> None:
 def stored_keys(base: list[bytes], deltas: list[tuple[int, int, int, bytes]]) -> dict[Any, Any]:
     """A group's keys from its base chunks (in order) and its deltas
     ``(version, parent, token, blob)`` after the base (in any order)."""
-    keys: dict[Any, StoredKey] = pickle.loads(b"".join(base)) if base else {}
+    keys: dict[Any, StoredKey] = load_keys(b"".join(base)) if base else {}
     for _, _, _, blob in sorted(deltas):
         apply_delta(keys, blob)
     return keys
@@ -285,13 +290,13 @@ class DeltaState:
         self, meta: list[Any], changed: dict[Any, Any], keys: dict[Any, StoredKey]
     ) -> list[Any]:
         """Write ``changed`` as a delta, or every key as a new base: the new meta."""
-        blob = dumps(changed)
+        blob = dump_keys(changed)
         version, token = meta[2] + 1, _token()
         delta_bytes = meta[8] + len(blob)
         if delta_bytes <= max(meta[7], self._layout.compact_bytes):
             self._deltas.updateValue((version,), (meta[3], token, blob))
             return [*meta[:2], version, token, *meta[4:8], delta_bytes]
-        base = dumps(keys)
+        base = dump_keys(keys)
         chunks = [base[at : at + CHUNK_BYTES] for at in range(0, len(base), CHUNK_BYTES)]
         for number, chunk in enumerate(chunks):
             self._base.updateValue((number,), (chunk,))

@@ -8,10 +8,11 @@ Flink's ``KeyGroupRangeAssignment`` does, keys are hashed into a fixed number of
 groups (``max_parallelism``), and Spark groups rows by key group: one processor call
 serves every key of a group in a micro-batch, and one row holds the whole group:
 
-* ``keys``: a pickled dict, engine key -> :class:`StoredKey`, whose ``key_state`` is the
-  key's pickled :class:`~tidemark._engine.keystate.KeyState` (window contents, trigger
-  state, merging set, function state, timers). A call unpickles the dict, but only the
-  keys it touches are unpickled further and pickled again; the others keep their bytes.
+* ``keys``: engine key -> :class:`StoredKey` (:func:`dump_keys`: the keys and the
+  StoredKeys' fields as columns, pickled), whose ``key_state`` is the key's pickled
+  :class:`~tidemark._engine.keystate.KeyState` (window contents, trigger state, merging
+  set, function state, timers). A call decodes the keys, but only the keys it touches
+  are unpickled further and pickled again; the others keep their bytes.
 * beside each key its clocks (the watermark and processing time it last saw), the Spark
   timers it would have registered on its own, and with idleness its idle clock;
 * the group's Spark timers: the earliest of its keys' (one timer per time domain), so a
@@ -35,7 +36,11 @@ import copyreg
 import io
 import pickle
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import partial
+from itertools import repeat
+from operator import attrgetter, is_not
 from typing import Any, NamedTuple
 
 from pyspark import cloudpickle
@@ -52,6 +57,8 @@ __all__ = [
     "StoredKey",
     "StoredGroup",
     "dump_key_state",
+    "dump_keys",
+    "load_keys",
     "dumps",
     "parallelism_changed",
 ]
@@ -96,15 +103,20 @@ class StoredKey(NamedTuple):
     seen_at: int | None = None
 
     def load_state(self) -> KeyState | None:
-        return None if self.key_state is None else pickle.loads(self.key_state)
+        if self.key_state is None:
+            return None
+        state = pickle.loads(self.key_state)
+        return KeyState.from_packed(state) if type(state) is tuple else state
 
 
 NEW_KEY = StoredKey()
 
 
 def dump_key_state(key_state: KeyState) -> bytes:
-    """A KeyState's bytes (see :func:`dumps`)."""
-    return dumps(key_state)
+    """A KeyState's bytes (see :func:`dumps`): its :meth:`~KeyState.packed` form where it
+    has one, else the object (:meth:`StoredKey.load_state` reads either)."""
+    packed = key_state.packed()
+    return dumps(key_state if packed is None else packed)
 
 
 class _Dumper(threading.local):
@@ -157,6 +169,37 @@ def dumps(value: Any) -> bytes:
         return cloudpickle.dumps(value)
 
 
+_KEY_COLUMNS = "tidemark-key-columns-1"
+"""The first item of what :func:`dump_keys` pickles (a pickled dict came before it)."""
+
+
+def dump_keys(keys: Mapping[Any, StoredKey | None]) -> bytes:
+    """``keys`` (None for a key dropped: a delta's) as columns, pickled: the keys, each
+    :class:`StoredKey` field's values, the dropped keys. Columns of bytes and ints pickle
+    without a Python call per key, where a dict of StoredKeys made one per key to
+    reduce each (the figures are in benchmarks/README.md).
+
+    >>> back = load_keys(dump_keys({"a": StoredKey(b"x", 5), "b": None}))
+    >>> back["a"].key_state, back["a"].watermark, back["b"]
+    (b'x', 5, None)
+    """
+    stored = [key for key, value in keys.items() if value is not None]
+    dropped = [key for key, value in keys.items() if value is None]
+    columns = list(zip(*(keys[key] for key in stored)))
+    return dumps((_KEY_COLUMNS, stored, columns, dropped))
+
+
+def load_keys(blob: bytes) -> dict[Any, Any]:
+    """The keys :func:`dump_keys` wrote (or a pickled dict of them, as written before)."""
+    value = pickle.loads(blob)
+    if type(value) is dict:
+        return value
+    _, stored, columns, dropped = value
+    keys: dict[Any, Any] = dict(zip(stored, map(tuple.__new__, repeat(StoredKey), zip(*columns))))
+    keys.update(dict.fromkeys(dropped))
+    return keys
+
+
 @dataclass
 class StoredGroup:
     """A key group's row, decoded: its keys and the Spark timers registered for it.
@@ -193,13 +236,13 @@ class StoredGroup:
         stored_parallelism, blob, event_timer, processing_timer, watermark = row
         if stored_parallelism != max_parallelism:
             raise parallelism_changed(stored_parallelism, max_parallelism, "the state row")
-        return cls(pickle.loads(blob), event_timer, processing_timer, True, watermark)
+        return cls(load_keys(blob), event_timer, processing_timer, True, watermark)
 
     def encode(self, max_parallelism: int) -> tuple[Any, ...]:
         """The tuple to ``ValueState.update`` with."""
         return (
             max_parallelism,
-            dumps(self.keys),
+            dump_keys(self.keys),
             self.event_timer,
             self.processing_timer,
             self.watermark,
@@ -207,11 +250,15 @@ class StoredGroup:
 
     def earliest_timers(self) -> tuple[int | None, int | None]:
         """The earliest event-time and processing-time Spark timers of the group's keys."""
-        event = [k.event_timer for k in self.keys.values() if k.event_timer is not None]
-        processing = [
-            k.processing_timer for k in self.keys.values() if k.processing_timer is not None
-        ]
-        return (min(event) if event else None, min(processing) if processing else None)
+        stored = self.keys.values()
+        event = filter(_NOT_NONE, map(_EVENT_TIMER, stored))
+        processing = filter(_NOT_NONE, map(_PROCESSING_TIMER, stored))
+        return min(event, default=None), min(processing, default=None)
+
+
+_EVENT_TIMER = attrgetter("event_timer")
+_PROCESSING_TIMER = attrgetter("processing_timer")
+_NOT_NONE = partial(is_not, None)
 
 
 def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError:
