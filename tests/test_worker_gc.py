@@ -1,9 +1,12 @@
 """The Python workers' garbage collector: raised once per Spark worker process, kept, and
-left alone outside a Spark task (a test or a driver running the processor by hand)."""
+left alone outside a Spark task (a test or a driver running the processor by hand); after
+a streaming call, the call's cycles freed and what it kept frozen, thawed now and then."""
 
 from __future__ import annotations
 
 import gc
+import itertools
+import weakref
 
 import pytest
 
@@ -73,3 +76,45 @@ def test_a_streaming_call_leaves_its_keys_state_to_reference_counting():
         assert gc.collect() < 200
     finally:
         gc.enable()
+
+
+class _Node:
+    me: object = None
+
+
+def test_after_a_call_its_cycles_are_freed_and_what_survives_is_frozen(restored_gc, monkeypatch):
+    monkeypatch.setattr(worker_gc.TaskContext, "get", staticmethod(lambda: object()))
+    worker_gc.fewer_gc_passes()
+    kept = [[n] for n in range(1_000)]  # what a call keeps (a cache)
+    node = _Node()
+    node.me = node
+    dropped = weakref.ref(node)
+    del node
+    frozen = gc.get_freeze_count()
+    worker_gc.freeze_survivors()
+    assert dropped() is None
+    assert gc.get_freeze_count() >= frozen + len(kept)
+
+
+def test_a_frozen_cycle_dropped_later_is_freed_at_the_next_thaw(restored_gc, monkeypatch):
+    monkeypatch.setattr(worker_gc.TaskContext, "get", staticmethod(lambda: object()))
+    monkeypatch.setattr(worker_gc, "_CALLS", itertools.count(1))
+    monkeypatch.setattr(worker_gc, "THAW_EVERY", 3)
+    worker_gc.fewer_gc_passes()
+    node = _Node()
+    node.me = node
+    dropped = weakref.ref(node)
+    worker_gc.freeze_survivors()  # call 1: frozen alive
+    del node
+    gc.collect()
+    assert dropped() is not None  # no pass sees a frozen object
+    worker_gc.freeze_survivors()  # call 2
+    assert dropped() is not None
+    worker_gc.freeze_survivors()  # call 3: everything thawed and collected
+    assert dropped() is None
+
+
+def test_outside_a_spark_task_nothing_is_frozen(restored_gc):
+    frozen = gc.get_freeze_count()
+    worker_gc.freeze_survivors()
+    assert gc.get_freeze_count() == frozen

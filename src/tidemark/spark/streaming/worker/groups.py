@@ -58,7 +58,7 @@ from tidemark.spark.streaming.worker.time_advance import (
     Visit,
     time_advance_for,
 )
-from tidemark.spark.worker_gc import fewer_gc_passes
+from tidemark.spark.worker_gc import fewer_gc_passes, freeze_survivors
 
 __all__ = ["GroupStore", "WindowGroups", "object_frame"]
 
@@ -108,6 +108,11 @@ class WindowGroups:
     def call(self, store: GroupStore, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         """One call of Spark's for one key group: its rows (``frames``, empty for a
         timer) through the group's keys; returns the output rows."""
+        output = self._call(store, frames)
+        freeze_survivors()  # what the call kept (the deltas layout's cached keys)
+        return output
+
+    def _call(self, store: GroupStore, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
         clock = self._advance.clock(store.now, store.watermark)
         runs, passed, forwarded = self._reader.split_frames(frames, clock.spark_watermark_ms)
         group = store.read()
