@@ -84,6 +84,23 @@ class Describe(tm.ProcessAllWindowFunction):
         yield (window.start - BASE, window.end - BASE, n, total, high, context.current_watermark())
 
 
+class LargestBid(tm.ReduceFunction):
+    """The bid with the largest ``v`` (values are distinct: any order gives it)."""
+
+    order_insensitive = True
+
+    def reduce(self, a, b):
+        return a if a.v > b.v else b
+
+
+class DescribeLargest(tm.ProcessAllWindowFunction):
+    def process(self, context, elements):
+        bid = next(iter(elements))
+        window = context.window()
+        start, end = window.start - BASE, window.end - BASE
+        yield (start, end, 1, bid.ts - BASE, bid.v, context.current_watermark())
+
+
 class Unordered(HighestBid):
     order_insensitive = False
 
@@ -98,7 +115,7 @@ def _write(directory: Path, batches: list, first: int = 0) -> None:
             os.utime(path, (1_000_000 + 10 * b + f, 1_000_000 + 10 * b + f))
 
 
-def _stream(spark, directory: Path, function=None, configure=None):
+def _stream(spark, directory: Path, function=None, configure=None, window_function=None):
     source = (
         spark.readStream.schema("v long, ts long")
         .option("maxFilesPerTrigger", 2)
@@ -110,6 +127,8 @@ def _stream(spark, directory: Path, function=None, configure=None):
     )
     if configure is not None:
         windowed = configure(windowed)
+    if isinstance(function, tm.ReduceFunction):
+        return windowed.reduce(function, window_function, SCHEMA)
     return windowed.aggregate(function or HighestBid(), Describe(), SCHEMA)
 
 
@@ -122,8 +141,8 @@ class _Run:
         self.dropped = 0
         self.figures: list[dict] = []
 
-    def run(self, spark, function=None) -> _Run:
-        result = _stream(spark, self.root / "in", function)
+    def run(self, spark, function=None, window_function=None) -> _Run:
+        result = _stream(spark, self.root / "in", function, window_function=window_function)
         query = result.write_outputs(
             {
                 "main": lambda df, b: self.main.extend(tuple(r) for r in df.collect()),
@@ -141,11 +160,10 @@ class _Run:
         self.dropped += sum(r[0] for r in df.collect())
 
 
-def _engine_reference(batches: list) -> tuple[Counter, int]:
+def _engine_reference(batches: list, function=None, window_function=None) -> tuple[Counter, int]:
     """The engine fed each micro-batch's elements, then the watermark Spark moves to."""
-    op = window_operator(
-        tm.TumblingEventTimeWindows.of(SIZE_MS), window_logic(HighestBid(), Describe())
-    )
+    logic = window_logic(function or HighestBid(), window_function or Describe())
+    op = window_operator(tm.TumblingEventTimeWindows.of(SIZE_MS), logic)
     high, ended = None, False
     for files in batches:
         for rows in files:
@@ -197,6 +215,18 @@ def test_combined_stream_equals_the_engine_and_the_one_task_run(spark, tmp_path,
     assert runs[True].figures == runs[False].figures
     assert [f["num_records_in"] for f in runs[True].figures] == [5, 4, 3, 2, 1, 0]
     assert [f["num_late_records_dropped"] for f in runs[True].figures] == [0, 2, 1, 0, 0, 0]
+
+
+def test_a_declared_reduce_function_is_combined_too(spark, tmp_path, combining):
+    combining(None)
+    expected, dropped = _engine_reference(BATCHES, LargestBid(), DescribeLargest())
+    _write(tmp_path / "in", BATCHES)
+    got = _Run(tmp_path).run(spark, LargestBid(), DescribeLargest())
+    assert "MapInPandas" in _plan(
+        _stream(spark, tmp_path / "in", LargestBid(), None, DescribeLargest())
+    )
+    assert Counter(got.main) == expected
+    assert got.dropped == dropped == 3
 
 
 @pytest.mark.parametrize("first,then", [(True, False), (False, True)])
