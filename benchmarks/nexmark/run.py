@@ -440,6 +440,14 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--repeat", type=int, default=2, help="runs of each (query, mode)")
     parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark conf for the session (repeatable), e.g. "
+        "spark.tidemark.streaming.preAggregate=false to run q7's stream in one task",
+    )
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else STREAM_100K if args.stream_100k else FULL
     events = args.events or sizes["events"]
@@ -458,7 +466,15 @@ def main(argv: list[str] | None = None) -> None:
         config,
         args.slice_incremental,
         check=not args.no_check,
+        conf=dict(_conf_pair(c) for c in args.conf),
     )
+
+
+def _conf_pair(given: str) -> tuple[str, str]:
+    key, sep, value = given.partition("=")
+    if not sep or not key:
+        sys.exit(f"--conf takes KEY=VALUE; got {given!r}")
+    return key, value
 
 
 def _check_choices(option: str, given: list[str], allowed: tuple[str, ...]) -> None:
@@ -476,12 +492,15 @@ def run(
     config: GeneratorConfig,
     slice_incremental: bool = False,
     check: bool = True,
+    conf: dict[str, str] | None = None,
 ) -> None:
     from tidemark.spark.session import get_spark
 
     spark = get_spark(master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.tidemark.sliceIncremental", str(slice_incremental).lower())
+    for key, value in (conf or {}).items():
+        spark.conf.set(key, value)
     cores = spark.sparkContext.defaultParallelism
     batch_partitions = spark.conf.get("spark.sql.shuffle.partitions")
     root = Path(tempfile.mkdtemp(prefix="tidemark-nexmark-"))
@@ -496,6 +515,8 @@ def run(
             f"{'sliced' if slice_incremental else 'stored per window'}. Warming up...",
             flush=True,
         )
+        if conf:
+            print(f"Spark conf: {conf}", flush=True)
         warm_up(spark, root, config, modes)
         if check and "stream" in modes:
             spark.conf.set("spark.sql.shuffle.partitions", "2")

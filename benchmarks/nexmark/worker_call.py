@@ -9,6 +9,11 @@ stream (captured where the driver hands it to Spark's operator); the key groups 
 are the key column modulo 16 (a task's share of 32), not Spark's hash: the work per
 row is the same. Compare trees with ``PYTHONPATH=<tree>/src``.
 
+A ``window_all`` that folds its bids before its key group (q7,
+``spark.tidemark.streaming.preAggregate``, on by default; ``--one-task`` turns it off)
+is timed as both of its Python steps: the folding step over the micro-batch's frames
+(one input partition), then the key group's call on the partials it emits.
+
 Usage::
 
     python benchmarks/nexmark/worker_call.py --query q7 --batch-rows 100000 --batches 5
@@ -47,26 +52,38 @@ class Store:
         return self.spark_watermark
 
     def read(self) -> Any:
-        return self.row
+        from tidemark.spark.streaming.worker.state import StoredGroup
+
+        return StoredGroup.decode(self.row, self._max_parallelism)
 
     def save(self, group: Any, timers: Any, clock: Any) -> None:
         self.row = group.encode(self._max_parallelism) if group.keys else None
 
 
-def captured_processor(query: str) -> tuple[list[str], Any]:
-    """The input columns and the ``ProcessorConfig`` tidemark builds for ``query``."""
+def captured_processor(query: str, one_task: bool) -> tuple[list[str], Any, Any]:
+    """The input columns and the ``ProcessorConfig`` tidemark builds for ``query``, and
+    its folding step (``(input columns, PartitionCombiner)``; None: it has none)."""
+    import tidemark.spark.streaming.driver.combine as combine
     import tidemark.spark.streaming.driver.query as driver
     from tidemark.spark.session import get_spark
+    from tidemark.spark.streaming.worker.combine import PartitionCombiner
 
     spark = get_spark(master="local[1]")
+    spark.conf.set(combine.CONF, str(not one_task).lower())
     captured: list[Any] = []
-    build = driver.key_group_operator
+    folding: list[Any] = []
+    build, apply = driver.key_group_operator, combine.PreAggregation.apply
 
     def capture(prepared: Any, config: Any, *args: Any) -> Any:
         captured.append((prepared.columns, config))
         return build(prepared, config, *args)
 
+    def capture_folding(self: Any, prepared: Any, config: Any) -> Any:
+        folding.append((prepared.columns, PartitionCombiner(config, self.spec)))
+        return apply(self, prepared, config)
+
     driver.key_group_operator = capture  # type: ignore[assignment]
+    combine.PreAggregation.apply = capture_folding  # type: ignore[method-assign]
     root = Path(tempfile.mkdtemp(prefix="nexmark-call-"))
     generate_bids(10, GeneratorConfig()).to_parquet(root / "bids.parquet")
     source = spark.readStream.schema(spark.read.parquet(str(root)).schema).parquet(str(root))
@@ -74,7 +91,9 @@ def captured_processor(query: str) -> tuple[list[str], Any]:
         tidemark_query(query, source, GeneratorConfig().max_disorder_ms).to_dataframe()
     finally:
         driver.key_group_operator = build  # type: ignore[assignment]
-    return captured[0]
+        combine.PreAggregation.apply = apply  # type: ignore[method-assign]
+    columns, config = captured[0]
+    return columns, config, folding[0] if folding else None
 
 
 def frames(columns: list[str], bids: pd.DataFrame, group: int) -> list[pd.DataFrame]:
@@ -95,23 +114,27 @@ def calls_of(columns: list[str], config: Any, batch: pd.DataFrame) -> list[list[
     """A micro-batch's calls: one for window_all, else one per key group."""
     if columns[0] == "__tm_all":
         return [frames(columns, batch, 0)]
+    assert config.partial_position is None, "a keyed query folds nothing before its groups"
     groups = (batch[columns[config.key_positions[0]]] % GROUPS).to_numpy()
     return [frames(columns, batch[groups == g], g) for g in range(GROUPS)]
 
 
-def run(query: str, batch_rows: int, batches: int) -> list[float]:
-    """CPU seconds of each micro-batch's calls."""
+def run(query: str, batch_rows: int, batches: int, one_task: bool = False) -> list[float]:
+    """CPU seconds of each micro-batch's calls (and its folding step, where it has one)."""
     from tidemark.spark.streaming.worker.groups import WindowGroups
 
-    columns, config = captured_processor(query)
+    columns, config, folding = captured_processor(query, one_task)
     bids = generate_bids(batch_rows * batches, GeneratorConfig())
     parts = [bids.iloc[i * batch_rows : (i + 1) * batch_rows] for i in range(batches)]
-    prepared = [calls_of(columns, config, part) for part in parts]
+    read = columns if folding is None else folding[0]
+    prepared = [calls_of(read, config, part) for part in parts]
     groups = WindowGroups(config)
     stores = [Store(config.max_parallelism) for _ in range(GROUPS)]
     watermark, seconds = 0, []
     for n, (part, calls) in enumerate(zip(parts, prepared)):
         started = time.process_time()
+        if folding is not None:
+            calls = [list(folding[1](call)) for call in calls]
         for store, call in zip(stores, calls):
             store.spark_watermark = watermark + config.spark_offset_ms if n else 0
             store.now = int(time.time() * 1000)
@@ -127,8 +150,13 @@ def main() -> None:
     parser.add_argument("--query", default="q7", help="q5 (its first window), q7, q11, q12")
     parser.add_argument("--batch-rows", type=int, default=100_000)
     parser.add_argument("--batches", type=int, default=5)
+    parser.add_argument(
+        "--one-task",
+        action="store_true",
+        help="a window_all without its folding step (spark.tidemark.streaming.preAggregate=false)",
+    )
     args = parser.parse_args()
-    seconds = run(args.query, args.batch_rows, args.batches)
+    seconds = run(args.query, args.batch_rows, args.batches, args.one_task)
     print(" ".join(f"{s * 1000:.0f}" for s in seconds), "ms CPU per micro-batch")
     later = statistics.median(seconds[1:] or seconds) * 1000
     print(f"{args.query}: median {later:.0f} ms CPU per {args.batch_rows:,} bids after the first")

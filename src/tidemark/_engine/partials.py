@@ -24,12 +24,22 @@ and the watermark a window function sees are those of the one-task path.
 keeps all its elements), a trigger that fires only at the window end, no evictor, no
 Dataflow trigger, and a declared function (see :func:`serves`).
 Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
+
+A stream splits the same way where each micro-batch's elements of a window are judged
+against one watermark and nothing fires on an element (event-time tumbling windows under
+the default trigger, no allowed lateness, no late side output:
+:mod:`tidemark.spark.streaming.driver.combine` says where): each input partition of a
+micro-batch folds its elements per window into a :class:`Partial` (the contents and how
+many elements they hold), and one :class:`PartialsOperator` of :func:`global_spec` per
+key group merges each partial into its window, or, when the window is late, counts all
+its elements as dropped. A window's stored contents are the user's accumulator (or
+reduced value) on both paths, so either reads the other's state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, NamedTuple
 
 from tidemark._engine.functions import (
     AggregateLogic,
@@ -38,7 +48,9 @@ from tidemark._engine.functions import (
     declared_order_insensitive,
 )
 from tidemark._engine.merging import keeps_equal_windows
+from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
+from tidemark._engine.status import DROPPED
 from tidemark.assigners import (
     DynamicEventTimeSessionWindows,
     EventTimeSessionWindows,
@@ -47,15 +59,19 @@ from tidemark.assigners import (
     WindowAssignerContext,
 )
 from tidemark.functions import AggregateFunction, ProcessAllWindowFunction
-from tidemark.triggers import Trigger
+from tidemark.triggers import EventTimeTrigger, Trigger
 from tidemark.windows import TimeWindow, Window
 
 __all__ = [
     "serves",
+    "stream_serves",
     "local_spec",
     "global_spec",
     "PartialWindows",
     "MergingPartialWindows",
+    "Partial",
+    "PartialsOperator",
+    "partials_operator",
 ]
 
 
@@ -79,6 +95,21 @@ def serves(spec: OperatorSpec) -> bool:
     if type(assigner) is EventTimeSessionWindows:
         return True
     return type(assigner) is DynamicEventTimeSessionWindows and keeps_equal_windows(assigner)
+
+
+def stream_serves(spec: OperatorSpec) -> bool:
+    """Whether a stream of ``spec`` may fold each micro-batch's elements per window
+    before its key groups, with the results, drops and state of the one-task path: what
+    :func:`serves` allows, on event-time tumbling windows under the default trigger
+    (nothing fires on an element), without allowed lateness (a window is late exactly
+    when each of its elements is) and without a late side output (it needs the late
+    elements one by one)."""
+    layout = spec.assigner.aligned_layout()
+    if layout is None or layout.size_ms != layout.slide_ms or not serves(spec):
+        return False
+    if spec.allowed_lateness_ms != 0 or spec.late_data_tag is not None:
+        return False
+    return type(spec.window_trigger) is EventTimeTrigger
 
 
 class _Accumulating(AggregateFunction):
@@ -147,6 +178,37 @@ class _MergePartials(AggregateFunction):
         if acc_b is _NOTHING:
             return acc_a
         return self.combine(acc_a, acc_b)
+
+
+class Partial(NamedTuple):
+    """What a part of a stream holds for one window: ``contents`` (the accumulator or
+    reduced value) folded from ``elements`` elements. Fed to a :class:`PartialsOperator`
+    as one element, at the earliest of its elements' timestamps."""
+
+    start: int
+    end: int
+    contents: Any
+    elements: int
+
+
+class PartialsOperator(WindowOperator):
+    """The operator of :func:`global_spec` on a stream: the same as
+    :class:`~tidemark._engine.operator.WindowOperator` (the general path), but a late
+    :class:`Partial` counts each of its elements as dropped, as the one-task path drops
+    each late element (its window is late exactly when each of its elements is: a
+    tumbling window without allowed lateness). The spec has no late side output."""
+
+    def late_element(self, value: Any, timestamp: int | None) -> int:
+        if self.late_data_tag is not None:
+            raise AssertionError("a stream's partials are never served with a late side output")
+        self.num_late_records_dropped += value.elements
+        return DROPPED
+
+
+def partials_operator(spec: OperatorSpec) -> PartialsOperator:
+    """``() -> PartialsOperator`` of the global spec of ``spec`` (a stream's key groups
+    make one per call; bind with :func:`functools.partial`)."""
+    return PartialsOperator(global_spec(spec))
 
 
 def _same(value: Any) -> Any:

@@ -22,6 +22,7 @@ from tidemark.spark.columns import (
 from tidemark.spark.partitions import check_partitions
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
 from tidemark.spark.streaming.driver.checkpoint import checkpoint_clock
+from tidemark.spark.streaming.driver.combine import pre_aggregation
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
@@ -133,6 +134,14 @@ def _window_frame(
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
     check_partitions(source.partitions, mode)
+    combining = pre_aggregation(
+        op,
+        time_mode=mode,
+        chained=earlier is not None or feeds_downstream,
+        idleness_ms=source.strategy.idleness_ms,
+        partitions=source.partitions,
+        spark_offset_ms=spark_offset_ms,
+    )
     return window_stream(
         df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,
@@ -150,6 +159,7 @@ def _window_frame(
         checkpoint=checkpoint,
         partitions=source.partitions if earlier is None else None,
         spark_offset_ms=spark_offset_ms,
+        pre_aggregate=combining,
     )
 
 

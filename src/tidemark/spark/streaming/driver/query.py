@@ -67,6 +67,7 @@ from tidemark.spark.streaming.driver.checkpoint import (
     state_layout,
     stored_groups,
 )
+from tidemark.spark.streaming.driver.combine import PreAggregation
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
 from tidemark.spark.streaming.worker.clock import (
@@ -158,6 +159,7 @@ def window_stream(
     checkpoint: str | None = None,
     partitions: SourcePartitions | None = None,
     spark_offset_ms: int = 0,
+    pre_aggregate: PreAggregation | None = None,
 ) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a streaming DataFrame; results
     and side outputs.
@@ -221,6 +223,9 @@ def window_stream(
         Spark's event-time clock ahead of the engine's (:mod:`~..worker.clock`: 0 shows
         Spark the real watermark); fixed at the first start; a chain's window takes its
         earlier's.
+    pre_aggregate : PreAggregation, optional
+        Fold each input partition's elements per window before the key groups
+        (:mod:`~.combine`; :func:`~.combine.pre_aggregation` says where it serves).
 
     Returns
     -------
@@ -295,6 +300,8 @@ def window_stream(
         key_normaliser=key_normaliser(key_types) if engine_key is None else None,
         state_layout=layout,
     )
+    if pre_aggregate is not None:
+        prepared, config = pre_aggregate.apply(prepared, config)
     output_schema = combined_schema(result_schema, phase=feeds_downstream)
     delay = None
     if time_mode.event_time and out_of_orderness_ms is not None:

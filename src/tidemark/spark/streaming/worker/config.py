@@ -120,6 +120,11 @@ class ProcessorConfig:
     state_layout : StateLayout
         How the key groups' state is kept (:mod:`.deltas`): one row per group (the
         default here, every query's before layouts were recorded), or a base and deltas.
+    partial_position : int, optional
+        Where ``__tm_partial`` is in the processor's input, when the source's rows are
+        combined per window before the shuffle (:mod:`.combine`): ``make_operator``
+        then makes the operator that merges the partials
+        (:class:`~tidemark._engine.partials.PartialsOperator`). None: rows are elements.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -145,6 +150,7 @@ class ProcessorConfig:
     pandas_output: PandasOutput = PandasOutput()
     key_normaliser: Callable[[Any], Any] | None = None
     state_layout: StateLayout = StateLayout()
+    partial_position: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))

@@ -1,8 +1,9 @@
 """Where a key group's rows come from, chosen once per query: the source's rows
-(:class:`SourceRows`) or an earlier window's combined frame (:class:`UpstreamRows`, a
-chain, :mod:`tidemark.spark.streaming.driver.chain`).
+(:class:`SourceRows`), the source's rows combined per window before the shuffle
+(:class:`CombinedRows`, :mod:`.combine`) or an earlier window's combined frame
+(:class:`UpstreamRows`, a chain, :mod:`tidemark.spark.streaming.driver.chain`).
 
-Either reader turns the frames Spark hands one call into *key runs*: each key's Rows and
+Each reader turns the frames Spark hands one call into *key runs*: each key's Rows and
 timestamps in Spark's order, a chain's early rows (fired on the watermark by the earlier
 window) apart from the others. :func:`row_reader` picks the reader from the
 :class:`~.config.ProcessorConfig`; the per-call path has no
@@ -25,6 +26,7 @@ from tidemark.spark.columns import (
     EARLY,
     MAIN,
     ON_ELEMENTS,
+    decode_side,
     is_upstream_output,
     upstream_output_name,
 )
@@ -35,7 +37,17 @@ from tidemark.spark.streaming.worker.clock import (
 )
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 
-__all__ = ["KeyRun", "KeyRuns", "RowReader", "SourceRows", "UpstreamRows", "row_reader"]
+__all__ = [
+    "KeyRun",
+    "KeyRuns",
+    "RowReader",
+    "SourceRows",
+    "CombinedRows",
+    "UpstreamRows",
+    "row_reader",
+    "ColumnValues",
+    "value_rows",
+]
 
 
 class KeyRun(NamedTuple):
@@ -106,15 +118,10 @@ class RowReader:
         phases: Any
         follows: Any
         pdf, phases, follows = self._elements(pdf, passed)
-        columns = _ColumnValues(pdf, config)
+        columns = ColumnValues(pdf, config)
         timestamps: Any = columns.at(config.timestamp_position, "LongType")
         keys: Any = columns.keys(config.key_positions, config.key_types)
-        values = [
-            columns.at(i, t)
-            for i, t in zip(config.value_positions, config.value_types, strict=True)
-        ]
-        tuples = zip(*values) if values else repeat((), len(timestamps))
-        rows: Any = list(map(tuple.__new__, repeat(self._row_type), tuples))
+        rows: Any = self._rows(columns, len(timestamps))
         kept = self._kept_rows(timestamps, keys, earliest)
         if kept is not None:
             keys, timestamps, rows, phases, follows = (
@@ -142,6 +149,10 @@ class RowReader:
             follow = max((f for f in follows[start:end] if f is not None), default=None)
             if follow is not None:
                 forwarded[key] = max(follow, forwarded.get(key, follow))
+
+    def _rows(self, columns: ColumnValues, count: int) -> list[Any]:
+        """The ``count`` rows' elements: the Rows of their value columns."""
+        return value_rows(columns, self._config, self._row_type, count)
 
     def _kept_rows(self, timestamps: list[Any], keys: list[Any], earliest: int) -> list[int] | None:
         """The rows to feed (None: all of them): a timestamp the event-time mapping cannot
@@ -182,6 +193,21 @@ class SourceRows(RowReader):
     end_of_input = END_OF_INPUT_MS
 
 
+class CombinedRows(SourceRows):
+    """The source's rows combined before the shuffle (:mod:`.combine`): a row with a
+    ``__tm_partial`` is a :class:`~tidemark._engine.partials.Partial`, stamped with its
+    earliest element's timestamp; a row without one passed the combining step untouched
+    (a null, out-of-range or end-of-input timestamp), read as :class:`SourceRows` reads
+    it, so it fails or ends the input as it would have."""
+
+    def _rows(self, columns: ColumnValues, count: int) -> list[Any]:
+        rows = super()._rows(columns, count)
+        position = self._config.partial_position
+        assert position is not None
+        blobs = columns.at(position, "BinaryType")
+        return [row if blob is None else decode_side(blob) for row, blob in zip(rows, blobs)]
+
+
 class UpstreamRows(RowReader):
     """An earlier window's combined frame (:class:`~.config.UpstreamInput`): its results
     are the elements (its early ones fed before the watermark), its other outputs pass
@@ -217,10 +243,12 @@ class UpstreamRows(RowReader):
 
 def row_reader(config: ProcessorConfig) -> RowReader:
     """The reader of ``config``'s input, chosen once."""
-    return SourceRows(config) if config.upstream is None else UpstreamRows(config)
+    if config.upstream is not None:
+        return UpstreamRows(config)
+    return SourceRows(config) if config.partial_position is None else CombinedRows(config)
 
 
-class _ColumnValues:
+class ColumnValues:
     """A pandas frame's columns as Python values, as Arrow gives them (a NaN apart from a
     null, nested values as BATCH reads them: :class:`~tidemark.spark.lossless.PandasInput`),
     each column converted once: one column can be a key, a value and the timestamp."""
@@ -246,6 +274,15 @@ class _ColumnValues:
         keys = columns[0] if len(columns) == 1 else list(zip(*columns))
         normalise = self._key_normaliser
         return keys if normalise is None else list(map(normalise, keys))
+
+
+def value_rows(columns: ColumnValues, config: ProcessorConfig, row_type: Any, count: int) -> Any:
+    """The Rows (of ``row_type``) handed to the user's functions for ``count`` rows."""
+    values = [
+        columns.at(i, t) for i, t in zip(config.value_positions, config.value_types, strict=True)
+    ]
+    tuples = zip(*values) if values else repeat((), count)
+    return list(map(tuple.__new__, repeat(row_type), tuples))
 
 
 def _key_segments(

@@ -1,0 +1,89 @@
+"""A streaming ``window_all`` on every core: its elements folded per window in each input
+partition before the shuffle, the partials merged in its one key group.
+
+A non-keyed window has one key, so one key group: one task and one Python worker take
+every element of a micro-batch (Flink's ``windowAll`` at parallelism 1). Where the
+split is exact (:func:`~tidemark._engine.partials.stream_serves`: an ``AggregateFunction``
+with ``merge`` or a ``ReduceFunction`` declared ``order_insensitive = True``, event-time
+tumbling windows under the default trigger, no allowed lateness, no late side output),
+:func:`pre_aggregation` adds a stateless step before the key group
+(:class:`~..worker.combine.PartitionCombiner`, one ``add`` per element in the scan
+tasks), and the key group merges each window's partials
+(:class:`~tidemark._engine.partials.PartialsOperator`): the same results, timestamps,
+figures and dropped counts as the one-task path, and the same stored state, so a restart
+may switch either way. A first version: the window is a stream's first (not in a
+chain), in ``EventTime`` mode on Spark's unshifted clock, without idleness or
+per-partition watermarks; everything else runs in one task as before.
+
+Set the Spark conf ``spark.tidemark.streaming.preAggregate=false`` (or
+``spark.tidemark.fastPaths=false``) to run every streaming ``window_all`` in one task.
+The guide: ``docs/streaming.md`` ("Non-keyed windows").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import BinaryType, StructField, StructType
+
+from tidemark._engine.partials import partials_operator, stream_serves
+from tidemark._engine.spec import OperatorSpec
+from tidemark.spark.columns import PARTIAL
+from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.streaming.worker.combine import PartitionCombiner
+from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.modes import TimeMode
+
+__all__ = ["CONF", "PreAggregation", "pre_aggregation"]
+
+CONF = "spark.tidemark.streaming.preAggregate"
+
+
+@dataclass(frozen=True)
+class PreAggregation:
+    """How a streaming window folds its elements before its key groups: ``spec``, the
+    window's run spec, whose windows and function the step folds with."""
+
+    spec: OperatorSpec
+
+    def apply(
+        self, prepared: DataFrame, config: ProcessorConfig
+    ) -> tuple[DataFrame, ProcessorConfig]:
+        """``prepared`` (the key groups' input) folded per input partition, and
+        ``config`` reading its partials and merging them."""
+        fields = [StructField(f.name, f.dataType, True, f.metadata) for f in prepared.schema]
+        schema = StructType([*fields, StructField(PARTIAL, BinaryType(), True)])
+        combined = prepared.mapInPandas(PartitionCombiner(config, self.spec), schema)
+        merging = replace(
+            config,
+            make_operator=partial(partials_operator, self.spec),
+            partial_position=len(fields),
+        )
+        return combined, merging
+
+
+def pre_aggregation(
+    op: WindowOp,
+    *,
+    time_mode: TimeMode,
+    chained: bool,
+    idleness_ms: int | None,
+    partitions: Any,
+    spark_offset_ms: int,
+) -> PreAggregation | None:
+    """The pre-aggregation of ``op`` on a stream, or None where it runs in one task as
+    before (a keyed window, a window in a chain, another time mode, idleness,
+    per-partition watermarks, Spark's shifted clock, a pipeline the split does not
+    serve, or the switches off)."""
+    spark = op.source.df.sparkSession
+    if not fast_paths_enabled(spark) or str(spark.conf.get(CONF, "true")).lower() == "false":
+        return None
+    if op.key is not None or chained or time_mode is not TimeMode.EVENT_TIME:
+        return None
+    if idleness_ms is not None or partitions is not None or spark_offset_ms != 0:
+        return None
+    spec = op.run_spec()
+    return PreAggregation(spec) if stream_serves(spec) else None

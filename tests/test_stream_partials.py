@@ -1,0 +1,178 @@
+"""A stream's partials (``_engine/partials.py``): where a stream may fold its elements
+per window before its key groups (:func:`stream_serves`), and the operator that merges
+the partials (:class:`PartialsOperator`) against the one-task operator fed the same
+elements, on the engine (no Spark).
+
+Tumbling windows of 10; each micro-batch splits its elements over parts (input
+partitions) in a random way, each part folds its elements per window into a Partial, the
+merging operator gets the partials after the batch's watermark, as a key group's call
+feeds them. Results, dropped counts and the stored contents must be the one-task run's.
+"""
+
+from __future__ import annotations
+
+import pickle
+import random
+from collections import defaultdict
+from typing import Any
+
+import pytest
+
+import tidemark as tm
+from tidemark._engine.create import create_window_operator
+from tidemark._engine.functions import window_logic
+from tidemark._engine.partials import Partial, partials_operator, stream_serves
+from tidemark._engine.spec import OperatorSpec
+from tidemark.time import LONG_MAX
+
+SIZE = 10
+
+
+class CountMax(tm.AggregateFunction):
+    order_insensitive = True
+
+    def create_accumulator(self) -> Any:
+        return [0, None]
+
+    def add(self, value: Any, acc: Any) -> Any:
+        return [acc[0] + 1, value if acc[1] is None else max(acc[1], value)]
+
+    def get_result(self, acc: Any) -> Any:
+        return tuple(acc)
+
+    def merge(self, a: Any, b: Any) -> Any:
+        return [a[0] + b[0], max(a[1], b[1])]
+
+
+class Unordered(CountMax):
+    order_insensitive = False
+
+
+class Larger(tm.ReduceFunction):
+    order_insensitive = True
+
+    def reduce(self, a: Any, b: Any) -> Any:
+        return max(a, b)
+
+
+class WithWindow(tm.ProcessAllWindowFunction):
+    def process(self, context: Any, elements: Any) -> Any:
+        yield (context.window().start, next(iter(elements)), context.current_watermark())
+
+
+def _spec(function: Any = None, **options: Any) -> OperatorSpec:
+    logic = window_logic(function or CountMax(), WithWindow())
+    return OperatorSpec(tm.TumblingEventTimeWindows.of(SIZE), logic, **options)
+
+
+@pytest.mark.parametrize(
+    "options,function,served",
+    [
+        pytest.param({}, None, True, id="tumbling_aggregate"),
+        pytest.param({}, Larger(), True, id="tumbling_reduce"),
+        pytest.param({}, Unordered(), False, id="undeclared"),
+        pytest.param({"allowed_lateness_ms": 1}, None, False, id="allowed_lateness"),
+        pytest.param({"late_data_tag": tm.OutputTag("late")}, None, False, id="late_tag"),
+        pytest.param({"trigger": tm.CountTrigger.of(2)}, None, False, id="count_trigger"),
+        pytest.param(
+            {"trigger": tm.ContinuousEventTimeTrigger.of(5)}, None, False, id="continuous_trigger"
+        ),
+    ],
+)
+def test_where_a_stream_may_fold_before_its_key_groups(
+    options: dict, function: Any, served: bool
+) -> None:
+    assert stream_serves(_spec(function, **options)) is served
+
+
+@pytest.mark.parametrize(
+    "assigner",
+    [
+        tm.SlidingEventTimeWindows.of(10, 5),
+        tm.EventTimeSessionWindows.with_gap(5),
+        tm.TumblingProcessingTimeWindows.of(10),
+    ],
+    ids=["sliding", "sessions", "processing_time"],
+)
+def test_other_windows_are_not_served(assigner: Any) -> None:
+    spec = OperatorSpec(assigner, window_logic(CountMax(), WithWindow()))
+    assert not stream_serves(spec)
+
+
+def _partials(spec: OperatorSpec, elements: list[tuple[int, int]], parts: int, rng: Any) -> list:
+    """``elements`` dealt over ``parts`` parts, each folded per window: (partial, ts)."""
+    dealt: dict[tuple[int, int], list] = defaultdict(list)
+    for value, ts in elements:
+        dealt[(rng.randrange(parts), ts - ts % SIZE)].append((value, ts))
+    partials = []
+    for (_, start), held in dealt.items():
+        contents = spec.logic.add_all(None, [value for value, _ in held])
+        earliest = min(ts for _, ts in held)
+        partials.append((Partial(start, start + SIZE, contents, len(held)), earliest))
+    rng.shuffle(partials)
+    return partials
+
+
+def _batches(rng: Any) -> list[list[tuple[int, int]]]:
+    """Micro-batches of (value, ts) moving forward with disorder (late elements too)."""
+    batches, now = [], 0
+    for _ in range(8):
+        now += rng.randrange(0, 25)
+        batches.append([(rng.randrange(100), max(0, now - rng.randrange(30))) for _ in range(12)])
+    return batches
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_partials_merged_are_the_one_task_run(seed: int) -> None:
+    rng = random.Random(seed)
+    spec = _spec(Larger() if seed % 2 else None)
+    one_task = create_window_operator(spec)
+    merging = partials_operator(spec)
+    high = None
+    for batch in _batches(rng):
+        for value, ts in batch:
+            one_task.process_element(None, value, ts)
+        partials = _partials(spec, batch, 1 + seed % 3, rng)
+        merging.process_elements(None, [p for p, _ in partials], [ts for _, ts in partials])
+        high = max([high or 0, *(ts for _, ts in batch)])
+        watermark = high - 3
+        for op in (one_task, merging):
+            if watermark > op.current_watermark:
+                op.process_watermark(watermark)
+        # what either stores for a window is the user's accumulator (or reduced value)
+        assert merging.window_contents(None) == one_task.window_contents(None)
+    assert merging.num_late_records_dropped == one_task.num_late_records_dropped
+    for op in (one_task, merging):
+        op.process_watermark(LONG_MAX)
+    assert merging.output == one_task.output
+    assert len(one_task.output) > 3
+
+
+def test_a_late_partial_drops_each_of_its_elements() -> None:
+    spec = _spec()
+    merging = partials_operator(spec)
+    merging.process_watermark(19)
+    late = Partial(10, 20, [4, 9], 4)  # its window's max timestamp 19 is behind
+    on_time = Partial(20, 30, [2, 7], 2)
+    merging.process_elements(None, [late, on_time], [12, 21])
+    assert merging.num_late_records_dropped == 4
+    assert merging.window_contents(None) == {tm.TimeWindow(20, 30): [2, 7]}
+
+
+def test_either_operator_restores_the_others_key_state() -> None:
+    """A restart that switches the combining on or off reads the stored key state."""
+    spec = _spec()
+    one_task = create_window_operator(spec)
+    for value, ts in [(3, 1), (8, 4), (5, 12)]:
+        one_task.process_element(None, value, ts)
+    merging = partials_operator(spec)
+    merging.restore_key(None, pickle.loads(pickle.dumps(one_task.snapshot_key(None))))
+    merging.process_elements(None, [Partial(0, 10, [2, 9], 2)], [6])
+    back = create_window_operator(spec)
+    back.restore_key(None, pickle.loads(pickle.dumps(merging.snapshot_key(None))))
+    back.process_element(None, 1, 15)
+    back.process_watermark(LONG_MAX)
+    assert [result for result, _ in back.output] == [
+        (0, (4, 9), LONG_MAX),
+        (10, (2, 5), LONG_MAX),
+    ]

@@ -1,0 +1,311 @@
+"""A streaming ``window_all`` whose function is declared order-insensitive, folded per
+input partition before its one key group (``spark/streaming/driver/combine.py``):
+against the engine fed the same micro-batches, and against the same query in one task
+(``spark.tidemark.streaming.preAggregate=false``).
+
+Each micro-batch is two JSON files (two input partitions), read ``availableNow`` two
+files a batch; times are ms after ``BASE``, windows 10 s, out-of-orderness 2 s::
+
+    batch  file a              file b                 W after (Spark: max - 2 s - 1)
+    0      5@1s 7@3s 2@12s     9@2s 1@15s             12.999s
+    1      4@8s 3@9s (late)    6@18s 8@25s            22.999s  [0,10s) fires first
+    2      10@21s              11@11s (late) 12@29s   26.999s  [10,20s) fires first
+    3      13@24s              14@33s                 30.999s
+    4      end of input        15@34s                 +inf     [20,30s) [30,40s) fire
+
+[0,10s) and [20,30s) are fed over several micro-batches, by both files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from pyspark.sql import Row
+
+import tidemark as tm
+from tidemark._engine.create import window_operator
+from tidemark._engine.functions import window_logic
+from tidemark.spark.metrics import metrics_of
+from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
+from tidemark.spark.streaming.driver.combine import CONF
+from tidemark.time import LONG_MAX
+
+pytestmark = pytest.mark.spark
+
+BASE = 1_600_000_000_000
+SIZE_MS = 10_000
+OUT_OF_ORDERNESS_MS = 2_000
+END = (0, END_OF_INPUT_MS - BASE)
+BATCHES = [
+    [[(5, 1000), (7, 3000), (2, 12000)], [(9, 2000), (1, 15000)]],
+    [[(4, 8000), (3, 9000)], [(6, 18000), (8, 25000)]],
+    [[(10, 21000)], [(11, 11000), (12, 29000)]],
+    [[(13, 24000)], [(14, 33000)]],
+    [[END], [(15, 34000)]],
+]
+SCHEMA = "start long, end long, n long, total long, high long, watermark long"
+
+
+class HighestBid(tm.AggregateFunction):
+    """(count, sum, max) of ``v``; appends a line to ``log`` at each merge."""
+
+    order_insensitive = True
+
+    def __init__(self, log: str | None = None, fail_on: int | None = None):
+        self.log, self.fail_on = log, fail_on
+
+    def create_accumulator(self):
+        return (0, 0, None)
+
+    def add(self, value, acc):
+        if value.v == self.fail_on:
+            raise ValueError(f"no bid of {value.v}")
+        high = value.v if acc[2] is None else max(acc[2], value.v)
+        return (acc[0] + 1, acc[1] + value.v, high)
+
+    def get_result(self, acc):
+        return acc
+
+    def merge(self, a, b):
+        if self.log is not None:
+            with open(self.log, "a") as out:
+                out.write("merge\n")
+        return (a[0] + b[0], a[1] + b[1], max(a[2], b[2]))
+
+
+class Describe(tm.ProcessAllWindowFunction):
+    def process(self, context, elements):
+        n, total, high = next(iter(elements))
+        window = context.window()
+        yield (window.start - BASE, window.end - BASE, n, total, high, context.current_watermark())
+
+
+class LargestBid(tm.ReduceFunction):
+    """The bid with the largest ``v`` (values are distinct: any order gives it)."""
+
+    order_insensitive = True
+
+    def reduce(self, a, b):
+        return a if a.v > b.v else b
+
+
+class DescribeLargest(tm.ProcessAllWindowFunction):
+    def process(self, context, elements):
+        bid = next(iter(elements))
+        window = context.window()
+        start, end = window.start - BASE, window.end - BASE
+        yield (start, end, 1, bid.ts - BASE, bid.v, context.current_watermark())
+
+
+class Unordered(HighestBid):
+    order_insensitive = False
+
+
+def _write(directory: Path, batches: list, first: int = 0) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for b, files in enumerate(batches, start=first):
+        for f, rows in enumerate(files):
+            path = directory / f"batch-{b:03d}-{f}.json"
+            lines = [json.dumps({"v": v, "ts": BASE + t}) for v, t in rows]
+            path.write_text("\n".join(lines) + "\n")
+            os.utime(path, (1_000_000 + 10 * b + f, 1_000_000 + 10 * b + f))
+
+
+def _stream(spark, directory: Path, function=None, configure=None, window_function=None):
+    source = (
+        spark.readStream.schema("v long, ts long")
+        .option("maxFilesPerTrigger", 2)
+        .json(str(directory))
+    )
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(OUT_OF_ORDERNESS_MS)
+    windowed = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy).window_all(
+        tm.TumblingEventTimeWindows.of(SIZE_MS)
+    )
+    if configure is not None:
+        windowed = configure(windowed)
+    if isinstance(function, tm.ReduceFunction):
+        return windowed.reduce(function, window_function, SCHEMA)
+    return windowed.aggregate(function or HighestBid(), Describe(), SCHEMA)
+
+
+class _Run:
+    """One ``availableNow`` run of the stream on ``root``'s input and checkpoint."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.main: list[tuple] = []
+        self.dropped = 0
+        self.figures: list[dict] = []
+
+    def run(self, spark, function=None, window_function=None) -> _Run:
+        result = _stream(spark, self.root / "in", function, window_function=window_function)
+        query = result.write_outputs(
+            {
+                "main": lambda df, b: self.main.extend(tuple(r) for r in df.collect()),
+                DROPPED_OUTPUT: self._count_dropped,
+            },
+            checkpoint=str(self.root / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+        query.awaitTermination(300)
+        progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
+        self.figures.extend(metrics_of(p) for p in progress)
+        return self
+
+    def _count_dropped(self, df, batch_id):
+        self.dropped += sum(r[0] for r in df.collect())
+
+
+def _engine_reference(batches: list, function=None, window_function=None) -> tuple[Counter, int]:
+    """The engine fed each micro-batch's elements, then the watermark Spark moves to."""
+    logic = window_logic(function or HighestBid(), window_function or Describe())
+    op = window_operator(tm.TumblingEventTimeWindows.of(SIZE_MS), logic)
+    high, ended = None, False
+    for files in batches:
+        for rows in files:
+            for v, t in rows:
+                if (v, t) == END:
+                    ended = True
+                    continue
+                op.process_element(None, Row(v=v, ts=BASE + t), BASE + t)
+                high = t if high is None else max(high, t)
+        watermark = LONG_MAX if ended else BASE + high - OUT_OF_ORDERNESS_MS - 1
+        if watermark > op.current_watermark:
+            op.process_watermark(watermark)
+    return Counter(tuple(result) for result, _ in op.output), op.num_late_records_dropped
+
+
+@pytest.fixture
+def combining(spark):
+    """Set the switch for a test (None: the default), and put it back after."""
+
+    def switch(on: bool | None) -> None:
+        if on is None:
+            spark.conf.unset(CONF)
+        else:
+            spark.conf.set(CONF, str(on).lower())
+
+    yield switch
+    spark.conf.unset(CONF)
+
+
+def _merges(log: Path) -> int:
+    return len(log.read_text().splitlines()) if log.exists() else 0
+
+
+def test_combined_stream_equals_the_engine_and_the_one_task_run(spark, tmp_path, combining):
+    expected, dropped = _engine_reference(BATCHES)
+    assert dropped == 3 and len(expected) == 4
+    runs = {}
+    for on in (True, False):
+        combining(on)
+        root = tmp_path / str(on)
+        _write(root / "in", BATCHES)
+        log = root / "merges.log"
+        runs[on] = _Run(root).run(spark, HighestBid(str(log)))
+        assert Counter(runs[on].main) == expected
+        assert runs[on].dropped == dropped
+        # two partitions' partials of one window met in its key group: combined
+        assert (_merges(log) > 0) is on
+    # the figures of each micro-batch: elements in counted one by one, the same state
+    assert runs[True].figures == runs[False].figures
+    assert [f["num_records_in"] for f in runs[True].figures] == [5, 4, 3, 2, 1, 0]
+    assert [f["num_late_records_dropped"] for f in runs[True].figures] == [0, 2, 1, 0, 0, 0]
+
+
+def test_a_declared_reduce_function_is_combined_too(spark, tmp_path, combining):
+    combining(None)
+    expected, dropped = _engine_reference(BATCHES, LargestBid(), DescribeLargest())
+    _write(tmp_path / "in", BATCHES)
+    got = _Run(tmp_path).run(spark, LargestBid(), DescribeLargest())
+    assert "MapInPandas" in _plan(
+        _stream(spark, tmp_path / "in", LargestBid(), None, DescribeLargest())
+    )
+    assert Counter(got.main) == expected
+    assert got.dropped == dropped == 3
+
+
+@pytest.mark.parametrize("first,then", [(True, False), (False, True)])
+def test_a_restart_switching_the_conf_reads_the_same_state(spark, tmp_path, combining, first, then):
+    """Windows stored by one path are fed and fired by the other after a restart."""
+    expected, dropped = _engine_reference(BATCHES)
+    run = _Run(tmp_path)
+    _write(tmp_path / "in", BATCHES[:2])
+    combining(first)
+    run.run(spark)
+    _write(tmp_path / "in", BATCHES[2:], first=2)
+    combining(then)
+    run.run(spark)
+    assert Counter(run.main) == expected
+    assert run.dropped == dropped
+
+
+def test_a_user_add_failing_before_the_shuffle_raises_tidemarks_error(spark, tmp_path, combining):
+    combining(None)  # on by default
+    _write(tmp_path / "in", BATCHES[:1])
+    result = _stream(spark, tmp_path / "in", HighestBid(fail_on=7))
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    try:
+        with pytest.raises(tm.UserFunctionError) as info:
+            query.processAllAvailable()
+        message = str(info.value)
+        assert message.startswith("the reduce/aggregate function raised ValueError: no bid of 7")
+        assert f"window=TimeWindow[{BASE}, {BASE + SIZE_MS})" in message
+    finally:
+        query.stop()
+
+
+def _plan(result) -> str:
+    return result.to_dataframe()._jdf.queryExecution().analyzed().toString()
+
+
+def test_the_switches_turn_it_off(spark, tmp_path, combining):
+    (tmp_path / "in").mkdir()
+    combining(None)
+    assert "MapInPandas" in _plan(_stream(spark, tmp_path / "in"))
+    combining(False)
+    assert "MapInPandas" not in _plan(_stream(spark, tmp_path / "in"))
+    combining(None)
+    spark.conf.set("spark.tidemark.fastPaths", "false")
+    try:
+        assert "MapInPandas" not in _plan(_stream(spark, tmp_path / "in"))
+    finally:
+        spark.conf.unset("spark.tidemark.fastPaths")
+
+
+class _Early(tm.Trigger):
+    """Fires at the window end, as the default trigger, but is not it."""
+
+    def on_element(self, element, timestamp, window, ctx):
+        ctx.register_event_time_timer(window.max_timestamp())
+        return tm.TriggerResult.CONTINUE
+
+    def on_event_time(self, time, window, ctx):
+        return (
+            tm.TriggerResult.FIRE if time == window.max_timestamp() else tm.TriggerResult.CONTINUE
+        )
+
+    def on_processing_time(self, time, window, ctx):
+        return tm.TriggerResult.CONTINUE
+
+    def clear(self, window, ctx):
+        ctx.delete_event_time_timer(window.max_timestamp())
+
+
+@pytest.mark.parametrize(
+    "configure,function",
+    [
+        pytest.param(lambda w: w.allowed_lateness(1000), None, id="allowed_lateness"),
+        pytest.param(lambda w: w.side_output_late_data(tm.OutputTag("late")), None, id="late_tag"),
+        pytest.param(lambda w: w.trigger(_Early()), None, id="custom_trigger"),
+        pytest.param(None, Unordered(), id="undeclared_function"),
+    ],
+)
+def test_windows_it_cannot_serve_run_in_one_task(spark, tmp_path, combining, configure, function):
+    (tmp_path / "in").mkdir()
+    combining(None)
+    assert "MapInPandas" not in _plan(_stream(spark, tmp_path / "in", function, configure))
