@@ -145,8 +145,10 @@ def main() -> None:
         finish(root, args.layout, "child-3.log")
         files = sorted((root / "digests").iterdir())
         got = tuple(int(v) for v in sum(np.load(p) for p in files))
-        print(f"tidemark ({args.layout} layout), killed and restarted: digest {got} "
-              f"from {len(files)} micro-batches in {time.perf_counter() - started:,.0f} s")
+        print(
+            f"tidemark ({args.layout} layout), killed and restarted: digest {got} "
+            f"from {len(files)} micro-batches in {time.perf_counter() - started:,.0f} s"
+        )
         want = spark_digest(root)
         print(f"Spark's own query: digest {want}")
         if got != want:
