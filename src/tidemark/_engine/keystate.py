@@ -127,9 +127,12 @@ class KeyState:
 
     def __reduce_ex__(self, protocol: Any) -> tuple[Any, ...]:
         # What pickle makes of __getstate__ (``copyreg.__newobj__`` is written as NEWOBJ,
-        # the state applied by __setstate__), byte for byte, without its per-field
-        # Python loop: streaming state pickles every key a call touches.
-        state = (
+        # the state applied by __setstate__), byte for byte, without the generic
+        # reduction's lookups: streaming state pickles every key a call touches.
+        return copyreg.__newobj__, (KeyState,), self.__getstate__()  # type: ignore[attr-defined]
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return (
             self.contents,
             self.trigger_state,
             self.merging,
@@ -138,10 +141,6 @@ class KeyState:
             self.event_timers,
             self.processing_timers,
         )
-        return copyreg.__newobj__, (KeyState,), state  # type: ignore[attr-defined]
-
-    def __getstate__(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in self.__slots__)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
         (
