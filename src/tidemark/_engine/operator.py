@@ -589,18 +589,6 @@ class WindowOperator:
         self.event_time_timers.clear()
         self.processing_time_timers.clear()
 
-    def release(self) -> None:
-        """Drop every key's state, queued timer and result held: for a caller done with
-        this operator. An operator is in reference cycles (its path and timer services
-        call back into it), so what it still holds when dropped waits for Python's cyclic
-        collector, which then walks every object of it; released, reference counting
-        frees it at once."""
-        self.forget_all_keys()
-        self.output.clear()
-        self.side_outputs.clear()
-        if self.output_watermarks is not None:
-            self.output_watermarks.clear()
-
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""
         self.path.evicted(key)
