@@ -24,6 +24,7 @@ from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.deltas import (
     CACHE,
     DELTAS,
+    KEPT_DELTAS,
     ROW,
     DeltaState,
     StateLayout,
@@ -144,20 +145,64 @@ def test_a_copy_of_the_same_version_number_with_another_token_is_read_cold():
     assert _cold_reads(handle) >= 2
 
 
-def test_a_copy_behind_a_compaction_is_read_cold_from_the_new_base():
+def _copies_until_a_compaction(handle: StateHandle, layout: StateLayout) -> dict[int, _Entry]:
+    """Calls (a key changed each) until one compacts after at least KEPT_DELTAS + 2
+    versions: a copy of the cached entry at every version."""
+    copies: dict[int, _Entry] = {}
+    for step in range(1, 200):
+        _call(handle, {f"k{step % 5}": step}, layout)
+        meta = _meta(handle)
+        entry = CACHE.take(meta[1])
+        assert entry is not None
+        copies[entry.version] = _Entry(entry.version, entry.token, dict(entry.keys))
+        CACHE.put(meta[1], entry, layout.cache_keys)
+        if meta[4] == meta[2] and meta[2] >= KEPT_DELTAS + 2:
+            return copies
+    raise AssertionError("no compaction")
+
+
+@pytest.mark.parametrize("behind", [1, KEPT_DELTAS])
+def test_a_copy_a_few_versions_behind_a_compaction_catches_up_without_the_base(behind):
+    """The other worker's copy, behind the compaction by up to KEPT_DELTAS versions,
+    catches up with the deltas kept, rather than reading the new base whole."""
     handle, small = StateHandle(), StateLayout(DELTAS, 1_000, compact_bytes=1)
-    _call(handle, {"a": 1, "b": 2}, small)
-    store = _meta(handle)[1]
-    seen = CACHE.take(store)
-    assert seen is not None
-    behind = _Entry(seen.version, seen.token, dict(seen.keys))
-    _call(handle, {"a": 7}, small)
-    _call(handle, {"c": 8}, small)
-    assert _meta(handle)[4] == _meta(handle)[2]  # the last write compacted
-    assert handle.maps["deltas"].rows == {}  # the deltas the copy needs are gone
-    CACHE.take(store)
-    CACHE.put(store, behind, small.cache_keys)
-    assert _read(handle, small) == {"a": 7, "b": 2, "c": 8}
+    copies = _copies_until_a_compaction(handle, small)
+    version, store = _meta(handle)[2], _meta(handle)[1]
+    want = _truth(handle)
+    cold = _cold_reads(handle)
+    CACHE.put(store, copies[version - behind], small.cache_keys)
+    assert _read(handle, small) == want
+    assert _cold_reads(handle) == cold
+
+
+def test_a_copy_further_behind_a_compaction_is_read_cold_from_the_new_base():
+    handle, small = StateHandle(), StateLayout(DELTAS, 1_000, compact_bytes=1)
+    copies = _copies_until_a_compaction(handle, small)
+    version, store = _meta(handle)[2], _meta(handle)[1]
+    assert sorted(v for (v,) in handle.maps["deltas"].rows) == list(
+        range(version - KEPT_DELTAS + 1, version + 1)
+    )  # the compaction's own delta and those before it, KEPT_DELTAS in all
+    want = _truth(handle)
+    cold = _cold_reads(handle)
+    CACHE.put(store, copies[version - KEPT_DELTAS - 1], small.cache_keys)
+    assert _read(handle, small) == want
+    assert _cold_reads(handle) == cold + 1
+
+
+def test_groups_alike_compact_at_different_calls():
+    """Groups of one query grow alike; each compacts at its own share of its base
+    (drawn per base), so their compactions spread over the calls rather than all
+    falling in one micro-batch."""
+    small = StateLayout(DELTAS, 1_000_000, compact_bytes=1)
+    handles = [StateHandle() for _ in range(8)]
+    compacted_at: list[set[int]] = [set() for _ in handles]
+    for step in range(1, 300):
+        for handle, calls in zip(handles, compacted_at):
+            _call(handle, {f"k{step % 97}": step}, small)
+            if _meta(handle)[4] == _meta(handle)[2]:
+                calls.add(step)
+    late = [frozenset(c for c in calls if c > 150) for calls in compacted_at]
+    assert all(late) and len(set(late)) > 1
 
 
 def test_a_failed_call_leaves_no_copy_behind():
@@ -202,7 +247,9 @@ def test_compaction_at_a_small_threshold_keeps_every_version_readable():
             assert want == {}
             continue
         compactions += meta[4] == meta[2]
-        assert meta[8] <= max(meta[7], small.compact_bytes)  # deltas within the base
+        assert meta[8] <= max(1.5 * meta[7], small.compact_bytes)  # within 1.5 bases
+        kept = [v for (v,) in handle.maps["deltas"].rows]
+        assert min(kept) > meta[4] - KEPT_DELTAS and max(kept) == meta[2]
         if rng.random() < 0.3:
             CACHE.clear()  # another worker's call
         assert _read(handle, small) == want

@@ -15,8 +15,10 @@ every call: a micro-batch's cost and the checkpoint follow the live state. Here,
   :func:`~.state.dump_keys` writes them), with the token of the version it follows;
 * ``base`` (``MapState`` chunk -> bytes): every key as of the base's version (as
   :func:`~.state.dump_keys` writes them, in chunks), rewritten (a compaction) once the
-  deltas' bytes outgrow it (and :attr:`StateLayout.compact_bytes`); the deltas are then
-  cleared. So the state stays within about twice the live keys.
+  deltas' bytes outgrow a share of it between a half and one and a half (drawn per base:
+  :func:`_spread`) and :attr:`StateLayout.compact_bytes`; the deltas before it then go,
+  but for the last :data:`KEPT_DELTAS`. So the state stays within two and a half times
+  the live keys' bytes (one and a half on average), with the kept deltas beside it.
 
 Each Python worker caches the groups it served (:class:`GroupCache`: store id ->
 version, token, keys; least recently used evicted beyond
@@ -104,6 +106,19 @@ BASE_VALUE = StructType([StructField("data", BinaryType(), False)])
 CHUNK_BYTES = 4 << 20
 """The most bytes of one base chunk (one ``MapState`` value)."""
 
+KEPT_DELTAS = 4
+"""The deltas up to a compaction's version kept after it (the compaction's own among
+them), so that a worker's copy that many versions behind still catches up rather than
+reading the new base whole; older ones go at the next compaction."""
+
+
+def _spread(base_token: int) -> float:
+    """The share of its base's bytes a group's deltas may reach before a compaction:
+    between 0.5 and 1.5, drawn from the base's random token, so that groups of one
+    query, alike in size and growth, compact at different calls rather than all in the
+    same micro-batch (one compaction rewrites a whole group)."""
+    return 0.5 + (base_token % 1024) / 1024
+
 
 @dataclass(frozen=True)
 class StateLayout:
@@ -118,7 +133,8 @@ class StateLayout:
         (``spark.tidemark.streaming.stateCacheKeys``).
     compact_bytes : int
         Deltas: the deltas of a group are folded into a new base once their bytes pass
-        both the base's and this (``spark.tidemark.streaming.stateCompactBytes``).
+        both a share of the base's (:func:`_spread`) and this
+        (``spark.tidemark.streaming.stateCompactBytes``).
     """
 
     name: str = ROW
@@ -292,9 +308,9 @@ class DeltaState:
         """Write ``changed`` as a delta, or every key as a new base: the new meta."""
         blob = dump_keys(changed)
         version, token = meta[2] + 1, _token()
+        self._deltas.updateValue((version,), (meta[3], token, blob))
         delta_bytes = meta[8] + len(blob)
-        if delta_bytes <= max(meta[7], self._layout.compact_bytes):
-            self._deltas.updateValue((version,), (meta[3], token, blob))
+        if delta_bytes <= max(meta[7] * _spread(meta[5]), self._layout.compact_bytes):
             return [*meta[:2], version, token, *meta[4:8], delta_bytes]
         base = dump_keys(keys)
         chunks = [base[at : at + CHUNK_BYTES] for at in range(0, len(base), CHUNK_BYTES)]
@@ -302,7 +318,8 @@ class DeltaState:
             self._base.updateValue((number,), (chunk,))
         for stale in range(len(chunks), meta[6]):
             self._base.removeKey((stale,))
-        self._deltas.clear()
+        for stale in range(max(1, meta[4] - KEPT_DELTAS + 1), version - KEPT_DELTAS + 1):
+            self._deltas.removeKey((stale,))
         return [*meta[:2], version, token, version, token, len(chunks), len(base), 0]
 
     def clear(self, group: StoredGroup) -> None:
