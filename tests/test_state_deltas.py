@@ -30,7 +30,7 @@ from tidemark.spark.streaming.worker.deltas import (
     StateLayout,
     _Entry,
 )
-from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
+from tidemark.spark.streaming.worker.state import NEW_KEY, KeyTimers, StoredGroup, StoredKey
 
 LAYOUT = StateLayout(DELTAS, cache_keys=1_000, compact_bytes=1 << 20)
 
@@ -350,3 +350,48 @@ class _Expired:
 
     def getExpiryTimeInMs(self) -> int:  # noqa: N802
         return self.expiry
+
+
+# ---------------------------------------------------------------------- the keys' timers
+
+
+def test_the_timers_kept_key_by_key_match_a_pass_over_the_keys():
+    """Keys stored, changed and dropped at random: the group's earliest timers kept key
+    by key (the deltas layout's) equal a pass over every key (the row layout's)."""
+    rng = random.Random(3)
+    kept = StoredGroup({}, timers=KeyTimers({}))
+    for step in range(3_000):
+        key = f"k{rng.randint(0, 40)}"
+        old = kept.keys.get(key, NEW_KEY)
+        if rng.random() < 0.25:
+            new = None
+        else:
+            timer = rng.choice([None, rng.randint(0, 30)])
+            new = StoredKey(None, step, 0, timer, rng.choice([None, rng.randint(0, 30)]))
+        kept.replace(key, old, new)
+        assert kept.earliest_timers() == StoredGroup(dict(kept.keys)).earliest_timers()
+    assert kept.timers is not None and kept.keys
+
+
+def test_a_copy_caught_up_by_deltas_keeps_its_timers_right():
+    handle = StateHandle()
+    state = DeltaState(handle, 8, LAYOUT)
+    group = state.read()
+    for key, timer in (("a", 5), ("b", 3)):
+        group.replace(key, NEW_KEY, StoredKey(None, 0, 0, timer))
+    state.write(group)
+    store = _meta(handle)[1]
+    seen = CACHE.take(store)
+    assert seen is not None and seen.timers is not None
+    behind = _Entry(seen.version, seen.token, dict(seen.keys), KeyTimers(seen.keys))
+    CACHE.put(store, seen, LAYOUT.cache_keys)
+    state = DeltaState(handle, 8, LAYOUT)
+    group = state.read()
+    group.replace("b", group.keys["b"], None)  # another worker drops the earliest
+    group.replace("c", NEW_KEY, StoredKey(None, 0, 0, 9, 4))
+    state.write(group)
+    CACHE.take(store)
+    CACHE.put(store, behind, LAYOUT.cache_keys)
+    group = DeltaState(handle, 8, LAYOUT).read()
+    assert group.timers is behind.timers  # caught up, not rebuilt
+    assert group.earliest_timers() == (5, 4)

@@ -21,7 +21,7 @@ every call: a micro-batch's cost and the checkpoint follow the live state. Here,
   the live keys' bytes (one and a half on average), with the kept deltas beside it.
 
 Each Python worker caches the groups it served (:class:`GroupCache`: store id ->
-version, token, keys; least recently used evicted beyond
+version, token, keys and their timers (:class:`~.state.KeyTimers`); least recently used evicted beyond
 :attr:`StateLayout.cache_keys` keys). A call *takes* its group's entry out of the cache,
 catches it up with the deltas it misses (each checked by the token of the version it
 follows), or reads the group cold (the base and every delta) when the entry is missing,
@@ -44,6 +44,7 @@ from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, St
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming.worker.state import (
+    KeyTimers,
     StoredGroup,
     StoredKey,
     dump_keys,
@@ -160,6 +161,7 @@ class _Entry:
     version: int
     token: int
     keys: dict[Any, StoredKey]
+    timers: KeyTimers | None = None  # the keys' timers (built at the first call using it)
 
 
 class GroupCache:
@@ -201,9 +203,12 @@ CACHE = GroupCache()
 """The worker's cache: module level, so every processor of the worker shares it."""
 
 
-def apply_delta(keys: dict[Any, StoredKey], blob: bytes) -> None:
-    """Apply one delta's ``{key: StoredKey or None}`` (:func:`~.state.dump_keys`) to ``keys``."""
+def apply_delta(keys: dict[Any, StoredKey], blob: bytes, timers: KeyTimers | None = None) -> None:
+    """Apply one delta's ``{key: StoredKey or None}`` (:func:`~.state.dump_keys`) to
+    ``keys`` (and to their ``timers``)."""
     for key, stored in load_keys(blob).items():
+        if timers is not None:
+            timers.replace(keys.get(key), stored)
         if stored is None:
             keys.pop(key, None)
         else:
@@ -236,16 +241,19 @@ class DeltaState:
         meta = self._meta.get()
         self._read = None if meta is None else list(meta)
         if meta is None:
-            return StoredGroup()
+            return StoredGroup(timers=KeyTimers({}))
         stored, store, version, token = meta[0], meta[1], meta[2], meta[3]
         if stored != self._max_parallelism:
             raise parallelism_changed(stored, self._max_parallelism, "the group's state")
         entry = CACHE.take(store)
         keys = None if entry is None else self._caught_up(entry, version, token)
-        if keys is None:
-            keys = self._cold(meta)
+        if keys is None or entry is None or entry.timers is None:
+            keys = self._cold(meta) if keys is None else keys
+            timers = KeyTimers(keys)
+        else:
+            timers = entry.timers
         event_timer, processing_timer, watermark = meta[9], meta[10], meta[11]
-        return StoredGroup(keys, event_timer, processing_timer, True, watermark)
+        return StoredGroup(keys, event_timer, processing_timer, True, watermark, timers=timers)
 
     def _caught_up(self, entry: _Entry, version: int, token: int) -> dict[Any, Any] | None:
         """``entry``'s keys at ``version``, or None when it cannot get there from what
@@ -262,7 +270,7 @@ class DeltaState:
         if parent != token:
             return None
         for blob in blobs:
-            apply_delta(entry.keys, blob)
+            apply_delta(entry.keys, blob, entry.timers)
         return entry.keys
 
     def _cold(self, meta: Any) -> dict[Any, Any]:
@@ -299,7 +307,8 @@ class DeltaState:
             meta = self._written(meta, changed, group.keys)
         meta = [*meta[:9], group.event_timer, group.processing_timer, group.watermark]
         self._meta.update(tuple(meta))
-        CACHE.put(meta[1], _Entry(meta[2], meta[3], group.keys), self._layout.cache_keys)
+        entry = _Entry(meta[2], meta[3], group.keys, group.timers)
+        CACHE.put(meta[1], entry, self._layout.cache_keys)
         group.changed = set()
 
     def _written(

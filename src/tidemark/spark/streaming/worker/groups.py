@@ -251,14 +251,13 @@ class WindowGroups:
         self._check_timer_domains(visit.key, event_times, processing_times)
         advance = self._advance
         keep_clock = advance.keeps_clock(visit, clock)
-        group.changed.add(visit.key)
         if key_state is None and not keep_clock:
-            group.keys.pop(visit.key, None)
+            group.replace(visit.key, visit.stored, None)
             return
         event_timer, processing_timer = advance.key_timers(
             visit, event_times, processing_times, keep_clock
         )
-        group.keys[visit.key] = StoredKey(
+        stored = StoredKey(
             None if key_state is None else dump_key_state(key_state),
             visit.watermark,
             visit.processing_time,
@@ -267,6 +266,7 @@ class WindowGroups:
             visit.seen_watermark,
             visit.seen_at,
         )
+        group.replace(visit.key, visit.stored, stored)
 
     def _check_timer_domains(
         self, key: Any, event_times: list[int], processing_times: list[int]

@@ -33,10 +33,12 @@ The row is read once and written (or cleared, when no key is left) once per call
 from __future__ import annotations
 
 import copyreg
+import heapq
 import io
 import pickle
 import threading
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import repeat
@@ -227,6 +229,8 @@ class StoredGroup:
     watermark: int | None = None  # Spark's watermark (ms) at the group's last call
     changed: set[Any] = field(default_factory=set)
     """The keys a call stored or dropped (:mod:`.deltas` writes them; a row is whole)."""
+    timers: KeyTimers | None = None
+    """The keys' Spark timers, kept key by key (the deltas layout's; else None)."""
 
     @classmethod
     def decode(cls, row: Any, max_parallelism: int) -> StoredGroup:
@@ -249,16 +253,95 @@ class StoredGroup:
         )
 
     def earliest_timers(self) -> tuple[int | None, int | None]:
-        """The earliest event-time and processing-time Spark timers of the group's keys."""
+        """The earliest event-time and processing-time Spark timers of the group's keys
+        (from :attr:`timers` where the group has them, else by a pass over the keys)."""
+        if self.timers is not None:
+            return self.timers.event.earliest(), self.timers.processing.earliest()
         stored = self.keys.values()
         event = filter(_NOT_NONE, map(_EVENT_TIMER, stored))
         processing = filter(_NOT_NONE, map(_PROCESSING_TIMER, stored))
         return min(event, default=None), min(processing, default=None)
 
+    def replace(self, key: Any, old: StoredKey, new: StoredKey | None) -> None:
+        """Store ``new`` for ``key`` (None: drop the key), whose stored value was ``old``
+        (:data:`NEW_KEY` for a key not stored); :attr:`timers` follow."""
+        self.changed.add(key)
+        if self.timers is not None:
+            self.timers.replace(old, new)
+        if new is None:
+            self.keys.pop(key, None)
+        else:
+            self.keys[key] = new
+
 
 _EVENT_TIMER = attrgetter("event_timer")
 _PROCESSING_TIMER = attrgetter("processing_timer")
 _NOT_NONE = partial(is_not, None)
+
+
+class KeyTimers:
+    """The Spark timers a group's keys hold, per time domain (:class:`EarliestTime`),
+    kept up to date key by key: the deltas layout keeps them with a worker's copy of a
+    group, so a call finds the group's earliest timers without a pass over every live
+    key (a pass cost ~0.1 s a call per 450,000 keys)."""
+
+    def __init__(self, keys: Mapping[Any, StoredKey]):
+        stored = keys.values()
+        self.event = EarliestTime(filter(_NOT_NONE, map(_EVENT_TIMER, stored)))
+        self.processing = EarliestTime(filter(_NOT_NONE, map(_PROCESSING_TIMER, stored)))
+
+    def replace(self, old: StoredKey | None, new: StoredKey | None) -> None:
+        """A key's stored value goes from ``old`` to ``new`` (None: not stored)."""
+        if old is not None:
+            self.event.remove(old.event_timer)
+            self.processing.remove(old.processing_timer)
+        if new is not None:
+            self.event.add(new.event_timer)
+            self.processing.add(new.processing_timer)
+
+
+class EarliestTime:
+    """A multiset of times (how many keys hold each) and its least.
+
+    >>> times = EarliestTime([7, 5, 5])
+    >>> times.remove(5); times.earliest()
+    5
+    >>> times.remove(5); times.add(None); times.earliest()
+    7
+    >>> times.remove(7); print(times.earliest())
+    None
+    """
+
+    def __init__(self, times: Iterable[int]):
+        self._counts: Counter[int] = Counter(times)
+        self._heap = list(self._counts)  # every time held, and times no longer held
+        heapq.heapify(self._heap)
+
+    def add(self, time: int | None) -> None:
+        if time is None:
+            return
+        held = self._counts[time]
+        self._counts[time] = held + 1
+        if not held:
+            heapq.heappush(self._heap, time)
+            if len(self._heap) > 2 * len(self._counts) + 64:
+                self._heap = list(self._counts)
+                heapq.heapify(self._heap)
+
+    def remove(self, time: int | None) -> None:
+        if time is None:
+            return
+        held = self._counts[time] - 1
+        if held > 0:
+            self._counts[time] = held
+        else:
+            del self._counts[time]
+
+    def earliest(self) -> int | None:
+        heap, counts = self._heap, self._counts
+        while heap and heap[0] not in counts:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
 
 
 def parallelism_changed(stored: int, wanted: int, where: str) -> WindowSpecError:
