@@ -27,6 +27,7 @@ from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
+from tidemark.spark.confs import FAST_PATHS, SLICE_INCREMENTAL
 from tidemark.time import TimeDomain
 from tidemark.triggers import AnyTrigger, NeverTrigger
 from tidemark.watermarks import WatermarkStrategy
@@ -212,24 +213,25 @@ def source_of(node: PlanNode) -> Source:
     return node
 
 
-FAST_PATHS_CONF = "spark.tidemark.fastPaths"
+FAST_PATHS_CONF = FAST_PATHS.name
 
 
 def fast_paths_enabled(spark: Any) -> bool:
     """False when the Spark conf ``spark.tidemark.fastPaths`` is ``false``: every
     pipeline then runs on the general engine operator, and no BATCH pipeline on the SQL
-    fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off)."""
-    return str(spark.conf.get(FAST_PATHS_CONF, "true")).lower() != "false"
+    fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off). A value
+    other than true or false is refused (:mod:`tidemark.spark.confs`)."""
+    return FAST_PATHS.enabled(spark)
 
 
-SLICE_INCREMENTAL_CONF = "spark.tidemark.sliceIncremental"
+SLICE_INCREMENTAL_CONF = SLICE_INCREMENTAL.name
 
 
 def slice_incremental_enabled(spark: Any) -> bool:
     """True when the Spark conf ``spark.tidemark.sliceIncremental`` is ``true``: sliding
     windows of a reduce or aggregate function are then stored once per slice (see
-    ``OperatorSpec.slice_incremental``)."""
-    return str(spark.conf.get(SLICE_INCREMENTAL_CONF, "false")).lower() == "true"
+    ``OperatorSpec.slice_incremental``). A value other than true or false is refused."""
+    return SLICE_INCREMENTAL.enabled(spark)
 
 
 def warn_default_watermarks(plan: PlanNode, assigner: WindowAssigner) -> None:

@@ -58,6 +58,7 @@ from tidemark.spark.columns import (
     TS,
     combined_schema,
 )
+from tidemark.spark.confs import VECTORIZED_FAST_PATH, WORKER_SORT_BYTES
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.metrics import Figures
 from tidemark.spark.plan import KeySpec, WindowOp, fast_paths_enabled
@@ -71,7 +72,7 @@ from tidemark.windows import TimeWindow
 
 __all__ = ["define", "applies", "run_columnar", "CONF", "WINDOW_COLUMNS"]
 
-CONF = "spark.tidemark.vectorizedFastPath"
+CONF = VECTORIZED_FAST_PATH.name
 WINDOW_COLUMNS = ("window_start", "window_end")
 """The window's bounds in every result (long ms; null for a global window)."""
 
@@ -157,7 +158,7 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
     types = [type(frame.value_schema[k].dataType).__name__ for k in op.key.columns]
     if key_normaliser(types) is not None:
         return False  # float or nested keys: equal keys need not be equal values here
-    return fast_paths_enabled(spark) and str(spark.conf.get(CONF, "true")).lower() != "false"
+    return fast_paths_enabled(spark) and VECTORIZED_FAST_PATH.enabled(spark)
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,7 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
         checked = checked.withColumn(time, F.col(TS)).drop(TS)
     order = [*keys, time, *[c for c in frame.tie_order if c not in (*keys, time)]]
     ordered = checked.repartition(engine_partitions(spark), *[F.col(f"`{k}`") for k in keys])
-    budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
+    budget = WORKER_SORT_BYTES.read(spark)
     in_worker = budget > 0 and all(sorting.sortable(ordered.schema[c].dataType) for c in order)
     if not in_worker:
         ordered = ordered.sortWithinPartitions(*[F.col(f"`{c}`") for c in order])

@@ -51,6 +51,7 @@ from tidemark.spark.columns import (
     decode_side,
     encode_side,
 )
+from tidemark.spark.confs import PRE_AGGREGATE
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
 __all__ = [
@@ -62,7 +63,7 @@ __all__ = [
     "PARTIALS_SCHEMA",
 ]
 
-CONF = "spark.tidemark.preAggregate"
+CONF = PRE_AGGREGATE.name
 
 PARTIALS_SCHEMA = StructType(
     [
@@ -79,7 +80,7 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
     (:func:`~tidemark._engine.partials.serves`), the switches on."""
     if op.key is not None or frame.replay or not serves(op.spec):
         return False
-    return fast_paths_enabled(spark) and str(spark.conf.get(CONF, "true")).lower() != "false"
+    return fast_paths_enabled(spark) and PRE_AGGREGATE.enabled(spark)
 
 
 def run_preaggregated(op: WindowOp, frame: ElementFrame) -> Any:

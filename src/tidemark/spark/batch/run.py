@@ -48,6 +48,7 @@ from tidemark.spark.columns import (
     combined_schema,
     with_function_key,
 )
+from tidemark.spark.confs import WORKER_SORT_BYTES
 from tidemark.spark.plan import KeySpec, WindowOp
 
 __all__ = [
@@ -73,7 +74,7 @@ def run_partitioned(
 ) -> Any:
     """The combined frame of ``op`` over ``frame``, run by the engine in Spark tasks,
     each partition by a ``driver`` (BATCH or replay)."""
-    sort_budget = sorting.budget_bytes(spark.conf.get(sorting.CONF, str(sorting.DEFAULT_BUDGET)))
+    sort_budget = WORKER_SORT_BYTES.read(spark)
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = runner_config(
         frame,

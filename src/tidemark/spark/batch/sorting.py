@@ -26,10 +26,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidemark.spark.confs import WORKER_SORT_BYTES
+
 __all__ = ["sortable", "sorted_batches", "CONF", "DEFAULT_BUDGET", "budget_bytes"]
 
-CONF = "spark.tidemark.batch.workerSortBytes"
-DEFAULT_BUDGET = 64 << 20  # per task; a partition of the 10M-event benchmark: ~30 MB
+CONF = WORKER_SORT_BYTES.name
+DEFAULT_BUDGET = WORKER_SORT_BYTES.default
 
 _SORTABLE = (
     "ByteType",
@@ -56,15 +58,9 @@ def sortable(kind: Any) -> bool:
 
 
 def budget_bytes(value: Any) -> int:
-    """The conf's byte budget: an integer, or one with a k/m/g suffix (``"256m"``)."""
-    text = str(value).strip().lower()
-    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}.get(text[-1:], 1)
-    digits = text[:-1] if scale != 1 else text
-    if not digits.isdigit():
-        raise ValueError(
-            f"`{CONF}` must be a number of bytes, optionally with k/m/g (e.g. 256m); got {value!r}"
-        )
-    return int(digits) * scale
+    """The conf's byte budget: an integer, or one with a k/m/g suffix (``"256m"``);
+    anything else is refused (a :class:`~tidemark.errors.WindowSpecError`)."""
+    return WORKER_SORT_BYTES.parse(value)
 
 
 def sorted_batches(

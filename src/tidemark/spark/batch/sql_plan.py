@@ -56,12 +56,13 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
 )
+from tidemark.spark.confs import SQL_FAST_PATH
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 
 __all__ = ["applies", "sql_window", "checked_elements", "columnar_windows", "CONF"]
 
-CONF = "spark.tidemark.sqlFastPath"
+CONF = SQL_FAST_PATH.name
 
 
 def columnar_windows(op: WindowOp) -> bool:
@@ -91,7 +92,7 @@ def applies(op: WindowOp, frame: Any, spark: Any) -> bool:
         return False
     if type(function) is agg.MaxBy and not isinstance(kind, (IntegralType, FractionalType)):
         return False  # the largest first is computed as the smallest negation
-    return fast_paths_enabled(spark) and str(spark.conf.get(CONF, "true")).lower() != "false"
+    return fast_paths_enabled(spark) and SQL_FAST_PATH.enabled(spark)
 
 
 def _window_starts(op: WindowOp) -> Any:

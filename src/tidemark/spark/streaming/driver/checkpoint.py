@@ -44,6 +44,7 @@ from pyspark.errors import AnalysisException
 
 from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode
+from tidemark.spark.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
 from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.deltas import DELTAS, ROW, StateLayout
@@ -80,11 +81,11 @@ CLOCK_FILE = "tidemark-spark-clock"
 LAYOUT_FILE = "tidemark-state-layout"
 """Beside the checkpoint: the state layout, ``row`` or ``deltas`` (:mod:`~..worker.deltas`)."""
 
-LAYOUT_CONF = "spark.tidemark.streaming.stateLayout"
+LAYOUT_CONF = STATE_LAYOUT.name
 """The state layout of a query's first start (``row`` or ``deltas``); a restart keeps its
 checkpoint's, and refuses another one asked for here."""
-CACHE_KEYS_CONF = "spark.tidemark.streaming.stateCacheKeys"
-COMPACT_BYTES_CONF = "spark.tidemark.streaming.stateCompactBytes"
+CACHE_KEYS_CONF = STATE_CACHE_KEYS.name
+COMPACT_BYTES_CONF = STATE_COMPACT_BYTES.name
 DEFAULT_LAYOUT = ROW
 """The layout of a new checkpoint when the session asks for none."""
 
@@ -199,16 +200,19 @@ def state_layout(spark: Any, checkpoint: str | None) -> StateLayout:
     Raises
     ------
     WindowSpecError
-        The session asks for another layout than the checkpoint's, or for none known.
+        The session asks for another layout than the checkpoint's, or for none known, or
+        sets a cache or compaction size that is not a positive whole number.
     """
-    asked = spark.conf.get(LAYOUT_CONF, None)
+    asked = STATE_LAYOUT.read(spark)
+    cache_keys = STATE_CACHE_KEYS.read(spark)
+    compact_bytes = STATE_COMPACT_BYTES.read(spark)
     stored = None if checkpoint is None else stored_layout(spark, checkpoint)
     if asked and stored and asked != stored:
         raise _layout_changed(checkpoint, stored, f"{LAYOUT_CONF}={asked!r}")
     return StateLayout(
         stored or asked or DEFAULT_LAYOUT,
-        _positive(spark, CACHE_KEYS_CONF, StateLayout.cache_keys),
-        _positive(spark, COMPACT_BYTES_CONF, StateLayout.compact_bytes),
+        StateLayout.cache_keys if cache_keys is None else cache_keys,
+        StateLayout.compact_bytes if compact_bytes is None else compact_bytes,
     )
 
 
@@ -232,19 +236,6 @@ def _layout_changed(checkpoint: str | None, stored: str, asked: str) -> WindowSp
         f"checkpoint (write_outputs of a pipeline does), or start a new checkpoint to "
         f"run in the {other!r} layout"
     )
-
-
-def _positive(spark: Any, name: str, default: int) -> int:
-    value = spark.conf.get(name, None)
-    if value is None:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = 0
-    if number <= 0:
-        raise WindowSpecError(f"`{name}` must be a positive whole number; got {value!r}")
-    return number
 
 
 def _clock(offset_ms: int) -> str:

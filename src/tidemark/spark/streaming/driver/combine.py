@@ -32,6 +32,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from tidemark._engine.partials import partials_operator, stream_serves
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.columns import PARTIAL
+from tidemark.spark.confs import STREAMING_PRE_AGGREGATE
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 from tidemark.spark.streaming.worker.combine import PartitionCombiner
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -39,7 +40,7 @@ from tidemark.spark.streaming.worker.modes import TimeMode
 
 __all__ = ["CONF", "PreAggregation", "pre_aggregation"]
 
-CONF = "spark.tidemark.streaming.preAggregate"
+CONF = STREAMING_PRE_AGGREGATE.name
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def pre_aggregation(
     per-partition watermarks, Spark's shifted clock, a pipeline the split does not
     serve, or the switches off)."""
     spark = op.source.df.sparkSession
-    if not fast_paths_enabled(spark) or str(spark.conf.get(CONF, "true")).lower() == "false":
+    if not fast_paths_enabled(spark) or not STREAMING_PRE_AGGREGATE.enabled(spark):
         return None
     if op.key is not None or chained or time_mode is not TimeMode.EVENT_TIME:
         return None

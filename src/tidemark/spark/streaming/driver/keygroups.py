@@ -40,6 +40,7 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
+from tidemark.spark.confs import MAX_KEY_GROUPS, MAX_PARALLELISM
 from tidemark.spark.session import is_connect
 
 __all__ = [
@@ -58,7 +59,6 @@ __all__ = [
     "check_max_parallelism",
 ]
 
-_MAX_KEY_GROUPS = 32_768  # Flink's upper bound for maxParallelism
 
 DEFAULT_STATE_PARTITIONS = 32
 """The most state partitions a streaming query gets by default (see :func:`session_state_partitions`)."""
@@ -66,7 +66,7 @@ DEFAULT_STATE_PARTITIONS = 32
 GROUPS_PER_PARTITION = 4
 """Key groups per state partition by default (see :func:`session_max_parallelism`)."""
 
-MAX_PARALLELISM_CONF = "spark.tidemark.streaming.maxParallelism"
+MAX_PARALLELISM_CONF = MAX_PARALLELISM.name
 """The number of key groups of a streaming query (see :mod:`tidemark.spark.streaming.worker.state`):
 read when the query is built, fixed at its first start."""
 
@@ -99,7 +99,7 @@ def _session_cores(spark: Any, otherwise: int) -> int:
 
 def explicit_max_parallelism(spark: Any) -> bool:
     """Whether the session fixes the number of key groups (:data:`MAX_PARALLELISM_CONF`)."""
-    return spark.conf.get(MAX_PARALLELISM_CONF, None) is not None
+    return MAX_PARALLELISM.read(spark) is not None
 
 
 def session_max_parallelism(spark: Any) -> int:
@@ -111,15 +111,10 @@ def session_max_parallelism(spark: Any) -> int:
     by byte, so a few groups per partition serve large key counts better than one (see
     benchmarks/README.md).
     """
-    value = spark.conf.get(MAX_PARALLELISM_CONF, None)
+    value = MAX_PARALLELISM.read(spark)
     if value is None:
         return GROUPS_PER_PARTITION * session_state_partitions(spark)
-    try:
-        return int(value)
-    except ValueError:
-        raise WindowSpecError(
-            f"`{MAX_PARALLELISM_CONF}` must be an int in [1, {_MAX_KEY_GROUPS}]; got {value!r}"
-        ) from None
+    return value
 
 
 def state_partitions_cap(spark: Any, max_parallelism: int | None) -> int:
@@ -162,10 +157,10 @@ def check_max_parallelism(max_parallelism: int) -> None:
     if (
         not isinstance(max_parallelism, int)
         or isinstance(max_parallelism, bool)
-        or not 1 <= max_parallelism <= _MAX_KEY_GROUPS
+        or not 1 <= max_parallelism <= MAX_KEY_GROUPS
     ):
         raise WindowSpecError(
-            f"`max_parallelism` must be an int in [1, {_MAX_KEY_GROUPS}]; got "
+            f"`max_parallelism` must be an int in [1, {MAX_KEY_GROUPS}]; got "
             f"max_parallelism={max_parallelism!r}"
         )
 
