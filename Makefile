@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-deltas test-flink test-beam test-kafka kafka-setup kafka-start \
+.PHONY: test demo lint test-slow test-row test-flink test-beam test-kafka kafka-setup kafka-start \
 	kafka-stop test-flink-kafka bench nexmark nexmark-stream clean java dist docs
 
 $(STAMP): pyproject.toml
@@ -39,13 +39,11 @@ test: java
 test-slow: java
 	$(PYTEST) -q -m "slow"
 
-# every streaming test through the deltas state layout (docs/streaming.md, "State layouts");
-# the tests of checkpoints written in the row layout are refused in it by design
-test-deltas: java
-	TIDEMARK_TEST_STATE_LAYOUT=deltas $(PYTEST) -q -m "not flink and not beam and not kafka" \
-	  tests/test_streaming*.py tests/test_processing_time_streaming_runs.py \
-	  --deselect tests/test_streaming_restart_compat.py \
-	  --deselect tests/test_streaming_checkpoint.py::test_window_stream_takes_the_number_its_checkpoint_recorded
+# every streaming test through the row state layout (docs/streaming.md, "State layouts");
+# `make test` runs them in the default, deltas
+test-row: java
+	TIDEMARK_TEST_STATE_LAYOUT=row $(PYTEST) -q -m "not flink and not beam and not kafka" \
+	  tests/test_streaming*.py tests/test_processing_time_streaming_runs.py
 
 test-flink: $(STAMP)
 	bash tools/flinkref/setup.sh

@@ -11,10 +11,11 @@ both on Spark's RocksDB state store with the same settings, on the same session:
 * **spark**: ``withWatermark`` + ``groupBy(key, window(ts, "1 hour")).agg(count, sum)``,
   append mode;
 * **tidemark**: ``key_by("key").window(TumblingEventTimeWindows.of(1 h)).aggregate(...)``
-  through the public API (``write_outputs``);
-* **tidemark-deltas**: the same query in tidemark's deltas state layout
-  (``spark.tidemark.streaming.stateLayout=deltas`` at its first start; see the
-  streaming guide's "State layouts"): a call writes the keys it changed;
+  through the public API (``write_outputs``), in the default state layout (deltas);
+* **tidemark-deltas**, **tidemark-row**: the same query in tidemark's deltas state
+  layout (a call writes the keys it changed) or its row layout (a call rewrites its key
+  group whole), asked for at its first start (``spark.tidemark.streaming.stateLayout``;
+  see the streaming guide's "State layouts");
 * **floor** (``--sides spark,tidemark,floor``): the least a Python operator keeping a
   key group's state in one row does for this stream (:func:`floor_call`): the same key
   groups in ``applyInPandasWithState``, each group's windows as four int64 arrays (no
@@ -183,8 +184,18 @@ def start_tidemark(spark: Any, directory: Path, checkpoint: Path, sink: DigestSi
 
 def start_tidemark_deltas(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
     """:func:`start_tidemark` in the deltas state layout (``docs/streaming.md``, "State
-    layouts"), asked for at the first start; the restart keeps the checkpoint's."""
-    spark.conf.set(LAYOUT_CONF, "deltas")
+    layouts", the default), asked for at the first start; the restart keeps the
+    checkpoint's."""
+    return _in_layout("deltas", spark, directory, checkpoint, sink)
+
+
+def start_tidemark_row(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
+    """:func:`start_tidemark` in the row state layout, asked for at the first start."""
+    return _in_layout("row", spark, directory, checkpoint, sink)
+
+
+def _in_layout(layout: str, spark: Any, directory: Path, checkpoint: Path, sink: Any) -> Any:
+    spark.conf.set(LAYOUT_CONF, layout)
     try:
         return start_tidemark(spark, directory, checkpoint, sink)
     finally:
@@ -298,6 +309,7 @@ SIDES = {
     "spark": start_spark,
     "tidemark": start_tidemark,
     "tidemark-deltas": start_tidemark_deltas,
+    "tidemark-row": start_tidemark_row,
     "floor": start_floor,
     "deltas": start_deltas,
 }

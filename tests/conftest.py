@@ -25,13 +25,17 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from tidemark.spark.session import get_spark
 
-    conf = {"spark.sql.shuffle.partitions": "2", "spark.default.parallelism": "2"}
-    # `make test-deltas`: every streaming test through the deltas state layout, with a
-    # compaction threshold small enough that the tests compact too
+    # the deltas state layout (the default) with a compaction threshold small enough
+    # that the tests compact too
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.tidemark.streaming.stateCompactBytes": "2048",
+    }
+    # `make test-row`: every streaming test through the row state layout
     layout = os.environ.get("TIDEMARK_TEST_STATE_LAYOUT")
     if layout:
         conf["spark.tidemark.streaming.stateLayout"] = layout
-        conf["spark.tidemark.streaming.stateCompactBytes"] = "2048"
     session = get_spark(master="local[2]", app_name="tidemark-tests", conf=conf)
     yield session
     session.stop()

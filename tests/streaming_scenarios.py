@@ -447,11 +447,13 @@ def child_main(argv: list[str]) -> None:
     scenario_name, root, pause = argv[0], Path(argv[1]), argv[2]
     from tidemark.spark.session import get_spark
 
-    conf = {"spark.sql.shuffle.partitions": "2"}
+    conf = {
+        "spark.sql.shuffle.partitions": "2",
+        "spark.tidemark.streaming.stateCompactBytes": "2048",
+    }
     layout = os.environ.get("TIDEMARK_TEST_STATE_LAYOUT")  # as the test session's (conftest)
     if layout:
         conf["spark.tidemark.streaming.stateLayout"] = layout
-        conf["spark.tidemark.streaming.stateCompactBytes"] = "2048"
     spark = get_spark(master="local[2]", conf=conf)
     scenario = SCENARIOS[scenario_name]
     pause_after = None if pause == "none" else int(pause)

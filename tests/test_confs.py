@@ -23,7 +23,7 @@ from tidemark.spark.batch import preaggregate, sorting, sql_plan
 from tidemark.spark.execution import ExecutionMode
 from tidemark.spark.plan import fast_paths_enabled, slice_incremental_enabled
 from tidemark.spark.streaming.driver import combine
-from tidemark.spark.streaming.driver.checkpoint import state_layout
+from tidemark.spark.streaming.driver.checkpoint import DEFAULT_LAYOUT, state_layout
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
 from tidemark.spark.streaming.worker.deltas import LAYOUTS, StateLayout
 
@@ -142,7 +142,7 @@ def test_the_sort_budget_is_bytes_with_an_optional_unit():
 def test_the_fixes_name_the_defaults_the_code_uses():
     assert f"unset it for {StateLayout.cache_keys}" in confs.STATE_CACHE_KEYS.fix
     assert f"unset it for {StateLayout.compact_bytes} " in confs.STATE_COMPACT_BYTES.fix
-    assert StateLayout.name == "row" and "('row' for a new one)" in confs.STATE_LAYOUT.fix
+    assert DEFAULT_LAYOUT == "deltas" and "('deltas' for a new one)" in confs.STATE_LAYOUT.fix
 
 
 # --- every conf is declared, read through its declaration, and documented ------------

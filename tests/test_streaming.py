@@ -41,6 +41,7 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.driver.checkpoint import stored_layout
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import load_keys
@@ -112,7 +113,7 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
     # a window not in a chain runs in applyInPandasWithState (bindings.py), in the
     # deltas layout in transformWithStateInPandas
     progress = stream.query.recentProgress
-    deltas = spark.conf.get("spark.tidemark.streaming.stateLayout", None) == "deltas"
+    deltas = stored_layout(spark, stream.checkpoint) == "deltas"
     operator = "transformWithStateInPandasExec" if deltas else "applyInPandasWithState"
     assert {op["operatorName"] for p in progress for op in p["stateOperators"]} == {operator}
 
@@ -233,14 +234,14 @@ def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("layout", [None, "deltas"], ids=["session_layout", "deltas"])
+@pytest.mark.parametrize("layout", [None, "row"], ids=["session_layout", "row"])
 @pytest.mark.parametrize("name", [LATENESS.name, PANES.name])
 def test_driver_killed_mid_batch_recovers_exactly(spark, tmp_path, name, layout):
     """kill -9 the driver while a batch's sink runs (before its commit); a new driver
     replays that batch from the checkpoint and the batch-id sink keeps one copy (a
-    Dataflow trigger's pane state too), in the session's state layout and in the
-    deltas layout (the replayed batch reads the state its killed attempt did not
-    commit: no worker may trust a copy of it)."""
+    Dataflow trigger's pane state too), in the session's state layout (the deltas
+    layout by default: the replayed batch reads the state its killed attempt did not
+    commit, so no worker may trust a copy of it) and in the row layout."""
     from streaming_scenarios import write_batch_file
 
     before = os.environ.get("TIDEMARK_TEST_STATE_LAYOUT")

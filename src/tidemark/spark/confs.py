@@ -216,7 +216,7 @@ STATE_LAYOUT = Choice(
     "spark.tidemark.streaming.stateLayout",
     ("row", "deltas"),
     fix="set 'deltas' to keep a base plus deltas per key group, 'row' for one row per key "
-    "group, or unset it for the checkpoint's layout ('row' for a new one)",
+    "group, or unset it for the checkpoint's layout ('deltas' for a new one)",
 )
 STATE_CACHE_KEYS = WholeNumber(
     "spark.tidemark.streaming.stateCacheKeys",

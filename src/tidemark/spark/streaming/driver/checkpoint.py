@@ -86,8 +86,10 @@ LAYOUT_CONF = STATE_LAYOUT.name
 checkpoint's, and refuses another one asked for here."""
 CACHE_KEYS_CONF = STATE_CACHE_KEYS.name
 COMPACT_BYTES_CONF = STATE_COMPACT_BYTES.name
-DEFAULT_LAYOUT = ROW
-"""The layout of a new checkpoint when the session asks for none."""
+DEFAULT_LAYOUT = DELTAS
+"""The layout of a new checkpoint when the session asks for none: the one whose cost
+follows the keys a micro-batch touches (a checkpoint without a layout record, written
+before layouts were, stays in the row layout)."""
 
 Pipeline = tuple[dict[str, str], ...]
 """One description per window of a query (a chain's in order), see :func:`describe_window`."""
