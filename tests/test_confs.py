@@ -252,7 +252,7 @@ def test_the_accessors_read_valid_values_as_before():
         None,
     )
     assert layout == StateLayout("deltas", 10, 2048)
-    assert state_layout(FakeSpark(), None) == StateLayout()
+    assert state_layout(FakeSpark(), None) == StateLayout(DEFAULT_LAYOUT)
 
 
 # --- through a real session: each path that reads them -------------------------------

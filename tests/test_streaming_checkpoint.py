@@ -12,10 +12,12 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver import from_plan
 from tidemark.spark.streaming.driver.checkpoint import (
+    DEFAULT_LAYOUT,
     PIPELINE_FILE,
     check_checkpoint,
     check_checkpoint_clock,
     check_checkpoint_groups,
+    check_checkpoint_layout,
     describe,
     stored_groups,
 )
@@ -169,13 +171,32 @@ def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path)
     refused, naming the number to use."""
     (tmp_path / "in").mkdir()
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_clock(spark, checkpoint, 0)  # as a first start with 3 groups
-    check_checkpoint_groups(spark, checkpoint, 3)
+    check_checkpoint_layout(spark, checkpoint, DEFAULT_LAYOUT)  # as a first start
+    check_checkpoint_clock(spark, checkpoint, 0)
+    check_checkpoint_groups(spark, checkpoint, 3)  # with 3 groups
     assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).key_groups == KeyGroups(3, 3)
     unread = _low_level_window(spark, tmp_path)
     assert unread.key_groups == KeyGroups(8, 2)  # the session's default
     with pytest.raises(WindowSpecError, match=r"has 3 key groups, this query 8.*maxParallelism=3"):
         write_outputs(unread, {"main": lambda d, b: None}, checkpoint)
+    assert spark.streams.active == []
+
+
+def test_a_window_built_without_the_checkpoint_of_the_release_before_is_refused(spark, tmp_path):
+    """A checkpoint written before layouts were recorded is in the row layout; a window
+    built without it takes the default (deltas) and is refused when the query starts,
+    naming the setting that restarts it; built with it, the window takes the row layout."""
+    (tmp_path / "in").mkdir()
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint_clock(spark, checkpoint, 0)  # as the release before's first start
+    check_checkpoint_groups(spark, checkpoint, 8)
+    assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).state_layout.name == "row"
+    unread = _low_level_window(spark, tmp_path)
+    assert unread.state_layout.name == DEFAULT_LAYOUT == "deltas"
+    with pytest.raises(WindowSpecError) as error:
+        write_outputs(unread, {"main": lambda d, b: None}, checkpoint)
+    assert "its state is in the 'row' layout" in str(error.value)
+    assert "Set spark.tidemark.streaming.stateLayout='row'" in str(error.value)
     assert spark.streams.active == []
 
 

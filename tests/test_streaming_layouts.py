@@ -93,7 +93,7 @@ def test_another_layout_on_a_checkpoint_is_refused_before_the_query_starts(spark
         second.start()
     message = str(error.value)
     assert "its state is in the 'deltas' layout" in message
-    assert "Unset spark.tidemark.streaming.stateLayout (or set it to 'deltas')" in message
+    assert "Set spark.tidemark.streaming.stateLayout='deltas' (or unset it" in message
     assert spark.streams.active == []
 
 

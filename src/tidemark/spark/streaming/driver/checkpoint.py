@@ -233,9 +233,9 @@ def _layout_changed(checkpoint: str | None, stored: str, asked: str) -> WindowSp
     other = DELTAS if stored == ROW else ROW
     return WindowSpecError(
         f"the state layout must stay what the checkpoint {checkpoint!r} was started with: "
-        f"its state is in the {stored!r} layout, and this query asks for {asked}. Unset "
-        f"{LAYOUT_CONF} (or set it to {stored!r}) and build the window with the "
-        f"checkpoint (write_outputs of a pipeline does), or start a new checkpoint to "
+        f"its state is in the {stored!r} layout, and this query asks for {asked}. Set "
+        f"{LAYOUT_CONF}={stored!r} (or unset it and build the window with the "
+        f"checkpoint: write_outputs of a pipeline does), or start a new checkpoint to "
         f"run in the {other!r} layout"
     )
 
