@@ -33,6 +33,13 @@ def connect_session() -> Any:
 
     ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # The local Connect server's Python processes (the workers, and the driver-side runner
+    # a transformWithStateInPandas query starts) unpickle the functions of the test
+    # modules by reference: they need this directory on their path, as a user's own
+    # modules do (docs/deploying.md).
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = here if not path else os.pathsep.join([here, path])
     return (
         SparkSession.builder.remote("local[2]")
         .config("spark.sql.shuffle.partitions", "2")
@@ -148,7 +155,10 @@ def chained(spark: Any, workdir: Path) -> list[str]:
         .json(str(workdir / "chain-in"))
     )
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
-    top = _docs_chain(tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy))
+    stream = tm.from_dataframe(
+        source, timestamp="ts", watermark_strategy=strategy, shift_spark_clock=True
+    )  # its first watermark is before the epoch, as the classic test's (shifted there too)
+    top = _docs_chain(stream)
     out = workdir / "chain-out"
     query = top.write_outputs(
         {"main": _parquet_sink(str(out), "main")},
