@@ -13,12 +13,14 @@ from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver import from_plan
 from tidemark.spark.streaming.driver.checkpoint import (
     DEFAULT_LAYOUT,
+    LAYOUT_CONF,
     PIPELINE_FILE,
     check_checkpoint,
     check_checkpoint_clock,
     check_checkpoint_groups,
     check_checkpoint_layout,
     describe,
+    state_layout,
     stored_groups,
 )
 from tidemark.spark.streaming.driver.keygroups import KeyGroups
@@ -171,7 +173,7 @@ def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path)
     refused, naming the number to use."""
     (tmp_path / "in").mkdir()
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_layout(spark, checkpoint, DEFAULT_LAYOUT)  # as a first start
+    check_checkpoint_layout(spark, checkpoint, state_layout(spark, None).name)  # a first start
     check_checkpoint_clock(spark, checkpoint, 0)
     check_checkpoint_groups(spark, checkpoint, 3)  # with 3 groups
     assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).key_groups == KeyGroups(3, 3)
@@ -182,7 +184,19 @@ def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path)
     assert spark.streams.active == []
 
 
-def test_a_window_built_without_the_checkpoint_of_the_release_before_is_refused(spark, tmp_path):
+@pytest.fixture
+def no_layout_asked(spark):
+    """The session asks for no state layout (``make test-row`` asks for the row one)."""
+    asked = spark.conf.get(LAYOUT_CONF, None)
+    spark.conf.unset(LAYOUT_CONF)
+    yield
+    if asked is not None:
+        spark.conf.set(LAYOUT_CONF, asked)
+
+
+def test_a_window_built_without_the_checkpoint_of_the_release_before_is_refused(
+    spark, tmp_path, no_layout_asked
+):
     """A checkpoint written before layouts were recorded is in the row layout; a window
     built without it takes the default (deltas) and is refused when the query starts,
     naming the setting that restarts it; built with it, the window takes the row layout."""
