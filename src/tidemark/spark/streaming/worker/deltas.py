@@ -21,16 +21,16 @@ every call: a micro-batch's cost and the checkpoint follow the live state. Here,
   the live keys' bytes (one and a half on average), with the kept deltas beside it.
 
 Each Python worker caches the groups it served (:class:`GroupCache`: store id ->
-version, token, keys and their timers (:class:`~.state.KeyTimers`); least recently used evicted beyond
-:attr:`StateLayout.cache_keys` keys). A call *takes* its group's entry out of the cache,
-catches it up with the deltas it misses (each checked by the token of the version it
-follows), or reads the group cold (the base and every delta) when the entry is missing,
-of another store, ahead of ``meta`` (a retried micro-batch: Spark's state rolled back),
-or cannot be caught up; it puts the entry back only once its writes are done. A call
-that fails midway leaves nothing behind, and a version the worker did not see written
-or read is never trusted: a retried micro-batch writes the same version number with a
-new token. How the layout is chosen and recorded: ``docs/streaming.md`` ("State
-layouts").
+version, token, keys and their timers, :class:`~.state.KeyTimers`; least recently used
+evicted beyond :attr:`StateLayout.cache_keys` keys). A call *takes* its group's entry
+out of the cache, catches it up with the deltas it misses (each checked by the token of
+the version it follows), or reads the group cold (the base and every delta) when the
+entry is missing, of another store, ahead of ``meta`` (a retried micro-batch: Spark's
+state rolled back), or cannot be caught up; it puts the entry back only once its writes
+are done. A call that fails midway leaves nothing behind, and a version the worker did
+not see written or read is never trusted: a retried micro-batch writes the same version
+number with a new token. How the layout is chosen and recorded: ``docs/streaming.md``
+("State layouts").
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ class _Entry:
     version: int
     token: int
     keys: dict[Any, StoredKey]
-    timers: KeyTimers | None = None  # the keys' timers (built at the first call using it)
+    timers: KeyTimers | None = None  # the keys' timers (None: found by a pass over the keys)
 
 
 class GroupCache:
@@ -247,11 +247,10 @@ class DeltaState:
             raise parallelism_changed(stored, self._max_parallelism, "the group's state")
         entry = CACHE.take(store)
         keys = None if entry is None else self._caught_up(entry, version, token)
-        if keys is None or entry is None or entry.timers is None:
-            keys = self._cold(meta) if keys is None else keys
+        timers = None if entry is None else entry.timers
+        if keys is None:
+            keys = self._cold(meta)
             timers = KeyTimers(keys)
-        else:
-            timers = entry.timers
         event_timer, processing_timer, watermark = meta[9], meta[10], meta[11]
         return StoredGroup(keys, event_timer, processing_timer, True, watermark, timers=timers)
 
