@@ -355,6 +355,25 @@ def test_a_batch_run_is_refused_when_it_is_planned(spark, setting, pipeline, con
         result.to_dataframe()
 
 
+def _malformed(conf) -> str:
+    return "off" if isinstance(conf, confs.Switch) else "lots"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("conf", confs.CONFS, ids=lambda c: c.name)
+def test_a_run_is_refused_whatever_confs_its_path_reads(spark, setting, tmp_path, conf):
+    # the SQL fast path reads none but its own two switches, a window_all max on it
+    # not spark.tidemark.preAggregate: a typo there is still a typo
+    setting(conf.name, _malformed(conf))
+    batch = tm.from_dataframe(_frame(spark), timestamp="ts").window_all(
+        tm.TumblingEventTimeWindows.of(50)
+    )
+    with pytest.raises(WindowSpecError, match=_refusal(conf.name, _malformed(conf))):
+        batch.max("n").to_dataframe()
+    with pytest.raises(WindowSpecError, match=_refusal(conf.name, _malformed(conf))):
+        _stream_all_highest(spark, tmp_path).to_dataframe()
+
+
 @pytest.mark.spark
 def test_valid_spellings_choose_the_same_batch_paths(spark, setting):
     def mode(pipeline):

@@ -11,7 +11,8 @@ rule, the value given and what to set instead; never read as the default, nor as
 
 The confs are read on the driver (a worker has no session), when a BATCH run is planned
 (``to_dataframe``, ``collect``) or a streaming query's frame is built, so the error
-reaches the user there. The accepted values of each: docs/configuration.md.
+reaches the user there; :func:`check_all` reads them all at that point, so a conf the
+run's path does not need is refused too. The accepted values of each: docs/configuration.md.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "Choice",
     "ByteSize",
     "CONFS",
+    "check_all",
     "FAST_PATHS",
     "SLICE_INCREMENTAL",
     "SQL_FAST_PATH",
@@ -249,3 +251,20 @@ CONFS: tuple[Switch | WholeNumber | Choice | ByteSize, ...] = (
     STATE_COMPACT_BYTES,
 )
 """Every conf tidemark reads, as docs/configuration.md lists them."""
+
+
+def check_all(spark: Any) -> None:
+    """Read every conf of :data:`CONFS` in ``spark``'s session: a malformed value is
+    refused whichever confs the run's path reads (a ``window_all`` max on the SQL fast
+    path never reads ``spark.tidemark.preAggregate``; a typo there is still a typo).
+
+    Raises
+    ------
+    WindowSpecError
+        The first conf whose value is malformed, as its own reader refuses it.
+    """
+    for conf in CONFS:
+        if isinstance(conf, Switch):
+            conf.enabled(spark)
+        else:
+            conf.read(spark)

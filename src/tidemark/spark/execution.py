@@ -48,7 +48,7 @@ import weakref
 from typing import Any
 
 from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
-from tidemark.spark import vectorized
+from tidemark.spark import confs, vectorized
 from tidemark.spark.batch import preaggregate, sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
@@ -125,6 +125,7 @@ def _gives_more_than_results(op: WindowOp) -> bool:
 
 
 def _run(op: WindowOp, spark: Any) -> Any:
+    confs.check_all(spark)  # a malformed conf of a path this run does not take, too
     ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker
     mode = mode_of(op, spark)
     if mode is ExecutionMode.STREAMING:  # observed: a query on it reports the figures
@@ -149,6 +150,7 @@ def streaming_window(op: WindowOp, checkpoint: str | None = None) -> StreamingWi
     windows = _streaming.setdefault(op, {})
     window = windows.get(checkpoint)
     if window is None:
+        confs.check_all(op.source.df.sparkSession)
         window = windows[checkpoint] = run_streaming_window(op, checkpoint)
     return window
 
