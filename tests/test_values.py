@@ -18,6 +18,7 @@ from value_cases import CASES, MODES, NAN, run
 
 import tidemark as tm
 from tidemark.spark.aggregations import Max, MaxBy, Min, MinBy
+from tidemark.spark.confs import STREAMING_PACK_INPUT as PACK_INPUT
 from tidemark.spark.keys import NAN_KEY, column_key, function_key_value, key_normaliser
 
 # ------------------------------------------------------------------ engine-side rules
@@ -139,3 +140,22 @@ def test_the_streaming_key_group_of_minus_zero_and_of_every_nan_is_one(spark):
     assert slots[0] == slots[1] and slots[2] == slots[3]
     grouped = df.groupBy("k").count().select(F.col("count")).collect()
     assert sorted(r[0] for r in grouped) == [2, 2]
+
+
+@pytest.fixture
+def unpacked(zoned):
+    """A stream's rows handed to ``transformWithStateInPandas`` one by one (PySpark's
+    own row path), not packed per key group as by default."""
+    zoned.conf.set(PACK_INPUT.name, "false")
+    yield zoned
+    zoned.conf.unset(PACK_INPUT.name)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", [n for n, case in CASES.items() if "stream" in case.modes])
+def test_a_stream_gives_the_case_rows_with_its_rows_not_packed(unpacked, tmp_path, name):
+    case = CASES[name]
+    found = run(
+        unpacked, "stream", case.rows, case.schema, case.build, tmp_path, case.late, case.split
+    )
+    assert found == case.expected

@@ -37,6 +37,7 @@ __all__ = [
     "VECTORIZED_FAST_PATH",
     "WORKER_SORT_BYTES",
     "STREAMING_PRE_AGGREGATE",
+    "STREAMING_PACK_INPUT",
     "MAX_KEY_GROUPS",
     "MAX_PARALLELISM",
     "STATE_LAYOUT",
@@ -199,6 +200,13 @@ STREAMING_PRE_AGGREGATE = Switch(
     "input partition",
     when_false="run every streaming window_all in one task",
 )
+STREAMING_PACK_INPUT = Switch(
+    "spark.tidemark.streaming.packInput",
+    True,
+    when_true="pack a stream's rows per key group before a transformWithStateInPandas "
+    "operator (the deltas layout)",
+    when_false="hand the operator the rows one by one",
+)
 WORKER_SORT_BYTES = ByteSize(
     "spark.tidemark.batch.workerSortBytes",
     64 << 20,  # per task; a partition of the 10M-event benchmark: ~30 MB
@@ -245,6 +253,7 @@ CONFS: tuple[Switch | WholeNumber | Choice | ByteSize, ...] = (
     VECTORIZED_FAST_PATH,
     WORKER_SORT_BYTES,
     STREAMING_PRE_AGGREGATE,
+    STREAMING_PACK_INPUT,
     MAX_PARALLELISM,
     STATE_LAYOUT,
     STATE_CACHE_KEYS,

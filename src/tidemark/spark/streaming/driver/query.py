@@ -69,6 +69,7 @@ from tidemark.spark.streaming.driver.checkpoint import (
 )
 from tidemark.spark.streaming.driver.combine import PreAggregation
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
+from tidemark.spark.streaming.driver.packing import packed_input
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
 from tidemark.spark.streaming.worker.clock import (
     END_OF_INPUT_COLUMN_MICROS,
@@ -485,14 +486,15 @@ def key_group_operator(
     projected away before (:func:`_prepare_input`), so a null column carries the
     metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
     row is behind a null, so Spark drops none."""
-    grouped = prepared.groupBy(F.col(KEY_GROUP))
     chained = config.upstream is not None or config.feeds_downstream
     if chained or config.state_layout.name == DELTAS:
+        packed, config = packed_input(prepared, config)
         processor = WindowStatefulProcessor(config)
         spark_time_mode = config.spark_time_mode().value
-        return grouped.transformWithStateInPandas(
+        return packed.groupBy(F.col(KEY_GROUP)).transformWithStateInPandas(
             processor, output_schema, "Append", spark_time_mode
         )
+    grouped = prepared.groupBy(F.col(KEY_GROUP))
     function = WindowGroupFunction(config)
     if watermark_delay is not None:
         metadata = {WATERMARK_DELAY: watermark_delay}

@@ -38,6 +38,7 @@ from pyspark.sql.streaming.stateful_processor import (
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.deltas import DELTAS, DeltaState
 from tidemark.spark.streaming.worker.groups import WindowGroups
+from tidemark.spark.streaming.worker.packing import unpacked_frames
 from tidemark.spark.streaming.worker.state import STATE_NAME, STATE_SCHEMA, StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
 
@@ -67,7 +68,9 @@ class WindowStatefulProcessor(StatefulProcessor):
     def handleInputRows(
         self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
     ) -> Iterator[pd.DataFrame]:
-        return self._groups.call(self._store(timerValues, None), rows)
+        unpacking = self._config.unpacking
+        frames = rows if unpacking is None else unpacked_frames(rows, unpacking)
+        return self._groups.call(self._store(timerValues, None), frames)
 
     def handleExpiredTimer(
         self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo

@@ -17,6 +17,7 @@ from tidemark.spark.lossless import PandasInput, PandasOutput
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.deltas import StateLayout
 from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.streaming.worker.packing import Unpacking
 
 __all__ = [
     "ProcessorConfig",
@@ -125,6 +126,9 @@ class ProcessorConfig:
         combined per window before the shuffle (:mod:`.combine`): ``make_operator``
         then makes the operator that merges the partials
         (:class:`~tidemark._engine.partials.PartialsOperator`). None: rows are elements.
+    unpacking : Unpacking, optional
+        The input's rows come packed per key group (:mod:`.packing`): how a call turns
+        them back into pandas. None: Spark hands the rows as they are.
     """
 
     make_operator: Callable[[], WindowOperator]
@@ -151,6 +155,7 @@ class ProcessorConfig:
     key_normaliser: Callable[[Any], Any] | None = None
     state_layout: StateLayout = StateLayout()
     partial_position: int | None = None
+    unpacking: Unpacking | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))
