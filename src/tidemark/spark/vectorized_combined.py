@@ -13,7 +13,8 @@ partial aggregation (as for ``avg``), with the user's ``partial`` and ``finish``
    ``argsort``), ``partial`` called once per group: one row ``(key..., window start,
    p_1..p_k)`` per group (the partials in double columns named after the function's
    ``partials``), and the task's figures row (elements in);
-2. **shuffle** of those rows by key (``repartition(engine_partitions(spark), keys)``);
+2. **shuffle** of those rows by key, into one partition per core (the partials are
+   few: about one per window and input partition holding it);
 3. **global**: each task groups its partials by (key, window start), calls ``finish``
    once per window with the parts' columns, and emits what the columnar path emits: one
    result row per window, its figures (the local rows' elements summed, so
@@ -50,6 +51,7 @@ from tidemark.functions import VectorizedCombineFunction, checked_partial
 from tidemark.spark import vectorized
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
+from tidemark.spark.batch.replay import session_parallelism
 from tidemark.spark.batch.run import engine_partitions
 from tidemark.spark.columns import (
     MAIN,
@@ -117,8 +119,16 @@ def run_combined(op: WindowOp, frame: ElementFrame) -> Any:
     )
     final = replace(local, schema=vectorized.arrow_schema(schema))
     parts = selected.mapInArrow(partial(_local_partials, local), local_schema)
-    shuffled = parts.repartition(engine_partitions(spark), *[F.col(f"`{k}`") for k in keys])
+    shuffled = parts.repartition(_global_partitions(spark), *[F.col(f"`{k}`") for k in keys])
     return shuffled.mapInArrow(partial(_finished_windows, final), schema)
+
+
+def _global_partitions(spark: Any) -> int:
+    """One global task per core (at most the keyed run's partitions): the partials are
+    few (about one per window and input partition holding it), and each Python task
+    costs ~0.1 s however little it does (8 tasks at 10M events: 1.7 s of their wall
+    time, 0.6 s of CPU; ``benchmarks/README.md``)."""
+    return max(1, min(engine_partitions(spark), session_parallelism(spark)))
 
 
 # ------------------------------------------------------------------ the local step
