@@ -8,7 +8,7 @@ partial aggregation (as for ``avg``), with the user's ``partial`` and ``finish``
 
 1. **local**: every partition of the checked elements (``mapInArrow``, no shuffle, no
    Spark sort), in parts of at most ``spark.tidemark.batch.workerSortBytes`` of Arrow
-   input: each element's window start(s) (sliding: one per window it is in), the
+   input (64m where it is 0): each element's window start(s) (sliding: one per window it is in), the
    elements grouped by (key, window start) in NumPy (a dense code per key, one
    ``argsort``), ``partial`` called once per group: one row ``(key..., window start,
    p_1..p_k)`` per group (the partials in double columns named after the function's
@@ -238,19 +238,26 @@ def _partial(
     first: int,
     start: int,
 ) -> tuple[float, ...]:
-    """The checked partial of one group; its errors with the key and window."""
+    """The checked partial of one group (rows ``lo:hi`` of ``arrays``)."""
+    returned, where = _called(plan, "partial", table, [a[lo:hi] for a in arrays], first, start)
+    return checked_partial(_combine(plan), returned, where)
+
+
+def _called(
+    plan: Plan, method: str, table: pa.Table, arrays: list[np.ndarray], first: int, start: int
+) -> tuple[Any, Any]:
+    """The combine function's ``method`` on ``arrays`` and where it was called (key and
+    window, of ``table``'s row ``first``, found only when asked); its errors with them."""
     combine = _combine(plan)
 
     def where() -> tuple[Any, TimeWindow]:
         return vectorized.key_of(plan, table, first), TimeWindow(start, start + plan.size_ms)
 
     try:
-        returned = combine.partial(*[a[lo:hi] for a in arrays])
+        return getattr(combine, method)(*arrays), where
     except Exception as exc:
-        raise UserFunctionError(
-            f"{type(combine).__qualname__}.partial", *where(), LONG_MAX, exc
-        ) from exc
-    return checked_partial(combine, returned, where)
+        what = f"{type(combine).__qualname__}.{method}"
+        raise UserFunctionError(what, *where(), LONG_MAX, exc) from exc
 
 
 def _partials_batch(
@@ -327,17 +334,6 @@ def _finish(
     first: int,
     start: int,
 ) -> Any:
-    """The checked value of one window from its parts; errors with the key and window."""
-    fn = plan.window_function
-    combine = _combine(plan)
-
-    def where() -> tuple[Any, TimeWindow]:
-        return vectorized.key_of(plan, parts, first), TimeWindow(start, start + plan.size_ms)
-
-    try:
-        value = combine.finish(*[a[lo:hi] for a in arrays])
-    except Exception as exc:
-        raise UserFunctionError(
-            f"{type(combine).__qualname__}.finish", *where(), LONG_MAX, exc
-        ) from exc
-    return vectorized.checked_value(fn, value, where)
+    """The checked value of one window from its parts (rows ``lo:hi`` of ``arrays``)."""
+    value, where = _called(plan, "finish", parts, [a[lo:hi] for a in arrays], first, start)
+    return vectorized.checked_value(plan.window_function, value, where)
