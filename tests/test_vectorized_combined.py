@@ -15,19 +15,18 @@ The engine transcript is ``tests/test_vectorized.py``'s::
 
 from __future__ import annotations
 
-import json
-import os
+import datetime
 import random
 
 import numpy as np
 import pytest
+from test_vectorized import NanMean, _element, _harness, late_firing
+from test_vectorized_spark import LATE, SCHEMA, _collect, _pipeline, _rows, streamed, w
 
 import tidemark as tm
 from tidemark.errors import UserFunctionError, WindowResultError, WindowSpecError
 from tidemark.spark import execution
 from tidemark.spark.confs import FAST_PATHS, PRE_AGGREGATE
-from tidemark.spark.streaming import END_OF_INPUT_MS
-from tidemark.testing import WindowOperatorHarness
 from tidemark.vectorized import vectorized_window_function
 
 
@@ -77,29 +76,8 @@ class Parts(tm.VectorizedCombineFunction):
 # ------------------------------------------------------------------ the engine
 
 
-def _harness(function, fields=("x",), **options):
-    window = vectorized_window_function(function, list(fields), "double", 1)
-    assigner = options.pop("assigner", tm.TumblingEventTimeWindows.of(5))
-    return WindowOperatorHarness(assigner, window, key_selector=lambda e: e["k"], **options)
-
-
-def _element(key, x, y=1.0):
-    return {"k": key, "x": x, "y": y}
-
-
 def test_a_late_firing_recomputes_over_all_values_kept():
-    h = _harness(Mean(), allowed_lateness=10)
-    for key, x, ts in [("a", 1.0, 0), ("a", None, 1), ("b", 4.0, 2), ("a", 3.0, 6)]:
-        h.process_element(_element(key, x), ts)
-    h.process_watermark(5)
-    h.process_element(_element("a", 5.0), 3)
-    h.process_watermark(20)
-    assert sorted(h.output(), key=lambda r: (r[0][2], r[0][0], r[1])) == [
-        (("a", 0, 5, 1.0), 4),
-        (("a", 0, 5, 3.0), 4),
-        (("b", 0, 5, 4.0), 4),
-        (("a", 5, 10, 3.0), 9),
-    ]
+    assert late_firing(Mean()) == late_firing(NanMean())  # the transcript of test_vectorized
 
 
 def test_aggregate_is_finish_of_the_single_partial():
@@ -202,35 +180,6 @@ def test_what_is_missing_is_refused_when_the_pipeline_is_defined(body, message):
 
 # ------------------------------------------------------------------ on Spark
 
-SCHEMA = "k string, x double, y long, ts long, arrival long"
-BATCHES = [
-    [("a", 1.0, 0), ("a", None, 1), ("b", 4.0, 2), ("a", 3.0, 6)],
-    [("a", 5.0, 3), ("b", 2.0, 7)],
-]
-SECOND = 1000
-NOON = 1590292800000
-
-
-def w(seconds):
-    return NOON + seconds * SECOND
-
-
-def _rows():
-    flat = [row for batch in BATCHES for row in batch]
-    return [(k, x, 1, w(ts), n) for n, (k, x, ts) in enumerate(flat)]
-
-
-def _pipeline(df, function=None, **source):
-    strategy = tm.WatermarkStrategy.for_monotonous_timestamps()
-    stream = tm.from_dataframe(df, timestamp="ts", watermark_strategy=strategy, **source)
-    windowed = stream.key_by("k").window(tm.TumblingEventTimeWindows.of(5 * SECOND))
-    return windowed.allowed_lateness(10 * SECOND).aggregate_vectorized(function or Mean(), ["x"])
-
-
-def _collect(result):
-    with tm.raising_tidemark_errors():
-        return sorted(tuple(r) for r in result.to_dataframe().collect())
-
 
 @pytest.fixture
 def confs(spark):
@@ -248,8 +197,8 @@ def confs(spark):
 
 @pytest.mark.spark
 def test_batch_combines_each_window_once_over_all_its_values(spark):
-    df = spark.createDataFrame(_rows(), SCHEMA).repartition(3)
-    result = _pipeline(df)
+    df = spark.createDataFrame(_rows(), SCHEMA).repartition(8)  # some partitions empty
+    result = _pipeline(df, Mean())
     assert execution.mode_of(result.plan, spark) is execution.ExecutionMode.VECTORIZED_COMBINED
     assert _collect(result) == [
         ("a", w(0), w(5), 3.0),
@@ -262,48 +211,17 @@ def test_batch_combines_each_window_once_over_all_its_values(spark):
 
 @pytest.mark.spark
 def test_replay_fires_late_with_allowed_lateness(spark):
-    result = _pipeline(spark.createDataFrame(_rows(), SCHEMA), order_by="arrival")
+    result = _pipeline(spark.createDataFrame(_rows(), SCHEMA), Mean(), order_by="arrival")
     assert execution.mode_of(result.plan, spark) is execution.ExecutionMode.REPLAY
-    assert _collect(result) == [
-        ("a", w(0), w(5), 1.0),
-        ("a", w(0), w(5), 3.0),
-        ("a", w(5), w(10), 3.0),
-        ("b", w(0), w(5), 4.0),
-        ("b", w(5), w(10), 2.0),
-    ]
+    assert _collect(result) == LATE
 
 
 @pytest.mark.spark
 def test_stream_fires_late_with_allowed_lateness(spark, tmp_path):
-    directory = tmp_path / "in"
-    directory.mkdir()
-    lines = [
-        [{"k": k, "x": x, "y": 1, "ts": w(ts), "arrival": 0} for k, x, ts in batch]
-        for batch in BATCHES
-    ]
-    lines.append([{"k": "_end", "x": None, "y": 0, "ts": END_OF_INPUT_MS, "arrival": 0}])
-    for n, rows in enumerate(lines):
-        path = directory / f"batch-{n:03d}.json"
-        path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
-    source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(directory))
-    collected: list[tuple] = []
-    query = _pipeline(source).write_outputs(
-        {"main": lambda df, _: collected.extend(tuple(r) for r in df.collect())},
-        checkpoint=str(tmp_path / "checkpoint"),
-        trigger={"availableNow": True},
-    )
-    query.awaitTermination(300)
-    assert sorted(r for r in collected if r[0] != "_end") == [
-        ("a", w(0), w(5), 1.0),
-        ("a", w(0), w(5), 3.0),
-        ("a", w(5), w(10), 3.0),
-        ("b", w(0), w(5), 4.0),
-        ("b", w(5), w(10), 2.0),
-    ]
+    assert streamed(spark, tmp_path, Mean()) == LATE
 
 
-RANDOM_SCHEMA = "k string, n int, x double, y long, ts long"
+RANDOM_SCHEMA = "k string, n int, d date, b boolean, x double, y long, ts long"
 
 
 def _random_rows(seed):
@@ -313,16 +231,19 @@ def _random_rows(seed):
         x = rng.choice([None, float("nan"), *[float(rng.randrange(-9, 10))] * 6])
         ts = rng.choice([rng.randrange(-4000, 4000), rng.randrange(20000, 21000)])
         key = rng.choice(["a", "b", "c", "é"])
-        rows.append((key, rng.randrange(2), x, rng.randrange(-3, 4), ts // 3 * 3))
-    rows += [("z", 2, None, 1, ts) for ts in (-2000, -1999, 20500)]  # windows of nulls only
+        day = datetime.date(2024, 2, rng.randrange(28, 30))
+        ts = ts // 3 * 3
+        rows.append((key, rng.randrange(2), day, day.day == 28, x, rng.randrange(-3, 4), ts))
+    rows += [("z", 2, DAY, True, None, 1, ts) for ts in (-2000, -1999, 20500)]  # nulls only
     return rows
 
 
-CASES = [
+DAY = datetime.date(2024, 3, 1)
+CASES = [  # keys of each kind the columnar path takes: strings, ints, dates, booleans
     (tm.TumblingEventTimeWindows.of(700), ["k"]),
-    (tm.TumblingEventTimeWindows.of(1000, 333), ["n"]),
+    (tm.TumblingEventTimeWindows.of(1000, 333), ["d"]),
     (tm.SlidingEventTimeWindows.of(900, 300, -100), ["k", "n"]),
-    (tm.SlidingEventTimeWindows.of(1000, 400), ["k"]),  # size not a multiple of the slide
+    (tm.SlidingEventTimeWindows.of(1000, 400), ["b", "k"]),  # size not a multiple of the slide
 ]
 
 
