@@ -277,7 +277,7 @@ class VectorizedCombineFunction(VectorizedAggregateFunction):
     ...         return np.nansum(values), np.count_nonzero(~np.isnan(values))
     ...     def finish(self, total, count):
     ...         n = count.sum()
-    ...         return total.sum() / n if n else None
+    ...         return float(total.sum() / n) if n else None
     >>> Mean().aggregate(np.array([1.0, np.nan, 5.0]))
     3.0
     >>> Mean().finish(np.array([1.0, 5.0]), np.array([1.0, 1.0]))  # two parts
