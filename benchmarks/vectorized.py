@@ -9,12 +9,18 @@ aggregate, each writing to Spark's ``noop`` sink:
 * **Spark**: ``groupBy(user, window(ts, '1 minute')).agg(avg(amount))``, and the exact
   ``percentile(amount, 0.9)`` (``percentile_approx`` gives other numbers);
 * **tidemark**: ``key_by('user').window(Tumbling 1 min).aggregate_vectorized(...)`` with
-  ``np.mean`` / ``np.percentile(v, 90)`` (BATCH: the columnar path);
+  ``np.mean`` / ``np.percentile(v, 90)`` (BATCH: the columnar path, every value shuffled);
+* **tidemark (combined)**, the mean only: a ``tm.VectorizedCombineFunction`` (partials
+  ``(total, count)``; BATCH: each input partition combined where it is, only the
+  partials shuffled, :mod:`tidemark.spark.vectorized_combined`);
 * **PySpark UDF**: ``@pandas_udf('double')`` of a Series with the same NumPy call,
   ``groupBy(user, window).agg(udf(amount))`` (timed once: it is slow);
 * **shuffle floor**: the input shuffled by key into Python workers as Arrow and
   dropped there (``repartition`` + ``mapInArrow``): what any exact, non-combinable path on
-  PySpark's operators pays before computing anything.
+  PySpark's operators pays before computing anything;
+* **in-place floor**, beside the mean: the input into Python workers as Arrow where it
+  is (``mapInArrow``, no shuffle), dropped there: what the combined path pays before
+  its local step computes anything.
 
 Every result is checked before anything is timed: tidemark's rows against Spark's (the
 mean exactly: the amounts are integers, so every order of summation gives the same
@@ -73,6 +79,18 @@ def mean(values: np.ndarray) -> float:
     return float(np.mean(values))
 
 
+class CombinedMean(tm.VectorizedCombineFunction):
+    """The mean with a partial step (the amounts have no nulls)."""
+
+    partials = ("total", "count")
+
+    def partial(self, values: np.ndarray) -> tuple[float, int]:
+        return float(values.sum()), len(values)
+
+    def finish(self, total: np.ndarray, count: np.ndarray) -> float:
+        return float(total.sum() / count.sum())
+
+
 def p90(values: np.ndarray) -> float:
     return float(np.percentile(values, 90))
 
@@ -107,9 +125,11 @@ def udf_side(df: Any, name: str) -> Any:
 
 
 def tidemark_side(df: Any, name: str) -> Any:
+    """tidemark's ``name`` (``"combined"``: the mean with a partial step)."""
     windowed = tm.from_dataframe(df, timestamp="ts").key_by("user")
     windows = windowed.window(tm.TumblingEventTimeWindows.of(MINUTE_MS))
-    result = windows.aggregate_vectorized(AGGREGATES[name], fields=["amount"])
+    function = CombinedMean() if name == "combined" else AGGREGATES[name]
+    result = windows.aggregate_vectorized(function, fields=["amount"])
     return result.to_dataframe().select("user", "window_start", "value")
 
 
@@ -122,6 +142,12 @@ def shuffle_floor(df: Any) -> Any:
     return df.repartition(partitions, "user").mapInArrow(
         lambda batches: (b.slice(0, 0) for b in batches), df.schema
     )
+
+
+def in_place_floor(df: Any) -> Any:
+    """The floor of the combined path: the columns into Python as Arrow where they
+    are, nothing computed, nothing returned."""
+    return df.mapInArrow(lambda batches: (b.slice(0, 0) for b in batches), df.schema)
 
 
 def check(label: str, got: Any, expected: Any, exact: bool) -> None:
@@ -167,6 +193,10 @@ def batch(n: int, rounds: int) -> None:
             "tidemark": lambda name=name: write(tidemark_side(df, name)),
             "shuffle floor": lambda: write(shuffle_floor(df)),
         }
+        if name == "mean":
+            check("tidemark combined mean", tidemark_side(df, "combined"), expected, exact=True)
+            sides["tidemark (combined)"] = lambda: write(tidemark_side(df, "combined"))
+            sides["in-place floor"] = lambda: write(in_place_floor(df))
         for action in sides.values():
             action()  # warm-up, untimed
         times: dict[str, list[float]] = {side: [] for side in sides}
@@ -185,7 +215,7 @@ def report(name: str, times: dict[str, list[float]], n: int) -> None:
         best = spark_best / min(runs)
         median = spark_median / statistics.median(runs)
         print(
-            f"  {name:5} {side:12} best {min(runs):6.2f} s ({n / min(runs) / 1e6:5.2f}M ev/s)"
+            f"  {name:5} {side:19} best {min(runs):6.2f} s ({n / min(runs) / 1e6:5.2f}M ev/s)"
             f"  x Spark's speed: best {best:.2f}, median {median:.2f}  (runs: {shown})"
         )
 

@@ -79,8 +79,10 @@ def test_the_switch_message_reads_as_a_fix():
         confs.PRE_AGGREGATE.enabled(FakeSpark({"spark.tidemark.preAggregate": "off"}))
     assert str(refused.value) == (
         "`spark.tidemark.preAggregate` must be true or false; got 'off': set it to false to "
-        "run every BATCH window_all in one task, or to true to pre-aggregate a BATCH "
-        "window_all of an order-insensitive function per partition (unset, it is true)"
+        "run every BATCH window_all in one task, and every vectorized function on all of a "
+        "window's values, or to true to pre-aggregate a BATCH window_all of an "
+        "order-insensitive function, and a keyed vectorized function with a partial step, "
+        "per partition (unset, it is true)"
     )
 
 
@@ -281,6 +283,16 @@ class Mean(tm.VectorizedAggregateFunction):
         return float(np.mean(values))
 
 
+class CombinedMean(tm.VectorizedCombineFunction):
+    partials = ("total", "count")
+
+    def partial(self, values):
+        return float(np.sum(values)), len(values)
+
+    def finish(self, total, count):
+        return float(total.sum() / count.sum())
+
+
 @pytest.fixture
 def setting(spark):
     """Set confs for a test; each is put back as it was (unset, or the session's) after."""
@@ -325,6 +337,12 @@ def _keyed_vectorized(spark):
     return stream.window(tm.TumblingEventTimeWindows.of(50)).aggregate_vectorized(Mean(), ["x"])
 
 
+def _keyed_combined(spark):
+    stream = tm.from_dataframe(_frame(spark), timestamp="ts").key_by("key")
+    windowed = stream.window(tm.TumblingEventTimeWindows.of(50))
+    return windowed.aggregate_vectorized(CombinedMean(), ["x"])
+
+
 def _stream_all_highest(spark, directory: Path):
     source = spark.readStream.schema("n long, ts long").json(str(directory))
     strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
@@ -342,6 +360,7 @@ def _stream_all_highest(spark, directory: Path):
         (_keyed_sum, confs.FAST_PATHS, "0"),
         (_all_highest, confs.PRE_AGGREGATE, "no"),
         (_keyed_vectorized, confs.VECTORIZED_FAST_PATH, "disabled"),
+        (_keyed_combined, confs.PRE_AGGREGATE, "nope"),
         (_keyed_reduce, confs.SLICE_INCREMENTAL, "on"),
         (_keyed_reduce, confs.WORKER_SORT_BYTES, "64mb"),
         (_keyed_vectorized, confs.WORKER_SORT_BYTES, "lots"),
@@ -385,8 +404,10 @@ def test_valid_spellings_choose_the_same_batch_paths(spark, setting):
     setting(confs.SQL_FAST_PATH.name, "True")
     assert mode(_keyed_sum) is ExecutionMode.SQL
     assert mode(_all_highest) is ExecutionMode.LOCAL_GLOBAL
+    assert mode(_keyed_combined) is ExecutionMode.VECTORIZED_COMBINED
     setting(confs.PRE_AGGREGATE.name, "False")
     assert mode(_all_highest) is ExecutionMode.BATCH
+    assert mode(_keyed_combined) is ExecutionMode.VECTORIZED
     assert mode(_keyed_vectorized) is ExecutionMode.VECTORIZED
     setting(confs.FAST_PATHS.name, "FALSE")
     assert mode(_keyed_vectorized) is ExecutionMode.BATCH

@@ -48,19 +48,28 @@ def _harness(function, fields=("x",), **options):
 
 
 def test_a_late_firing_recomputes_over_all_values_kept():
-    h = _harness(NanMean(), allowed_lateness=10)
+    assert late_firing(NanMean()) == (
+        [
+            (("a", 0, 5, 1.0), 4),
+            (("a", 0, 5, 3.0), 4),
+            (("b", 0, 5, 4.0), 4),
+            (("a", 5, 10, 3.0), 9),
+        ],
+        0,
+    )
+
+
+def late_firing(function):
+    """The module docstring's transcript with ``function`` (a mean): its output, by
+    window end, key and timestamp, and the late elements dropped."""
+    h = _harness(function, allowed_lateness=10)
     for key, x, ts in [("a", 1.0, 0), ("a", None, 1), ("b", 4.0, 2), ("a", 3.0, 6)]:
         h.process_element(_element(key, x), ts)
     h.process_watermark(5)
     h.process_element(_element("a", 5.0), 3)
     h.process_watermark(20)
-    assert sorted(h.output(), key=lambda r: (r[0][2], r[0][0], r[1])) == [
-        (("a", 0, 5, 1.0), 4),
-        (("a", 0, 5, 3.0), 4),
-        (("b", 0, 5, 4.0), 4),
-        (("a", 5, 10, 3.0), 9),
-    ]
-    assert h.num_late_records_dropped == 0
+    output = sorted(h.output(), key=lambda r: (r[0][2], r[0][0], r[1]))
+    return output, h.num_late_records_dropped
 
 
 def test_beyond_the_lateness_an_element_is_dropped_not_computed():

@@ -45,12 +45,22 @@ def _rows():
     return [(k, x, 1, w(ts), n) for n, (k, x, ts) in enumerate(flat)]
 
 
-def _pipeline(df, **source):
+LATE = [
+    ("a", w(0), w(5), 1.0),  # on time: [1, null]
+    ("a", w(0), w(5), 3.0),  # late firing: [1, null, 5]
+    ("a", w(5), w(10), 3.0),
+    ("b", w(0), w(5), 4.0),
+    ("b", w(5), w(10), 2.0),
+]
+"""What a replay and a stream of BATCHES emit (in order)."""
+
+
+def _pipeline(df, function=None, **source):
     strategy = tm.WatermarkStrategy.for_monotonous_timestamps()
     stream = tm.from_dataframe(df, timestamp="ts", watermark_strategy=strategy, **source)
     stream = stream.key_by("k")
     windowed = stream.window(tm.TumblingEventTimeWindows.of(5 * SECOND))
-    return windowed.allowed_lateness(10 * SECOND).aggregate_vectorized(NanMean(), ["x"])
+    return windowed.allowed_lateness(10 * SECOND).aggregate_vectorized(function or NanMean(), ["x"])
 
 
 def _collect(result):
@@ -82,16 +92,16 @@ def test_batch_fires_each_window_once_over_all_its_values(spark, columnar, on):
 
 def test_replay_fires_late_with_allowed_lateness(spark):
     result = _pipeline(spark.createDataFrame(_rows(), SCHEMA), order_by="arrival")
-    assert _collect(result) == [
-        ("a", w(0), w(5), 1.0),  # on time: [1, null]
-        ("a", w(0), w(5), 3.0),  # late firing: [1, null, 5]
-        ("a", w(5), w(10), 3.0),
-        ("b", w(0), w(5), 4.0),
-        ("b", w(5), w(10), 2.0),
-    ]
+    assert _collect(result) == LATE
 
 
 def test_stream_fires_late_with_allowed_lateness(spark, tmp_path):
+    assert streamed(spark, tmp_path) == LATE
+
+
+def streamed(spark, tmp_path, function=None):
+    """The sorted results of ``_pipeline(function)`` streaming BATCHES, a micro-batch
+    each, then an element at the end of time (its own result left out)."""
     directory = tmp_path / "in"
     directory.mkdir()
     lines = [
@@ -105,19 +115,13 @@ def test_stream_fires_late_with_allowed_lateness(spark, tmp_path):
         os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
     source = spark.readStream.schema(SCHEMA).option("maxFilesPerTrigger", 1).json(str(directory))
     collected: list[tuple] = []
-    query = _pipeline(source).write_outputs(
+    query = _pipeline(source, function).write_outputs(
         {"main": lambda df, _: collected.extend(tuple(r) for r in df.collect())},
         checkpoint=str(tmp_path / "checkpoint"),
         trigger={"availableNow": True},
     )
     query.awaitTermination(300)
-    assert sorted(r for r in collected if r[0] != "_end") == [
-        ("a", w(0), w(5), 1.0),
-        ("a", w(0), w(5), 3.0),
-        ("a", w(5), w(10), 3.0),
-        ("b", w(0), w(5), 4.0),
-        ("b", w(5), w(10), 2.0),
-    ]
+    return sorted(r for r in collected if r[0] != "_end")
 
 
 def _random_rows(seed):

@@ -50,6 +50,7 @@ from tidemark.functions import (
     ProcessWindowFunction,
     ReduceFunction,
     VectorizedAggregateFunction,
+    VectorizedCombineFunction,
     WindowFunction,
 )
 from tidemark.outputs import OutputTag
@@ -155,6 +156,7 @@ __all__ = [
     "WindowFunction",
     "AllWindowFunction",
     "VectorizedAggregateFunction",
+    "VectorizedCombineFunction",
     "ValueStateDescriptor",
     "ListStateDescriptor",
     "MapStateDescriptor",

@@ -11,9 +11,12 @@ The guide, with a custom :class:`AggregateFunction`: ``docs/concepts/functions.m
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
+from tidemark.errors import WindowResultError, WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.panes import PaneInfo
 from tidemark.state import KeyedStateStore
@@ -28,6 +31,10 @@ __all__ = [
     "AllWindowFunction",
     "ProcessWindowContext",
     "VectorizedAggregateFunction",
+    "VectorizedCombineFunction",
+    "check_combine_function",
+    "checked_partial",
+    "finish_one_part",
 ]
 
 
@@ -246,6 +253,150 @@ class VectorizedAggregateFunction(ABC):
     @abstractmethod
     def aggregate(self, *columns: Any) -> Any:
         """The window's result from one ``float64`` array per field (NaN: null)."""
+
+
+class VectorizedCombineFunction(VectorizedAggregateFunction):
+    """A :class:`VectorizedAggregateFunction` with a partial step: :meth:`partial` turns
+    any part of a window's values into a few numbers, :meth:`finish` turns the parts'
+    numbers into the window's result. Spark's ``avg`` splits the same way (a sum and a
+    count per part, added up at the end), and so can tidemark: a keyed BATCH run then
+    combines each input partition's values where they are and shuffles only the partial
+    numbers (``docs/concepts/vectorized.md``).
+
+    Declare :attr:`partials`, a tuple of names, one per number :meth:`partial` returns.
+    The promise: the result of :meth:`finish` does not depend on how the window's values
+    were split into parts, nor on the order of the parts (a sum of integers, a count, a
+    minimum; a float sum only up to rounding). :meth:`aggregate` is provided, as
+    ``finish`` of the single part of all values, so every other path (a replay, a
+    stream, triggers, evictors, late firings) gives the same value; do not override it.
+
+    >>> import numpy as np
+    >>> class Mean(VectorizedCombineFunction):
+    ...     partials = ("total", "count")
+    ...     def partial(self, values):
+    ...         return np.nansum(values), np.count_nonzero(~np.isnan(values))
+    ...     def finish(self, total, count):
+    ...         n = count.sum()
+    ...         return float(total.sum() / n) if n else None
+    >>> Mean().aggregate(np.array([1.0, np.nan, 5.0]))
+    3.0
+    >>> Mean().finish(np.array([1.0, 5.0]), np.array([1.0, 1.0]))  # two parts
+    3.0
+    """
+
+    partials: tuple[str, ...] = ()
+    """The names of the numbers :meth:`partial` returns, in order: a non-empty tuple of
+    distinct identifiers, e.g. ``("total", "count")``. Checked when the class is defined
+    (and when a pipeline uses it)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "partials" in cls.__dict__:
+            _check_partials(cls)
+        if "aggregate" in cls.__dict__:
+            raise WindowSpecError(
+                f"{cls.__qualname__} overrides `aggregate`, which a VectorizedCombineFunction "
+                "provides as finish(partial(values)) so every path gives the same value: "
+                "remove aggregate (or subclass VectorizedAggregateFunction instead)"
+            )
+
+    def partial(self, *columns: Any) -> Any:
+        """The numbers of one part of a window's values (one ``float64`` array per field,
+        as :meth:`aggregate` gets; NaN: null): a tuple of ``len(partials)`` numbers. A
+        part is never empty on the partial-step path; :meth:`aggregate` may hand it
+        empty arrays (an evictor that kept nothing)."""
+        raise NotImplementedError(f"{type(self).__qualname__}.partial")
+
+    def finish(self, *partials: Any) -> Any:
+        """The window's result from its parts: one ``float64`` array per name in
+        :attr:`partials`, one entry per part, in no particular order."""
+        raise NotImplementedError(f"{type(self).__qualname__}.finish")
+
+    def aggregate(self, *columns: Any) -> Any:
+        """``finish`` of the single part of all values (do not override)."""
+        return finish_one_part(self, checked_partial(self, self.partial(*columns)))
+
+
+def _check_partials(cls: type) -> None:
+    names = getattr(cls, "partials", None)
+    fix = "declare e.g. partials = ('total', 'count'), one name per number partial returns"
+    if not isinstance(names, tuple) or not names:
+        raise WindowSpecError(
+            f"{cls.__qualname__}.partials must be a non-empty tuple of names; got {names!r}: {fix}"
+        )
+    bad = [n for n in names if not (isinstance(n, str) and n.isidentifier())]
+    if bad or len(set(names)) != len(names):
+        raise WindowSpecError(
+            f"{cls.__qualname__}.partials must hold distinct identifiers; got {names!r}: {fix}"
+        )
+
+
+def check_combine_function(function: VectorizedCombineFunction) -> None:
+    """Refuse a :class:`VectorizedCombineFunction` without :attr:`partials`, or without
+    its own :meth:`~VectorizedCombineFunction.partial` and
+    :meth:`~VectorizedCombineFunction.finish`.
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the class, what is missing and the fix.
+    """
+    cls = type(function)
+    _check_partials(cls)
+    for method in ("partial", "finish"):
+        if getattr(cls, method) is getattr(VectorizedCombineFunction, method):
+            raise WindowSpecError(
+                f"{cls.__qualname__} must define `{method}` (a VectorizedCombineFunction "
+                "needs partial(*columns) -> numbers and finish(*partials) -> value); got "
+                f"none: define {method}, or subclass VectorizedAggregateFunction instead"
+            )
+
+
+def checked_partial(
+    function: VectorizedCombineFunction,
+    returned: Any,
+    where: Callable[[], tuple[Any, Any]] | None = None,
+) -> tuple[float, ...]:
+    """What ``function.partial`` returned, as ``len(function.partials)`` floats.
+
+    Raises
+    ------
+    WindowResultError
+        Not a tuple (list, 1-D array) of that many numbers; naming what was returned and
+        the key and window from ``where()`` (called only then).
+    """
+    names = function.partials
+    shaped = isinstance(returned, (tuple, list)) or (
+        isinstance(returned, np.ndarray) and returned.ndim == 1
+    )
+    if shaped and len(returned) == len(names) and all(_is_number(v) for v in returned):
+        return tuple(float(v) for v in returned)
+    key, window = where() if where is not None else (None, None)
+    raise WindowResultError(
+        f"{type(function).__qualname__}.partial returned {returned!r} "
+        f"({type(returned).__name__}) for key={key!r}, window={window!r}: return a tuple "
+        f"of {len(names)} numbers, one per name in partials={names!r}",
+        key,
+        window,
+    )
+
+
+def finish_one_part(function: VectorizedCombineFunction, parts: tuple[float, ...]) -> Any:
+    """``function.finish`` of one part's numbers (each a one-entry array)."""
+    return function.finish(*[np.array([p], dtype=np.float64) for p in parts])
+
+
+def _is_number(value: Any) -> bool:
+    """A Python or NumPy int or float (NaN included; not a bool) that a float64 holds."""
+    if isinstance(value, (bool, np.bool_)):
+        return False
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        return False
+    try:
+        float(value)
+    except OverflowError:  # an int beyond a double's range
+        return False
+    return True
 
 
 class ProcessAllWindowFunction(ABC):

@@ -11,8 +11,11 @@ function's value, checked against the ``output_type``.
 
 :func:`vectorized_window_function` builds the window function; the Spark API's
 ``WindowedStream.aggregate_vectorized`` does so for you, and runs BATCH tumbling and
-sliding windows columnar where the results are the same
-(:mod:`tidemark.spark.batch.vectorized`). The guide: ``docs/concepts/vectorized.md``.
+sliding windows columnar where the results are the same (:mod:`tidemark.spark.vectorized`;
+a :class:`~tidemark.functions.VectorizedCombineFunction` combined before the shuffle:
+:mod:`tidemark.spark.vectorized_combined`). A combine function's value here is its
+``aggregate``: ``finish`` of the single partial of all values, its partial checked with
+the key and window. The guide: ``docs/concepts/vectorized.md``.
 No Spark import here: the engine and the test harness use it alone.
 """
 
@@ -29,6 +32,10 @@ from tidemark.functions import (
     ProcessAllWindowFunction,
     ProcessWindowFunction,
     VectorizedAggregateFunction,
+    VectorizedCombineFunction,
+    check_combine_function,
+    checked_partial,
+    finish_one_part,
 )
 
 __all__ = [
@@ -160,13 +167,25 @@ class _Vectorized:
         self.call: Callable[..., Any] = (
             function.aggregate if isinstance(function, VectorizedAggregateFunction) else function
         )
+        self.combine = function if isinstance(function, VectorizedCombineFunction) else None
+        if self.combine is not None:
+            check_combine_function(self.combine)
         name = getattr(function, "__name__", None) or type(function).__qualname__
         self.check = ResultCheck(output_type, name)
+
+    def value(self, arrays: Sequence[np.ndarray], where: Callable[[], Any]) -> Any:
+        """The function's value on ``arrays``, not yet checked: a combine function's is
+        ``aggregate``'s, with ``where()`` giving the key and window that a wrong partial
+        is reported with."""
+        combine = self.combine
+        if combine is None:
+            return self.call(*arrays)
+        return finish_one_part(combine, checked_partial(combine, combine.partial(*arrays), where))
 
     def result(self, key: Any, window: Any, elements: Any) -> list[tuple[Any, ...]]:
         kept = elements if isinstance(elements, list) else list(elements)
         arrays = [field_array(kept, f) for f in self.fields]
-        value = self.check(self.call(*arrays), key, window)
+        value = self.check(self.value(arrays, lambda: (key, window)), key, window)
         keys: tuple[Any, ...] = ()
         if self.key_width == 1:
             keys = (key,)

@@ -184,8 +184,10 @@ SQL_FAST_PATH = Switch(
 PRE_AGGREGATE = Switch(
     "spark.tidemark.preAggregate",
     True,
-    when_true="pre-aggregate a BATCH window_all of an order-insensitive function per partition",
-    when_false="run every BATCH window_all in one task",
+    when_true="pre-aggregate a BATCH window_all of an order-insensitive function, and a "
+    "keyed vectorized function with a partial step, per partition",
+    when_false="run every BATCH window_all in one task, and every vectorized function on all "
+    "of a window's values",
 )
 VECTORIZED_FAST_PATH = Switch(
     "spark.tidemark.vectorizedFastPath",

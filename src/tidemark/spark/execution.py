@@ -1,24 +1,27 @@
 """The one place that decides how a window operation runs on Spark.
 
-:func:`mode_of` picks one of six executions, each a separate implementation that
+:func:`mode_of` picks one of seven executions, each a separate implementation that
 produces the same combined frame (:mod:`tidemark.spark.columns`):
 
-============ ==========================================================================
-STREAMING    a streaming source: one ``applyInPandasWithState`` query
-             (:mod:`tidemark.spark.streaming.driver.from_plan`)
-SQL          BATCH shorthand aggregations with a closed form: Spark's own aggregation,
-             the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
-REPLAY       a bounded source with ``order_by``: the engine per partition, watermarks
-             as recorded (:class:`~tidemark.spark.batch.worker.ReplayDriver`)
-VECTORIZED   a keyed BATCH ``aggregate_vectorized`` on tumbling or sliding windows:
-             columnar, the function called on array slices, the same as BATCH but
-             without a Row per element (:mod:`tidemark.spark.vectorized`)
-LOCAL_GLOBAL a BATCH ``window_all`` whose function is declared order-insensitive: the
-             engine per input partition, the partials merged in one task, the same as
-             BATCH but on every core (:mod:`tidemark.spark.batch.preaggregate`)
-BATCH        any other bounded source: Flink's BATCH semantics, the engine per
-             partition (:class:`~tidemark.spark.batch.worker.BatchDriver`)
-============ ==========================================================================
+=================== ===================================================================
+STREAMING           a streaming source: one ``applyInPandasWithState`` query
+                    (:mod:`tidemark.spark.streaming.driver.from_plan`)
+SQL                 BATCH shorthand aggregations with a closed form: Spark's own aggregation,
+                    the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
+REPLAY              a bounded source with ``order_by``: the engine per partition, watermarks
+                    as recorded (:class:`~tidemark.spark.batch.worker.ReplayDriver`)
+VECTORIZED          a keyed BATCH ``aggregate_vectorized`` on tumbling or sliding windows:
+                    columnar, the function called on array slices, the same as BATCH but
+                    without a Row per element (:mod:`tidemark.spark.vectorized`)
+VECTORIZED_COMBINED the same, of a function with a partial step: each input partition
+                    combined where it is, only the partials shuffled, the same results
+                    (:mod:`tidemark.spark.vectorized_combined`)
+LOCAL_GLOBAL        a BATCH ``window_all`` whose function is declared order-insensitive: the
+                    engine per input partition, the partials merged in one task, the same as
+                    BATCH but on every core (:mod:`tidemark.spark.batch.preaggregate`)
+BATCH               any other bounded source: Flink's BATCH semantics, the engine per
+                    partition (:class:`~tidemark.spark.batch.worker.BatchDriver`)
+=================== ===================================================================
 
 What is computed for a plan node (its element frame, a window's combined frame) is
 remembered per node, as long as the node lives: the outputs of one window operation come
@@ -48,7 +51,7 @@ import weakref
 from typing import Any
 
 from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
-from tidemark.spark import confs, vectorized
+from tidemark.spark import confs, vectorized, vectorized_combined
 from tidemark.spark.batch import preaggregate, sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
@@ -77,6 +80,7 @@ class ExecutionMode(enum.Enum):
     REPLAY = "replay"
     LOCAL_GLOBAL = "local_global"
     VECTORIZED = "vectorized"
+    VECTORIZED_COMBINED = "vectorized_combined"
     BATCH = "batch"
 
 
@@ -100,6 +104,8 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
         return ExecutionMode.SQL
     if preaggregate.applies(op, frame, spark):
         return ExecutionMode.LOCAL_GLOBAL
+    if vectorized_combined.applies(op, frame, spark):
+        return ExecutionMode.VECTORIZED_COMBINED
     if vectorized.applies(op, frame, spark):
         return ExecutionMode.VECTORIZED
     return ExecutionMode.BATCH
@@ -137,6 +143,8 @@ def _run(op: WindowOp, spark: Any) -> Any:
     _engine_runs.add(op)
     if mode is ExecutionMode.LOCAL_GLOBAL:
         return preaggregate.run_preaggregated(op, frame)
+    if mode is ExecutionMode.VECTORIZED_COMBINED:
+        return vectorized_combined.run_combined(op, frame)
     if mode is ExecutionMode.VECTORIZED:
         return vectorized.run_columnar(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver

@@ -17,8 +17,11 @@ Python as Arrow batches (``mapInArrow``), where NumPy finds each key's windows
 called on array slices: the same values, in the same order, as the engine path hands
 it. The input checks (null key or timestamp, a timestamp whose windows overflow a long)
 are the SQL fast path's. Set the Spark conf ``spark.tidemark.vectorizedFastPath=false``
-(or ``spark.tidemark.fastPaths=false``) to run it through the engine instead. The
-guide: ``docs/concepts/vectorized.md``.
+(or ``spark.tidemark.fastPaths=false``) to run it through the engine instead. A
+:class:`~tidemark.functions.VectorizedCombineFunction` runs combined before the shuffle
+instead (:mod:`tidemark.spark.vectorized_combined`, which shares this module's
+:class:`Plan` and result rows) unless ``spark.tidemark.preAggregate=false``. The guide:
+``docs/concepts/vectorized.md``.
 """
 
 from __future__ import annotations
@@ -70,7 +73,20 @@ from tidemark.vectorized import (
 )
 from tidemark.windows import TimeWindow
 
-__all__ = ["define", "applies", "run_columnar", "CONF", "WINDOW_COLUMNS"]
+__all__ = [
+    "define",
+    "applies",
+    "run_columnar",
+    "CONF",
+    "WINDOW_COLUMNS",
+    "Plan",
+    "arrow_schema",
+    "meta_rows",
+    "result_batch",
+    "float64_values",
+    "key_of",
+    "checked_value",
+]
 
 CONF = VECTORIZED_FAST_PATH.name
 WINDOW_COLUMNS = ("window_start", "window_end")
@@ -162,7 +178,7 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
 
 
 @dataclass(frozen=True)
-class _Plan:
+class Plan:
     """What each task needs (picklable): the function, the columns, the layout."""
 
     window_function: VectorizedWindowFunction
@@ -173,7 +189,7 @@ class _Plan:
     offset_ms: int
     schema: Any  # the combined frame's pyarrow schema
     sort_columns: tuple[str, ...] | None  # where the worker sorts (else Spark sorted)
-    sort_budget: int
+    budget: int  # the most input (bytes) a task sorts, or groups at once, in memory
 
 
 def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
@@ -197,13 +213,13 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
     schema = combined_schema(op.output_schema)
     assigner: Any = op.assigner  # tumbling or sliding, checked by applies()
     layout = (assigner.size_ms, getattr(assigner, "slide_ms", assigner.size_ms))
-    plan = _Plan(
+    plan = Plan(
         fn,
         tuple(keys),
         time,
         *layout,
         assigner.offset_ms,
-        _arrow_schema(schema),
+        arrow_schema(schema),
         tuple(order) if in_worker else None,
         budget,
     )
@@ -211,16 +227,16 @@ def run_columnar(op: WindowOp, frame: ElementFrame) -> Any:
     return selected.mapInArrow(partial(_partition_results, plan), schema)
 
 
-def _arrow_schema(schema: StructType) -> pa.Schema:
+def arrow_schema(schema: StructType) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema)
 
 
-def _partition_results(plan: _Plan, batches: Any) -> Any:
+def _partition_results(plan: Plan, batches: Any) -> Any:
     """One partition's results, a stats row and a dropped row (as the BATCH driver's)."""
     if plan.sort_columns is not None:
-        batches = sorting.sorted_batches(batches, list(plan.sort_columns), plan.sort_budget)
+        batches = sorting.sorted_batches(batches, list(plan.sort_columns), plan.budget)
     collected = list(batches)
     table = pa.Table.from_batches(collected) if collected else None
     rows = 0 if table is None else table.num_rows
@@ -230,10 +246,10 @@ def _partition_results(plan: _Plan, batches: Any) -> Any:
         out = result.num_rows
         yield result
     figures = Figures(num_records_in=rows, num_records_out=out, watermark_ms=LONG_MAX)
-    yield _meta_rows(plan.schema, figures)
+    yield meta_rows(plan.schema, figures)
 
 
-def _meta_rows(schema: pa.Schema, figures: Figures) -> pa.RecordBatch:
+def meta_rows(schema: pa.Schema, figures: Figures) -> pa.RecordBatch:
     """The task's ``"__tm_stats"`` and ``"__late_records_dropped"`` rows (0 dropped)."""
     columns = {name: pa.nulls(2, schema.field(name).type) for name in schema.names}
     columns[OUTPUT] = pa.array([STATS_OUTPUT, DROPPED_OUTPUT], pa.string())
@@ -242,27 +258,27 @@ def _meta_rows(schema: pa.Schema, figures: Figures) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([columns[n] for n in schema.names], schema=schema)
 
 
-def _windows(plan: _Plan, table: pa.Table) -> pa.RecordBatch:
+def _windows(plan: Plan, table: pa.Table) -> pa.RecordBatch:
     """The results of the windows of ``table`` (sorted by key, time and tie order)."""
     ts = table.column(plan.time_column).to_numpy()
     firsts, starts, lows, highs = _layout(plan, table, ts)
     fn = plan.window_function
-    arrays = [_float64(table.column(f)) for f in fn.fields]
+    arrays = [float64_values(table.column(f)) for f in fn.fields]
     values = [
         _call(plan, table, first, start, arrays, low, high)
         for first, start, low, high in zip(firsts, starts, lows, highs, strict=True)
     ]
-    return _result_batch(plan, table, firsts, np.asarray(starts, np.int64), values)
+    return result_batch(plan, table, firsts, np.asarray(starts, np.int64), values)
 
 
-def _float64(column: pa.ChunkedArray) -> np.ndarray:
+def float64_values(column: pa.ChunkedArray) -> np.ndarray:
     """A field's values as float64, null as NaN (as :func:`tidemark.vectorized.field_array`)."""
     cast = column.cast(pa.float64(), safe=False).combine_chunks()
     return np.asarray(cast.to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
 def _layout(
-    plan: _Plan, table: pa.Table, ts: np.ndarray
+    plan: Plan, table: pa.Table, ts: np.ndarray
 ) -> tuple[list[int], list[int], list[int], list[int]]:
     """Each window's first row of its key, start, and ``[low, high)`` rows."""
     n = len(ts)
@@ -296,7 +312,7 @@ def _differs(column: pa.Array) -> np.ndarray:
     )
 
 
-def _starts(plan: _Plan, ts: np.ndarray) -> np.ndarray:
+def _starts(plan: Plan, ts: np.ndarray) -> np.ndarray:
     """The sorted starts of the windows that hold the (sorted) timestamps ``ts``."""
     last = ts - np.mod(ts - plan.offset_ms, plan.slide_ms)
     if plan.slide_ms == plan.size_ms:
@@ -308,29 +324,40 @@ def _starts(plan: _Plan, ts: np.ndarray) -> np.ndarray:
 
 
 def _call(
-    plan: _Plan, table: pa.Table, first: int, start: int, arrays: list[np.ndarray], lo: int, hi: int
+    plan: Plan, table: pa.Table, first: int, start: int, arrays: list[np.ndarray], lo: int, hi: int
 ) -> Any:
     """The function's checked value for one window; its errors as the engine path's."""
     fn = plan.window_function
+
+    def where() -> tuple[Any, TimeWindow]:
+        return key_of(plan, table, first), TimeWindow(start, start + plan.size_ms)
+
     try:
-        value = fn.call(*[a[lo:hi] for a in arrays])
+        value = fn.value([a[lo:hi] for a in arrays], where)
+    except UserFunctionError:  # a wrong partial, with the key and window
+        raise
     except Exception as exc:
-        key, window = _key(plan, table, first), TimeWindow(start, start + plan.size_ms)
-        raise UserFunctionError("the window function", key, window, LONG_MAX, exc) from exc
+        raise UserFunctionError("the window function", *where(), LONG_MAX, exc) from exc
+    return checked_value(fn, value, where)
+
+
+def checked_value(fn: VectorizedWindowFunction, value: Any, where: Any) -> Any:
+    """``value`` checked against the output type; a wrong one reported with ``where()``'s
+    key and window (found only then)."""
     try:
         return fn.check(value)
     except WindowResultError:  # again, with the key and window
-        fn.check(value, _key(plan, table, first), TimeWindow(start, start + plan.size_ms))
+        fn.check(value, *where())
         raise
 
 
-def _key(plan: _Plan, table: pa.Table, row: int) -> Any:
+def key_of(plan: Plan, table: pa.Table, row: int) -> Any:
     values = tuple(table.column(k)[row].as_py() for k in plan.keys)
     return values[0] if len(values) == 1 else values
 
 
-def _result_batch(
-    plan: _Plan, table: pa.Table, firsts: list[int], starts: np.ndarray, values: list[Any]
+def result_batch(
+    plan: Plan, table: pa.Table, firsts: list[int], starts: np.ndarray, values: list[Any]
 ) -> pa.RecordBatch:
     schema = plan.schema
     m = len(firsts)
