@@ -14,8 +14,6 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import numpy as np
-
 from tidemark.errors import WindowResultError, WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.panes import PaneInfo
@@ -365,6 +363,8 @@ def checked_partial(
         Not a tuple (list, 1-D array) of that many numbers; naming what was returned and
         the key and window from ``where()`` (called only then).
     """
+    import numpy as np  # here: `import tidemark` needs no NumPy (a zip shipped alone)
+
     names = function.partials
     shaped = isinstance(returned, (tuple, list)) or (
         isinstance(returned, np.ndarray) and returned.ndim == 1
@@ -383,11 +383,15 @@ def checked_partial(
 
 def finish_one_part(function: VectorizedCombineFunction, parts: tuple[float, ...]) -> Any:
     """``function.finish`` of one part's numbers (each a one-entry array)."""
+    import numpy as np  # here: `import tidemark` needs no NumPy (a zip shipped alone)
+
     return function.finish(*[np.array([p], dtype=np.float64) for p in parts])
 
 
 def _is_number(value: Any) -> bool:
     """A Python or NumPy int or float (NaN included; not a bool) that a float64 holds."""
+    import numpy as np  # here: `import tidemark` needs no NumPy (a zip shipped alone)
+
     if isinstance(value, (bool, np.bool_)):
         return False
     if not isinstance(value, (int, float, np.integer, np.floating)):
