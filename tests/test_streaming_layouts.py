@@ -10,7 +10,9 @@ import dataclasses
 import pytest
 from streaming_scenarios import LATENESS, PANES, FileStream, engine_reference, summarize
 
-from tidemark.errors import WindowSpecError
+import tidemark as tm
+from tidemark.errors import SessionSetupError, WindowSpecError
+from tidemark.spark.preflight import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER
 from tidemark.spark.streaming.driver.checkpoint import (
     LAYOUT_CONF,
     check_checkpoint_groups,
@@ -121,3 +123,31 @@ def test_a_layout_the_session_names_wrongly_is_refused(spark, asking):
             state_layout(spark, None)
     finally:
         spark.conf.unset("spark.tidemark.streaming.stateCacheKeys")
+
+
+def _user_query(spark, directory):
+    source = spark.readStream.schema("k string, n long, ts long").json(str(directory))
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1000)
+    stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+    return stream.key_by("k").window(tm.TumblingEventTimeWindows.of(50)).sum("n")
+
+
+@pytest.mark.parametrize("layout", [None, "row"])
+def test_a_query_the_user_starts_needs_the_rocksdb_store_in_the_deltas_layout(
+    spark, tmp_path, asking, layout
+):
+    """Spark's default (HDFS-backed) store refuses transformWithStateInPandas only once
+    the query runs, in a Java trace; to_dataframe() refuses it with the setting to make.
+    The row layout (applyInPandasWithState) runs on any store."""
+    hdfs = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+    before = spark.conf.get(STATE_STORE_PROVIDER, None)
+    spark.conf.set(STATE_STORE_PROVIDER, hdfs)
+    try:
+        asking(layout)
+        if layout is None:  # the default: deltas
+            with pytest.raises(SessionSetupError, match=f"deltas.*{ROCKSDB_PROVIDER}"):
+                _user_query(spark, tmp_path).to_dataframe()
+        else:
+            assert _user_query(spark, tmp_path).to_dataframe().isStreaming
+    finally:
+        spark.conf.set(STATE_STORE_PROVIDER, before or ROCKSDB_PROVIDER)

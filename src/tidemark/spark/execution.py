@@ -57,10 +57,11 @@ from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
-from tidemark.spark.preflight import ensure_workers_import_tidemark
+from tidemark.spark.preflight import check_state_store, ensure_workers_import_tidemark
 from tidemark.spark.streaming.driver.from_plan import run_streaming_window
 from tidemark.spark.streaming.driver.query import StreamingWindow
 from tidemark.spark.streaming.driver.sinks import observed_chain
+from tidemark.spark.streaming.worker.deltas import DELTAS
 
 __all__ = [
     "ExecutionMode",
@@ -136,6 +137,10 @@ def _run(op: WindowOp, spark: Any) -> Any:
     mode = mode_of(op, spark)
     if mode is ExecutionMode.STREAMING:  # observed: a query on it reports the figures
         window = streaming_window(op)
+        chained = window.depth > 1 or window.feeds_downstream  # always in TWS
+        if chained or window.state_layout.name == DELTAS:
+            why = "a chain of windows" if chained else "the deltas state layout (the default)"
+            check_state_store(spark, why)
         return observed_chain(window.frame, window.depth)
     frame = element_frame(op.upstream, spark)
     if mode is ExecutionMode.SQL:

@@ -50,6 +50,7 @@ __all__ = [
     "worker_requirements",
     "satisfies",
     "streaming_settings",
+    "check_state_store",
     "STATE_STORE_PROVIDER",
     "ROCKSDB_PROVIDER",
 ]
@@ -273,6 +274,28 @@ def ensure_workers_import_tidemark(
     _check_imports(report, module)
     _check_versions(report, module, requirements)
     _CHECKED.add(checked)
+
+
+def check_state_store(spark: Any, why: str) -> None:
+    """Before a streaming DataFrame whose query the user starts (``to_dataframe()``):
+    its ``transformWithStateInPandas`` (the deltas layout, a chain) needs the RocksDB
+    state store, which only ``write_outputs`` sets for its own query.
+
+    Raises
+    ------
+    SessionSetupError
+        The session's state store is another one (Spark's default, HDFS-backed).
+    """
+    current = spark.conf.get(STATE_STORE_PROVIDER, None)
+    if current != ROCKSDB_PROVIDER:
+        store = "unset (Spark's HDFS-backed default)" if current is None else repr(current)
+        raise SessionSetupError(
+            f"{why} runs in transformWithStateInPandas, which needs the RocksDB state "
+            f"store; the session's {STATE_STORE_PROVIDER} is {store}: set "
+            f"spark.conf.set({STATE_STORE_PROVIDER!r}, {ROCKSDB_PROVIDER!r}) before "
+            "to_dataframe(), or start the query with write_outputs(...), which sets it "
+            "for its query"
+        )
 
 
 @contextlib.contextmanager
