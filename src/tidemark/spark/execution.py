@@ -132,7 +132,8 @@ def _gives_more_than_results(op: WindowOp) -> bool:
 
 
 def _run(op: WindowOp, spark: Any) -> Any:
-    confs.check_all(spark)  # a malformed conf of a path this run does not take, too
+    if not op.source.streaming:  # a stream's: when its window is built, below
+        confs.check_all(spark)  # a malformed conf of a path this run does not take, too
     ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker
     mode = mode_of(op, spark)
     if mode is ExecutionMode.STREAMING:  # observed: a query on it reports the figures
