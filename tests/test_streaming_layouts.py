@@ -12,6 +12,7 @@ from streaming_scenarios import LATENESS, PANES, FileStream, engine_reference, s
 
 import tidemark as tm
 from tidemark.errors import SessionSetupError, WindowSpecError
+from tidemark.spark.confs import STREAMING_PACK_INPUT as PACK_INPUT
 from tidemark.spark.preflight import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER
 from tidemark.spark.streaming.driver.checkpoint import (
     LAYOUT_CONF,
@@ -151,3 +152,28 @@ def test_a_query_the_user_starts_needs_the_rocksdb_store_in_the_deltas_layout(
             assert _user_query(spark, tmp_path).to_dataframe().isStreaming
     finally:
         spark.conf.set(STATE_STORE_PROVIDER, before or ROCKSDB_PROVIDER)
+
+
+@pytest.mark.parametrize("first, then", [("true", "false"), ("false", "true")])
+def test_a_restart_may_switch_the_packing_of_the_rows(spark, tmp_path, asking, first, then):
+    """Packing only carries the rows to the operator: the state is the same either way."""
+    asking("deltas", 200)
+    scenario = dataclasses.replace(LATENESS, max_parallelism=2)
+    try:
+        spark.conf.set(PACK_INPUT.name, first)
+        before = FileStream(spark, scenario, tmp_path).start()
+        try:
+            before.feed(2)
+        finally:
+            before.stop()
+        spark.conf.set(PACK_INPUT.name, then)
+        after = FileStream(spark, scenario, tmp_path)
+        after.fed, after.outputs = before.fed, before.outputs
+        after.start()
+        try:
+            after.feed()
+        finally:
+            after.stop()
+    finally:
+        spark.conf.unset(PACK_INPUT.name)
+    assert summarize(after.outputs) == engine_reference(scenario)
