@@ -47,6 +47,7 @@ from tidemark.spark.streaming.driver.query import (
     check_one_window,
     one_window_per_query,
 )
+from tidemark.spark.streaming.driver.stopping import stop_signal
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.surfacing import TidemarkStreamingQuery
 
@@ -219,7 +220,10 @@ class _BatchSplitter:
             for name, sink in self._sinks.items():
                 sink(select_output(batch, name, self._schemas.get(name)), batch_id)
         except Exception as exc:
-            self._failure = exc
+            # query.stop() interrupting this micro-batch: raised as the line Spark reads
+            self._failure = stop_signal(exc) or exc
+            if self._failure is not exc:
+                raise self._failure from None
             raise
         finally:
             batch.unpersist()

@@ -1,0 +1,109 @@
+"""``query.stop()`` during a micro-batch: Spark reads the error the interrupted
+``foreachBatch`` function raised as a stop, where the text of the error as raised made
+Spark's own check overflow the stack (:mod:`tidemark.spark.streaming.driver.stopping`)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+
+import pytest
+from py4j.java_gateway import JavaClass
+from py4j.protocol import Py4JJavaError
+
+import tidemark as tm
+from tidemark.spark.streaming.driver.stopping import stop_signal
+
+pytestmark = pytest.mark.spark
+
+
+def _sent(error: BaseException) -> str:
+    """The text py4j hands Spark for an error a ``foreachBatch`` function raised."""
+    try:
+        raise error
+    except Exception:
+        return traceback.format_exc()
+
+
+def _spark_reads_as_stop(spark, text: str) -> bool:
+    """Spark's own check of a ``foreachBatch`` function's error text."""
+    jvm = spark._jvm
+    for package in (  # Spark 4.1 moved it
+        jvm.org.apache.spark.sql.execution.streaming.runtime,
+        jvm.org.apache.spark.sql.execution.streaming,
+    ):
+        check = package.StreamExecution
+        if isinstance(check, JavaClass):
+            error = jvm.py4j.Py4JException(text)
+            return bool(check.isInterruptionException(error, spark.sparkContext._jsc.sc()))
+    raise AssertionError("Spark's StreamExecution not found")
+
+
+def _java_error(spark, throwable) -> Py4JJavaError:
+    return Py4JJavaError("An error occurred while calling o42.collect.\n", throwable)
+
+
+def test_an_interruption_is_sent_as_one_line_spark_reads_as_a_stop(spark):
+    jvm = spark._jvm
+    interrupted = _java_error(spark, jvm.java.lang.InterruptedException())
+    signal = stop_signal(interrupted)
+    assert isinstance(signal, Py4JJavaError)
+    assert (
+        str(signal)
+        == "An error occurred while calling o42.collect.\n: java.lang.InterruptedException"
+    )
+    assert "py4j.protocol.Py4JJavaError: An error occurred" in _sent(signal)
+    assert _spark_reads_as_stop(spark, _sent(signal))
+    # an interruption as the cause of the failure, and a job cancelled with its group
+    wrapped = jvm.org.apache.spark.SparkException(
+        "Job aborted.", jvm.java.lang.InterruptedException()
+    )
+    assert "InterruptedException" in str(stop_signal(_java_error(spark, wrapped)))
+    cancelled = jvm.org.apache.spark.SparkException(
+        "Job 7 cancelled part of cancelled job group q1"
+    )
+    assert "cancelled job group q1" in str(stop_signal(_java_error(spark, cancelled)))
+    assert stop_signal(signal) is None  # already one line
+
+
+def test_any_other_error_is_raised_as_it_was(spark):
+    jvm = spark._jvm
+    failed = _java_error(spark, jvm.java.lang.IllegalStateException("no such table"))
+    assert stop_signal(failed) is None
+    assert stop_signal(ValueError("a sink's own error")) is None
+
+
+def test_a_stop_during_a_micro_batch_stops_the_query_as_spark_stops_any(spark, tmp_path):
+    """The sink waits in a Spark job when the query is stopped: the job is interrupted,
+    the query stops without an exception, and what went to Spark is what its check reads
+    as a stop (the error as raised made the check overflow the stack)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    rows = [{"user": "a", "ts": t} for t in (1_000, 2_000, 61_000)]
+    (source / "0.json").write_text("\n".join(json.dumps(row) for row in rows))
+    stream = tm.from_dataframe(
+        spark.readStream.schema("user string, ts long").json(str(source)),
+        timestamp="ts",
+        watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps(),
+    )
+    result = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(60_000)).sum("ts")
+    waiting = threading.Event()
+
+    def sink(df, batch_id):
+        waiting.set()  # then a job that runs until the stop interrupts it
+        df.sparkSession.range(0, 10**13, numPartitions=2).selectExpr("max(id)").collect()
+
+    query = result.write_outputs({"main": sink}, checkpoint=str(tmp_path / "checkpoint"))
+    try:
+        assert waiting.wait(120), "the first micro-batch never reached the sink"
+        time.sleep(1)
+    finally:
+        query.stop()
+    assert query.exception() is None
+    raised = query._batch_failure()  # what the query's foreachBatch function raised
+    assert isinstance(raised, Py4JJavaError) and stop_signal(raised.__context__) is not None
+    assert _spark_reads_as_stop(spark, _sent(raised))
+    with pytest.raises(Py4JJavaError, match="StackOverflowError"):
+        _spark_reads_as_stop(spark, _sent(raised.__context__))  # the error as the sink raised it
