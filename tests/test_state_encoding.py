@@ -9,6 +9,7 @@ fresh operator and checks that both finish with the same output.
 
 from __future__ import annotations
 
+import math
 import pickle
 import random
 
@@ -27,12 +28,14 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.operator import WindowOperator
+from tidemark.spark.codec import row_type_of
 from tidemark.spark.streaming.worker.state import (
     NEW_KEY,
     StoredGroup,
     StoredKey,
     dump_key_state,
     dump_keys,
+    dumps,
     load_keys,
 )
 from tidemark.time import LONG_MAX
@@ -126,6 +129,33 @@ def test_a_packed_state_is_restored_with_the_same_windows_and_order():
     for name in KeyState.__slots__:
         assert list(getattr(back, name).items()) == list(getattr(ks, name).items()), name
     assert all(type(w) is TimeWindow for w in back.contents)
+
+
+def test_a_window_s_rows_are_stored_as_columns_and_restored_as_the_same_rows():
+    """Rows of one reader's row type are stored as columns (no reduction per Row) and
+    come back as equal Rows of that type, in order; one Row, Rows of two types and
+    other values are stored as they are. Rows stored one by one (before) still load."""
+    row_type, other = row_type_of(("user", "amount", "nested")), row_type_of(("user",))
+    nested = tuple.__new__(other, ("n",))
+    rows = [
+        tuple.__new__(row_type, (f"u{i}", i * 0.5 if i else math.nan, nested)) for i in range(5)
+    ]
+    rows.append(tuple.__new__(row_type, (None, None, None)))
+    ks = KeyState()
+    ks.contents[TimeWindow(0, 10)] = rows
+    ks.contents[TimeWindow(10, 20)] = rows[:1]
+    ks.contents[TimeWindow(20, 30)] = [rows[0], tuple.__new__(other, ("x",))]
+    ks.contents[TimeWindow(30, 40)] = [3, 1, 2]
+    blob = dump_key_state(ks)
+    assert b"restored_row" not in blob.split(b"rows_from_columns")[0]  # the 5-Row window
+    back = StoredKey(blob).load_state()
+    assert back is not None
+    for window, value in ks.contents.items():
+        got = back.contents[window]
+        assert repr(got) == repr(value) and [type(v) for v in got] == [type(v) for v in value]
+    assert type(back.contents[TimeWindow(0, 10)][1][2]) is other
+    before = dumps(ks.packed())  # as earlier code stored it: Rows one by one
+    assert repr(StoredKey(before).load_state().contents) == repr(ks.contents)
 
 
 def test_a_key_state_pickled_whole_still_loads():

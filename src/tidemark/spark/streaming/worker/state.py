@@ -50,7 +50,7 @@ from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import row_reductions
+from tidemark.spark.codec import row_reductions, rows_as_columns
 from tidemark.time import LONG_MIN
 
 __all__ = [
@@ -116,9 +116,20 @@ NEW_KEY = StoredKey()
 
 def dump_key_state(key_state: KeyState) -> bytes:
     """A KeyState's bytes (see :func:`dumps`): its :meth:`~KeyState.packed` form where it
-    has one, else the object (:meth:`StoredKey.load_state` reads either)."""
+    has one, a window's Rows in it as columns (:func:`~tidemark.spark.codec.rows_as_columns`,
+    which unpickle as the Rows), else the object (:meth:`StoredKey.load_state` reads
+    either)."""
     packed = key_state.packed()
-    return dumps(key_state if packed is None else packed)
+    if packed is None:
+        return dumps(key_state)
+    contents = packed[0]  # [start, end, value, ...], built by packed()
+    for at in range(2, len(contents), 3):
+        value = contents[at]
+        if type(value) is list:
+            columns = rows_as_columns(value)
+            if columns is not None:
+                contents[at] = columns
+    return dumps(packed)
 
 
 class _Dumper(threading.local):
