@@ -146,6 +146,8 @@ def test_a_window_s_rows_are_stored_as_columns_and_restored_as_the_same_rows():
     ks.contents[TimeWindow(10, 20)] = rows[:1]
     ks.contents[TimeWindow(20, 30)] = [rows[0], tuple.__new__(other, ("x",))]
     ks.contents[TimeWindow(30, 40)] = [3, 1, 2]
+    ks.contents[TimeWindow(40, 50)] = [(row, 40 + i) for i, row in enumerate(rows)]  # evictor's
+    ks.contents[TimeWindow(50, 60)] = [(rows[0], 50), (rows[1], 51, 0)]
     blob = dump_key_state(ks)
     assert b"restored_row" not in blob.split(b"rows_from_columns")[0]  # the 5-Row window
     back = StoredKey(blob).load_state()
@@ -154,6 +156,10 @@ def test_a_window_s_rows_are_stored_as_columns_and_restored_as_the_same_rows():
         got = back.contents[window]
         assert repr(got) == repr(value) and [type(v) for v in got] == [type(v) for v in value]
     assert type(back.contents[TimeWindow(0, 10)][1][2]) is other
+    flat = [tuple.__new__(other, (f"u{i}",)) for i in range(3)]
+    evicting = KeyState()
+    evicting.contents[TimeWindow(0, 10)] = [(row, i) for i, row in enumerate(flat)]
+    assert b"restored_row" not in dump_key_state(evicting)  # the pairs' Rows as columns
     before = dumps(ks.packed())  # as earlier code stored it: Rows one by one
     assert repr(StoredKey(before).load_state().contents) == repr(ks.contents)
 

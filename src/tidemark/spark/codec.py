@@ -295,10 +295,11 @@ def restored_row(names: tuple[str, ...], values: tuple[Any, ...]) -> Any:
 
 def rows_as_columns(values: list[Any]) -> Any:
     """``values`` (a window's elements) as an object that pickles as their field names
-    and columns and unpickles as the list of Rows again (:func:`rows_from_columns`),
-    when they are two or more :func:`row_type_of` Rows of one class with fields; else
-    None. A pickle of columns costs no Python call per Row, where each Row's reduction
-    costs one to write and one to read (the figures are in benchmarks/README.md).
+    and columns and unpickles as the same list again (:func:`rows_from_columns`), when
+    they are two or more :func:`row_type_of` Rows of one class with fields, or such
+    Rows in ``(row, timestamp)`` pairs (an evictor's window); else None. A pickle of
+    columns costs no Python call per Row, where each Row's reduction costs one to
+    write and one to read (the figures are in benchmarks/README.md).
 
     >>> import pickle
     >>> row_type = row_type_of(("user", "n"))
@@ -306,35 +307,50 @@ def rows_as_columns(values: list[Any]) -> Any:
     >>> back = pickle.loads(pickle.dumps(rows_as_columns(rows)))
     >>> back, type(back[1]) is row_type
     ([Row(user='a', n=1), Row(user='b', n=2)], True)
+    >>> pickle.loads(pickle.dumps(rows_as_columns([(rows[0], 5), (rows[1], 7)])))
+    [(Row(user='a', n=1), 5), (Row(user='b', n=2), 7)]
     """
     if len(values) < 2:
         return None
-    row_type = type(values[0])
+    timestamps = None
+    if type(values[0]) is tuple:  # (row, timestamp) pairs
+        if not all(type(pair) is tuple and len(pair) == 2 for pair in values):
+            return None
+        rows, timestamps = zip(*values)
+    else:
+        rows = values
+    row_type = type(rows[0])
     names = _ROW_NAMES.get(row_type)
-    if not names or not all(map(is_, map(type, values), repeat(row_type))):
+    if not names or not all(map(is_, map(type, rows), repeat(row_type))):
         return None
-    return _RowColumns(names, list(zip(*values)))
+    return _RowColumns(names, list(zip(*rows)), timestamps)
 
 
-def rows_from_columns(names: tuple[str, ...], columns: list[tuple[Any, ...]]) -> list[Any]:
-    """The list of :func:`row_type_of` Rows of ``names`` whose fields are ``columns``
-    (what a pickle of :func:`rows_as_columns` calls: keep its name and signature)."""
+def rows_from_columns(
+    names: tuple[str, ...], columns: list[tuple[Any, ...]], timestamps: Any = None
+) -> list[Any]:
+    """The list of :func:`row_type_of` Rows of ``names`` whose fields are ``columns``,
+    paired with ``timestamps`` when given (what a pickle of :func:`rows_as_columns`
+    calls: keep its name and signature)."""
     row_type = _ROW_TYPES.get(names)
     if row_type is None:
         row_type = row_type_of(names)
-    return list(map(tuple.__new__, repeat(row_type), zip(*columns)))
+    rows = map(tuple.__new__, repeat(row_type), zip(*columns))
+    return list(rows) if timestamps is None else list(zip(rows, timestamps))
 
 
 class _RowColumns:
     """Rows pickled as :func:`rows_from_columns` of their names and columns."""
 
-    __slots__ = ("names", "columns")
+    __slots__ = ("names", "columns", "timestamps")
 
-    def __init__(self, names: tuple[str, ...], columns: list[tuple[Any, ...]]):
-        self.names, self.columns = names, columns
+    def __init__(self, names: tuple[str, ...], columns: list[tuple[Any, ...]], timestamps: Any):
+        self.names, self.columns, self.timestamps = names, columns, timestamps
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return rows_from_columns, (self.names, self.columns)
+        if self.timestamps is None:
+            return rows_from_columns, (self.names, self.columns)
+        return rows_from_columns, (self.names, self.columns, self.timestamps)
 
 
 def as_tidemark_row(value: Any) -> Any:
