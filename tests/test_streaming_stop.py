@@ -73,6 +73,8 @@ def test_any_other_error_is_raised_as_it_was(spark):
     failed = _java_error(spark, jvm.java.lang.IllegalStateException("no such table"))
     assert stop_signal(failed) is None
     assert stop_signal(ValueError("a sink's own error")) is None
+    shut = jvm.org.apache.spark.SparkException("Job 3 cancelled because SparkContext was shut down")
+    assert stop_signal(_java_error(spark, shut)) is None
 
 
 def test_a_stop_during_a_micro_batch_stops_the_query_as_spark_stops_any(spark, tmp_path):

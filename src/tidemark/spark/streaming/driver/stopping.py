@@ -79,4 +79,4 @@ def _java_lines(throwable: Any) -> list[str]:
 
 def _cancelled_job(line: str) -> bool:
     # "org.apache.spark.SparkException: Job 7 cancelled part of cancelled job group <id>"
-    return line.startswith("org.apache.spark.SparkException") and "cancelled" in line
+    return line.startswith("org.apache.spark.SparkException") and "cancelled job group" in line
