@@ -427,6 +427,12 @@ class FileStream:
     def stop(self) -> None:
         self.query.stop()
 
+    def restarted(self) -> FileStream:
+        """A new query on this stopped one's checkpoint, input files and outputs, started."""
+        again = FileStream(self.spark, self.scenario, self.root)
+        again.fed, again.outputs = self.fed, self.outputs
+        return again.start()
+
 
 # ---------------------------------------------------------------------- kill -9 child
 

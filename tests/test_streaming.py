@@ -223,9 +223,7 @@ def test_restart_from_checkpoint_loses_and_duplicates_nothing(spark, tmp_path):
     first = FileStream(spark, LATENESS, tmp_path).start()
     first.feed(2)
     first.stop()
-    second = FileStream(spark, LATENESS, tmp_path)
-    second.fed, second.outputs = first.fed, first.outputs
-    second.start()
+    second = first.restarted()
     try:
         second.feed()
     finally:

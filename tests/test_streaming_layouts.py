@@ -72,9 +72,7 @@ def test_the_deltas_layout_equals_the_engine_and_restarts_in_it(spark, tmp_path,
     asking(None)  # a window built with the checkpoint (as write_outputs of a pipeline) keeps it
     assert state_layout(spark, first.checkpoint).name == "deltas"
     asking("deltas", 200)  # FileStream builds its window without the checkpoint
-    second = FileStream(spark, scenario, tmp_path)
-    second.fed, second.outputs = first.fed, first.outputs
-    second.start()
+    second = first.restarted()
     try:
         second.feed()
     finally:
@@ -167,9 +165,7 @@ def test_a_restart_may_switch_the_packing_of_the_rows(spark, tmp_path, asking, f
         finally:
             before.stop()
         spark.conf.set(PACK_INPUT.name, then)
-        after = FileStream(spark, scenario, tmp_path)
-        after.fed, after.outputs = before.fed, before.outputs
-        after.start()
+        after = before.restarted()
         try:
             after.feed()
         finally:
