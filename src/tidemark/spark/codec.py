@@ -312,13 +312,12 @@ def rows_as_columns(values: list[Any]) -> Any:
     """
     if len(values) < 2:
         return None
+    rows: Sequence[Any] = values
     timestamps = None
     if type(values[0]) is tuple:  # (row, timestamp) pairs
         if not all(type(pair) is tuple and len(pair) == 2 for pair in values):
             return None
         rows, timestamps = zip(*values)
-    else:
-        rows = values
     row_type = type(rows[0])
     names = _ROW_NAMES.get(row_type)
     if not names or not all(map(is_, map(type, rows), repeat(row_type))):
