@@ -21,7 +21,7 @@ import pytest
 import tidemark as tm
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.partials import Partial, partials_operator, stream_serves
+from tidemark._engine.partials import Partial, partials_operator, slice_ms, stream_serves
 from tidemark._engine.spec import OperatorSpec
 from tidemark.time import LONG_MAX
 
@@ -88,60 +88,107 @@ def test_where_a_stream_may_fold_before_its_key_groups(
 @pytest.mark.parametrize(
     "assigner",
     [
-        tm.SlidingEventTimeWindows.of(10, 5),
         tm.EventTimeSessionWindows.with_gap(5),
         tm.TumblingProcessingTimeWindows.of(10),
+        tm.SlidingProcessingTimeWindows.of(10, 5),
     ],
-    ids=["sliding", "sessions", "processing_time"],
+    ids=["sessions", "processing_time", "sliding_processing_time"],
 )
 def test_other_windows_are_not_served(assigner: Any) -> None:
     spec = OperatorSpec(assigner, window_logic(CountMax(), WithWindow()))
     assert not stream_serves(spec)
 
 
-def _partials(spec: OperatorSpec, elements: list[tuple[int, int]], parts: int, rng: Any) -> list:
-    """``elements`` dealt over ``parts`` parts, each folded per window: (partial, ts)."""
-    dealt: dict[tuple[int, int], list] = defaultdict(list)
-    for value, ts in elements:
-        dealt[(rng.randrange(parts), ts - ts % SIZE)].append((value, ts))
+@pytest.mark.parametrize(
+    "assigner,expected",
+    [
+        (tm.TumblingEventTimeWindows.of(10), 10),
+        (tm.SlidingEventTimeWindows.of(10, 5), 5),
+        (tm.SlidingEventTimeWindows.of(10, 4), 2),
+        (tm.SlidingEventTimeWindows.of(9, 6, 1), 3),
+    ],
+)
+def test_sliding_windows_are_served_per_slice(assigner: Any, expected: int) -> None:
+    spec = OperatorSpec(assigner, window_logic(CountMax(), WithWindow()))
+    assert stream_serves(spec)
+    assert slice_ms(spec) == expected
+
+
+class KeyedWithWindow(tm.ProcessWindowFunction):
+    def process(self, key: Any, context: Any, elements: Any) -> Any:
+        window = context.window()
+        yield (key, window.start, next(iter(elements)), context.current_watermark())
+
+
+ASSIGNERS = {
+    "tumbling": tm.TumblingEventTimeWindows.of(SIZE),
+    "sliding": tm.SlidingEventTimeWindows.of(SIZE, 5),
+    "sliding_gcd": tm.SlidingEventTimeWindows.of(SIZE, 4, 1),
+}
+
+
+def _partials(spec: OperatorSpec, elements: list[tuple], parts: int, rng: Any) -> list:
+    """``elements`` (key, value, ts) dealt over ``parts`` parts, each folded per key and
+    slice: (key, partial, ts), shuffled."""
+    width = slice_ms(spec)
+    offset = spec.assigner.aligned_layout().offset_ms
+    dealt: dict[tuple, list] = defaultdict(list)
+    for key, value, ts in elements:
+        start = ts - (ts - offset) % width
+        dealt[(rng.randrange(parts), key, start)].append((value, ts))
     partials = []
-    for (_, start), held in dealt.items():
+    for (_, key, start), held in dealt.items():
         contents = spec.logic.add_all(None, [value for value, _ in held])
         earliest = min(ts for _, ts in held)
-        partials.append((Partial(start, start + SIZE, contents, len(held)), earliest))
+        partials.append((key, Partial(start, start + width, contents, len(held)), earliest))
     rng.shuffle(partials)
     return partials
 
 
-def _batches(rng: Any) -> list[list[tuple[int, int]]]:
-    """Micro-batches of (value, ts) moving forward with disorder (late elements too)."""
+def _batches(rng: Any, keys: int) -> list[list[tuple]]:
+    """Micro-batches of (key, value, ts) moving forward with disorder (late elements)."""
     batches, now = [], 0
     for _ in range(8):
         now += rng.randrange(0, 25)
-        batches.append([(rng.randrange(100), max(0, now - rng.randrange(30))) for _ in range(12)])
+        batch = [
+            (rng.randrange(keys), rng.randrange(100), max(0, now - rng.randrange(30)))
+            for _ in range(12 * keys)
+        ]
+        batches.append(batch)
     return batches
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_partials_merged_are_the_one_task_run(seed: int) -> None:
+@pytest.mark.parametrize("windows", sorted(ASSIGNERS))
+@pytest.mark.parametrize("seed", range(12))
+def test_partials_merged_are_the_one_task_run(seed: int, windows: str) -> None:
+    """Per key (or one key, None), partials of random parts: results, drops and the
+    stored contents after every micro-batch are the one-task operator's."""
     rng = random.Random(seed)
-    spec = _spec(Larger() if seed % 2 else None)
+    keyed = seed % 3 != 0
+    function = Larger() if seed % 2 else CountMax()
+    logic = window_logic(function, KeyedWithWindow() if keyed else WithWindow())
+    spec = OperatorSpec(ASSIGNERS[windows], logic)
     one_task = create_window_operator(spec)
     merging = partials_operator(spec)
+    keys = [0, 1, 2] if keyed else [None]
     high = None
-    for batch in _batches(rng):
-        for value, ts in batch:
-            one_task.process_element(None, value, ts)
-        partials = _partials(spec, batch, 1 + seed % 3, rng)
-        merging.process_elements(None, [p for p, _ in partials], [ts for _, ts in partials])
-        high = max([high or 0, *(ts for _, ts in batch)])
+    for batch in _batches(rng, len(keys)):
+        batch = [(keys[k], value, ts) for k, value, ts in batch]
+        for key in keys:  # a key group's call feeds each key's elements in turn
+            for k, value, ts in batch:
+                if k == key:
+                    one_task.process_element(key, value, ts)
+            held = [(p, ts) for k, p, ts in _partials(spec, batch, 1 + seed % 3, rng) if k == key]
+            merging.process_elements(key, [p for p, _ in held], [ts for _, ts in held])
+        high = max([high or 0, *(ts for _, _, ts in batch)])
         watermark = high - 3
         for op in (one_task, merging):
             if watermark > op.current_watermark:
                 op.process_watermark(watermark)
-        # what either stores for a window is the user's accumulator (or reduced value)
-        assert merging.window_contents(None) == one_task.window_contents(None)
+        for key in keys:  # each stores the user's accumulator (or reduced value)
+            assert merging.window_contents(key) == one_task.window_contents(key)
     assert merging.num_late_records_dropped == one_task.num_late_records_dropped
+    assert one_task.num_late_records_dropped > 0
     for op in (one_task, merging):
         op.process_watermark(LONG_MAX)
     assert merging.output == one_task.output

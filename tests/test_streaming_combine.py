@@ -1,7 +1,8 @@
-"""A streaming ``window_all`` whose function is declared order-insensitive, folded per
-input partition before its one key group (``spark/streaming/driver/combine.py``):
-against the engine fed the same micro-batches, and against the same query in one task
-(``spark.tidemark.streaming.preAggregate=false``).
+"""A streaming window whose function is declared order-insensitive, folded per key and
+slice in each input partition before its key groups (``spark/streaming/driver/combine.py``):
+a ``window_all``, keyed tumbling and sliding windows and a chain's first window, against
+the engine fed the same micro-batches, and against the same query with every element
+folded in its key group (``spark.tidemark.streaming.preAggregate=false``).
 
 Each micro-batch is two JSON files (two input partitions), read ``availableNow`` two
 files a batch; times are ms after ``BASE``, windows 10 s, out-of-orderness 2 s::
@@ -13,7 +14,8 @@ files a batch; times are ms after ``BASE``, windows 10 s, out-of-orderness 2 s::
     3      13@24s              14@33s                 30.999s
     4      end of input        15@34s                 +inf     [20,30s) [30,40s) fire
 
-[0,10s) and [20,30s) are fed over several micro-batches, by both files.
+[0,10s) and [20,30s) are fed over several micro-batches, by both files. Keyed, the key
+``k`` is ``v % 2``.
 """
 
 from __future__ import annotations
@@ -27,8 +29,9 @@ import pytest
 from pyspark.sql import Row
 
 import tidemark as tm
-from tidemark._engine.create import window_operator
+from tidemark._engine.create import create_window_operator, window_operator
 from tidemark._engine.functions import window_logic
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.metrics import metrics_of
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
 from tidemark.spark.streaming.driver.combine import CONF
@@ -110,7 +113,7 @@ def _write(directory: Path, batches: list, first: int = 0) -> None:
     for b, files in enumerate(batches, start=first):
         for f, rows in enumerate(files):
             path = directory / f"batch-{b:03d}-{f}.json"
-            lines = [json.dumps({"v": v, "ts": BASE + t}) for v, t in rows]
+            lines = [json.dumps({"k": v % 2, "v": v, "ts": BASE + t}) for v, t in rows]
             path.write_text("\n".join(lines) + "\n")
             os.utime(path, (1_000_000 + 10 * b + f, 1_000_000 + 10 * b + f))
 
@@ -309,3 +312,206 @@ def test_windows_it_cannot_serve_run_in_one_task(spark, tmp_path, combining, con
     (tmp_path / "in").mkdir()
     combining(None)
     assert "MapInPandas" not in _plan(_stream(spark, tmp_path / "in", function, configure))
+
+
+# ---------------------------------------------------------------- keyed windows, chains
+
+KEYED_SCHEMA = "k long, " + SCHEMA
+WINDOWS = {
+    "tumbling": tm.TumblingEventTimeWindows.of(SIZE_MS),
+    "sliding": tm.SlidingEventTimeWindows.of(SIZE_MS, 4_000),  # slices of 2 s
+}
+
+
+class DescribeKeyed(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        n, total, high = next(iter(elements))
+        window = context.window()
+        start, end = window.start - BASE, window.end - BASE
+        yield (key, start, end, n, total, high, context.current_watermark())
+
+
+class TotalPerEnd(tm.ProcessAllWindowFunction):
+    """A chain's second window: per 4 s, the sum of the first window's counts."""
+
+    def process(self, context, elements):
+        window = context.window()
+        yield (window.start - BASE, sum(e.n for e in elements))
+
+
+def _keyed_stream(spark, directory: Path, windows: str, function=None, chain=False):
+    source = spark.readStream.schema("k long, v long, ts long").option("maxFilesPerTrigger", 2)
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(OUT_OF_ORDERNESS_MS)
+    keyed = tm.from_dataframe(
+        source.json(str(directory)), timestamp="ts", watermark_strategy=strategy
+    ).key_by("k")
+    result = keyed.window(WINDOWS[windows]).aggregate(
+        function or HighestBid(), DescribeKeyed(), KEYED_SCHEMA
+    )
+    if chain:
+        later = result.window_all(tm.TumblingEventTimeWindows.of(4_000))
+        result = later.process(TotalPerEnd(), "start long, total long")
+    return result
+
+
+def _keyed_reference(batches: list, windows: str) -> tuple[Counter, int]:
+    """The engine fed each micro-batch's elements per key, then Spark's watermark."""
+    logic = window_logic(HighestBid(), DescribeKeyed())
+    op = create_window_operator(OperatorSpec(WINDOWS[windows], logic))
+    high, ended = None, False
+    for files in batches:
+        elements = [(v, t) for rows in files for v, t in rows if (v, t) != END]
+        ended = ended or len(elements) < sum(len(rows) for rows in files)
+        for key in (0, 1):
+            for v, t in elements:
+                if v % 2 == key:
+                    op.process_element(key, Row(k=key, v=v, ts=BASE + t), BASE + t)
+        high = max([high or 0, *(t for _, t in elements)])
+        watermark = LONG_MAX if ended else BASE + high - OUT_OF_ORDERNESS_MS - 1
+        if watermark > op.current_watermark:
+            op.process_watermark(watermark)
+    return Counter(tuple(result) for result, _ in op.output), op.num_late_records_dropped
+
+
+class _KeyedRun(_Run):
+    def run(self, spark, windows: str, function=None, chain=False) -> _KeyedRun:  # type: ignore[override]
+        result = _keyed_stream(spark, self.root / "in", windows, function, chain)
+        query = result.write_outputs(
+            {
+                "main": lambda df, b: self.main.extend(tuple(r) for r in df.collect()),
+                DROPPED_OUTPUT: self._count_dropped,
+            },
+            checkpoint=str(self.root / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+        query.awaitTermination(300)
+        progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
+        self.figures.extend(metrics_of(p) for p in progress)
+        return self
+
+
+@pytest.mark.parametrize("windows", sorted(WINDOWS))
+def test_keyed_windows_combined_equal_the_engine_and_the_one_task_run(
+    spark, tmp_path, combining, windows
+):
+    expected, dropped = _keyed_reference(BATCHES, windows)
+    assert dropped > 0 and len(expected) > 4
+    runs = {}
+    for on in (True, False):
+        combining(on)
+        root = tmp_path / str(on)
+        _write(root / "in", BATCHES)
+        log = root / "merges.log"
+        runs[on] = _KeyedRun(root).run(spark, windows, HighestBid(str(log)))
+        assert ("MapInPandas" in _plan(_keyed_stream(spark, root / "in", windows))) is on
+        assert Counter(runs[on].main) == expected
+        assert runs[on].dropped == dropped
+        assert (_merges(log) > 0) is on
+    assert runs[True].figures == runs[False].figures
+    assert [f["num_records_in"] for f in runs[True].figures] == [5, 4, 3, 2, 1, 0]
+
+
+def test_a_keyed_sliding_restart_switching_the_conf_reads_the_same_state(
+    spark, tmp_path, combining
+):
+    expected, dropped = _keyed_reference(BATCHES, "sliding")
+    run = _KeyedRun(tmp_path)
+    _write(tmp_path / "in", BATCHES[:2])
+    combining(True)
+    run.run(spark, "sliding")
+    _write(tmp_path / "in", BATCHES[2:], first=2)
+    combining(False)
+    run.run(spark, "sliding")
+    assert Counter(run.main) == expected
+    assert run.dropped == dropped
+
+
+def test_a_chains_first_window_is_combined(spark, tmp_path, combining):
+    """The first window of a chain reads the stream: folded before its key groups; the
+    second reads the first's results, as before. The same rows either way."""
+    runs = {}
+    for on in (True, False):
+        combining(on)
+        root = tmp_path / str(on)
+        _write(root / "in", BATCHES)
+        runs[on] = _KeyedRun(root).run(spark, "sliding", chain=True)
+        plan = _plan(_keyed_stream(spark, root / "in", "sliding", chain=True))
+        assert plan.count("MapInPandas") == (1 if on else 0)
+    assert Counter(runs[True].main) == Counter(runs[False].main)
+    assert len(runs[True].main) >= 5
+    assert runs[True].dropped == runs[False].dropped
+    assert runs[True].figures == runs[False].figures
+
+
+class CountOf(tm.AggregateFunction):
+    order_insensitive = True
+
+    def create_accumulator(self):
+        return 0
+
+    def add(self, value, acc):
+        return acc + 1
+
+    def get_result(self, acc):
+        return acc
+
+    def merge(self, a, b):
+        return a + b
+
+
+class KeyAndCount(tm.ProcessWindowFunction):
+    def process(self, key, context, elements):
+        yield (repr(key), context.window().start - BASE, next(iter(elements)))
+
+
+KEYS = {  # a key column's type, and its values as JSON writes them
+    "double": ("double", [1.0, "NaN", None, -0.0, 0.0, 2.5]),
+    "timestamp": ("timestamp", ["2020-03-08T06:30:00Z", None, "2020-03-08T07:30:00Z"]),
+    "struct": ("struct<a: bigint, b: string>", [{"a": 1, "b": "x"}, {"a": 1, "b": None}, None]),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(KEYS))
+def test_keys_reach_their_key_group_as_they_came(spark, tmp_path, combining, kind):
+    """A partial's row carries its key as the rows did: a NaN apart from a null, -0.0 one
+    key with 0.0, a timestamp exact in another session time zone, a struct."""
+    type_name, keys = KEYS[kind]
+    for b in range(3):
+        lines = [
+            json.dumps({"k": keys[(i + b) % len(keys)], "ts": BASE + b * 7_000 + i * 300})
+            for i in range(20)
+        ]
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "in" / f"b{b}.json").write_text("\n".join(lines) + "\n")
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(1_000)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        results = {}
+        for on in (True, False):
+            combining(on)
+            source = (
+                spark.readStream.schema(f"k {type_name}, ts long")
+                .option("allowNonNumericNumbers", True)
+                .option("maxFilesPerTrigger", 1)
+                .json(str(tmp_path / "in"))
+            )
+            windowed = (
+                tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+                .key_by("k")
+                .window(tm.SlidingEventTimeWindows.of(4_000, 2_000))
+            )
+            result = windowed.aggregate(CountOf(), KeyAndCount(), "k string, start long, n long")
+            rows: list = []
+            query = result.write_outputs(
+                {"main": lambda df, b, rows=rows: rows.extend(tuple(r) for r in df.collect())},
+                checkpoint=str(tmp_path / f"cp-{on}"),
+                trigger={"availableNow": True},
+            )
+            query.awaitTermination(300)
+            results[on] = Counter(rows)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+    assert results[True] == results[False]
+    distinct = {key for key, _, _ in results[True]}
+    assert len(distinct) == len({repr(k) for k in keys}) - (kind == "double")  # -0.0 is 0.0

@@ -58,7 +58,12 @@ SCHEMAS = {
 
 
 class CountBids(tm.AggregateFunction):
-    """The number of bids in a window (merges, for sessions)."""
+    """The number of bids in a window (merges, for sessions). A count does not depend on
+    the order of the bids: declared, so a stream folds each input partition's bids per
+    key and slice before the shuffle (``docs/streaming.md``, "Folding before the
+    shuffle")."""
+
+    order_insensitive = True
 
     def create_accumulator(self) -> int:
         return 0

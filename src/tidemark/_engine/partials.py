@@ -26,19 +26,24 @@ Dataflow trigger, and a declared function (see :func:`serves`).
 Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
 
 A stream splits the same way where each micro-batch's elements of a window are judged
-against one watermark and nothing fires on an element (event-time tumbling windows under
-the default trigger, no allowed lateness, no late side output:
+against one watermark and nothing fires on an element (event-time tumbling or sliding
+windows under the default trigger, no allowed lateness, no late side output:
 :mod:`tidemark.spark.streaming.driver.combine` says where): each input partition of a
-micro-batch folds its elements per window into a :class:`Partial` (the contents and how
-many elements they hold), and one :class:`PartialsOperator` of :func:`global_spec` per
-key group merges each partial into its window, or, when the window is late, counts all
-its elements as dropped. A window's stored contents are the user's accumulator (or
-reduced value) on both paths, so either reads the other's state.
+micro-batch folds its elements per key and *slice* into a :class:`Partial` (the contents
+and how many elements they hold). A slice is a window for tumbling windows and
+``gcd(size, slide)`` of time for sliding ones (:func:`slice_ms`): every element of a
+slice lies in the same windows, so an element per window is not needed. One
+:class:`PartialsOperator` of :func:`stream_global_spec` per key group merges each
+partial into each window of its slice that is not late, or, when they all are, counts
+all its elements as dropped (each of them would have been). A window's stored contents
+are the user's accumulator (or reduced value) on both paths, so either reads the
+other's state.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable
+from math import gcd
 from typing import Any, NamedTuple
 
 from tidemark._engine.functions import (
@@ -65,10 +70,13 @@ from tidemark.windows import TimeWindow, Window
 __all__ = [
     "serves",
     "stream_serves",
+    "slice_ms",
     "local_spec",
     "global_spec",
+    "stream_global_spec",
     "PartialWindows",
     "MergingPartialWindows",
+    "SlicePartialWindows",
     "Partial",
     "PartialsOperator",
     "partials_operator",
@@ -98,18 +106,26 @@ def serves(spec: OperatorSpec) -> bool:
 
 
 def stream_serves(spec: OperatorSpec) -> bool:
-    """Whether a stream of ``spec`` may fold each micro-batch's elements per window
-    before its key groups, with the results, drops and state of the one-task path: what
-    :func:`serves` allows, on event-time tumbling windows under the default trigger
-    (nothing fires on an element), without allowed lateness (a window is late exactly
-    when each of its elements is) and without a late side output (it needs the late
-    elements one by one)."""
-    layout = spec.assigner.aligned_layout()
-    if layout is None or layout.size_ms != layout.slide_ms or not serves(spec):
+    """Whether a stream of ``spec`` may fold each micro-batch's elements per slice
+    (:func:`slice_ms`) before its key groups, with the results, drops and state of the
+    one-task path: what :func:`serves` allows, on event-time tumbling or sliding windows
+    under the default trigger (nothing fires on an element), without allowed lateness (a
+    slice's windows are late exactly when each of its elements is) and without a late
+    side output (it needs the late elements one by one)."""
+    if spec.assigner.aligned_layout() is None or not serves(spec):
         return False
     if spec.allowed_lateness_ms != 0 or spec.late_data_tag is not None:
         return False
     return type(spec.window_trigger) is EventTimeTrigger
+
+
+def slice_ms(spec: OperatorSpec) -> int:
+    """The time a stream's partial covers (its slices start at the assigner's offset):
+    a window of tumbling windows, ``gcd(size, slide)`` of sliding ones (windows start
+    and end on slice bounds, so each slice is wholly in or out of each window)."""
+    layout = spec.assigner.aligned_layout()
+    assert layout is not None
+    return gcd(layout.size_ms, layout.slide_ms)
 
 
 class _Accumulating(AggregateFunction):
@@ -206,9 +222,9 @@ class PartialsOperator(WindowOperator):
 
 
 def partials_operator(spec: OperatorSpec) -> PartialsOperator:
-    """``() -> PartialsOperator`` of the global spec of ``spec`` (a stream's key groups
-    make one per call; bind with :func:`functools.partial`)."""
-    return PartialsOperator(global_spec(spec))
+    """``() -> PartialsOperator`` of :func:`stream_global_spec` of ``spec`` (a stream's
+    key groups make one per call; bind with :func:`functools.partial`)."""
+    return PartialsOperator(stream_global_spec(spec))
 
 
 def _same(value: Any) -> Any:
@@ -253,6 +269,17 @@ class MergingPartialWindows(PartialWindows, MergingWindowAssigner):
         TimeWindow.merge_windows(windows, callback)  # type: ignore[arg-type]
 
 
+class SlicePartialWindows(PartialWindows):
+    """The windows of a stream's partial of one slice (:func:`slice_ms`): the original
+    assigner's windows of the slice's first millisecond, which are every element's of
+    the slice. Tumbling windows: the partial's own window."""
+
+    def assign_windows(
+        self, element: Any, timestamp: int | None, context: WindowAssignerContext
+    ) -> Collection[Window]:
+        return self.original.assign_windows(element, element[0], context)
+
+
 def local_spec(spec: OperatorSpec, encode: Callable[[Any], Any] = _same) -> OperatorSpec:
     """What each part of the input runs: ``spec``'s windows, trigger and function, each
     window emitting its partial ``(start, end, encode(contents))`` at the end of the
@@ -281,6 +308,13 @@ def global_spec(spec: OperatorSpec) -> OperatorSpec:
         PartialWindows if spec.assigner.aligned_layout() is not None else MergingPartialWindows
     )
     return _spec(spec, windows(spec.assigner), merged)
+
+
+def stream_global_spec(spec: OperatorSpec) -> OperatorSpec:
+    """:func:`global_spec` for a stream's partials, one per key and slice
+    (:func:`stream_serves`): each merged into every window of its slice."""
+    merged = global_spec(spec)
+    return _spec(merged, SlicePartialWindows(spec.assigner), merged.logic)
 
 
 def _spec(spec: OperatorSpec, assigner: WindowAssigner, logic: WindowLogic) -> OperatorSpec:

@@ -198,9 +198,9 @@ VECTORIZED_FAST_PATH = Switch(
 STREAMING_PRE_AGGREGATE = Switch(
     "spark.tidemark.streaming.preAggregate",
     True,
-    when_true="pre-aggregate a streaming window_all of an order-insensitive function per "
-    "input partition",
-    when_false="run every streaming window_all in one task",
+    when_true="fold a stream's elements of an order-insensitive function per key and slice "
+    "in each input partition, before the shuffle",
+    when_false="fold every element of a stream in its key group",
 )
 STREAMING_PACK_INPUT = Switch(
     "spark.tidemark.streaming.packInput",

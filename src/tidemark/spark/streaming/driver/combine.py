@@ -1,23 +1,27 @@
-"""A streaming ``window_all`` on every core: its elements folded per window in each input
-partition before the shuffle, the partials merged in its one key group.
+"""A streaming window's elements folded per key and slice in each input partition before
+the shuffle, the partials merged in the key groups (Spark's and Flink SQL's local-global
+aggregation).
 
-A non-keyed window has one key, so one key group: one task and one Python worker take
-every element of a micro-batch (Flink's ``windowAll`` at parallelism 1). Where the
-split is exact (:func:`~tidemark._engine.partials.stream_serves`: an ``AggregateFunction``
-with ``merge`` or a ``ReduceFunction`` declared ``order_insensitive = True``, event-time
-tumbling windows under the default trigger, no allowed lateness, no late side output),
-:func:`pre_aggregation` adds a stateless step before the key group
-(:class:`~..worker.combine.PartitionCombiner`, one ``add`` per element in the scan
-tasks), and the key group merges each window's partials
+Without it, every element crosses the shuffle to its key group, where one Python call
+reads it; a non-keyed window has one key, so one key group, one task and one Python
+worker take every element of a micro-batch (Flink's ``windowAll`` at parallelism 1).
+Where the split is exact (:func:`~tidemark._engine.partials.stream_serves`: an
+``AggregateFunction`` with ``merge`` or a ``ReduceFunction`` declared
+``order_insensitive = True``, event-time tumbling or sliding windows under the default
+trigger, no allowed lateness, no late side output), :func:`pre_aggregation` adds a
+stateless step before the key groups (:class:`~..worker.combine.PartitionCombiner`, one
+``add`` per element in the scan tasks, one partial per key and slice), and the key
+groups merge each slice's partials into its windows
 (:class:`~tidemark._engine.partials.PartialsOperator`): the same results, timestamps,
 figures and dropped counts as the one-task path, and the same stored state, so a restart
-may switch either way. A first version: the window is a stream's first (not in a
-chain), in ``EventTime`` mode on Spark's unshifted clock, without idleness or
-per-partition watermarks; everything else runs in one task as before.
+may switch either way. Keyed windows and ``window_all`` alike, the window reading the
+stream itself (the first of a chain too, not a later one), in ``EventTime`` mode on
+Spark's unshifted clock, without idleness or per-partition watermarks; everything else
+runs as before.
 
 Set the Spark conf ``spark.tidemark.streaming.preAggregate=false`` (or
-``spark.tidemark.fastPaths=false``) to run every streaming ``window_all`` in one task.
-The guide: ``docs/streaming.md`` ("Non-keyed windows").
+``spark.tidemark.fastPaths=false``) to fold every element in its key group.
+The guide: ``docs/streaming.md`` ("Folding before the shuffle").
 """
 
 from __future__ import annotations
@@ -70,19 +74,19 @@ def pre_aggregation(
     op: WindowOp,
     *,
     time_mode: TimeMode,
-    chained: bool,
+    reads_window: bool,
     idleness_ms: int | None,
     partitions: Any,
     spark_offset_ms: int,
 ) -> PreAggregation | None:
     """The pre-aggregation of ``op`` on a stream, or None where it runs in one task as
-    before (a keyed window, a window in a chain, another time mode, idleness,
-    per-partition watermarks, Spark's shifted clock, a pipeline the split does not
-    serve, or the switches off)."""
+    before (a window reading an earlier window's results, ``reads_window``, another time
+    mode, idleness, per-partition watermarks, Spark's shifted clock, a pipeline the
+    split does not serve, or the switches off)."""
     spark = op.source.df.sparkSession
     if not fast_paths_enabled(spark) or not STREAMING_PRE_AGGREGATE.enabled(spark):
         return None
-    if op.key is not None or chained or time_mode is not TimeMode.EVENT_TIME:
+    if reads_window or time_mode is not TimeMode.EVENT_TIME:
         return None
     if idleness_ms is not None or partitions is not None or spark_offset_ms != 0:
         return None

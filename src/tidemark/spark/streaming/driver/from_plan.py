@@ -137,7 +137,7 @@ def _window_frame(
     combining = pre_aggregation(
         op,
         time_mode=mode,
-        chained=earlier is not None or feeds_downstream,
+        reads_window=earlier is not None,
         idleness_ms=source.strategy.idleness_ms,
         partitions=source.partitions,
         spark_offset_ms=spark_offset_ms,

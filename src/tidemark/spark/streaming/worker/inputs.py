@@ -43,6 +43,7 @@ __all__ = [
     "RowReader",
     "SourceRows",
     "CombinedRows",
+    "engine_key_of",
     "UpstreamRows",
     "row_reader",
     "ColumnValues",
@@ -177,12 +178,7 @@ class RowReader:
         return kept
 
     def _engine_key(self, spark_key: Any) -> Any:
-        single = len(self._config.key_positions) == 1
-        as_tuple = (spark_key,) if single else tuple(spark_key)
-        engine_key = self._config.engine_key
-        if engine_key is not None:
-            return engine_key(as_tuple)
-        return as_tuple[0] if single else as_tuple
+        return engine_key_of(self._config, spark_key)
 
 
 class SourceRows(RowReader):
@@ -274,6 +270,15 @@ class ColumnValues:
         keys = columns[0] if len(columns) == 1 else list(zip(*columns))
         normalise = self._key_normaliser
         return keys if normalise is None else list(map(normalise, keys))
+
+
+def engine_key_of(config: ProcessorConfig, spark_key: Any) -> Any:
+    """The engine's key of a Spark key (:meth:`ColumnValues.keys`'s value of a row)."""
+    single = len(config.key_positions) == 1
+    as_tuple = (spark_key,) if single else tuple(spark_key)
+    if config.engine_key is not None:
+        return config.engine_key(as_tuple)
+    return as_tuple[0] if single else as_tuple
 
 
 def value_rows(columns: ColumnValues, config: ProcessorConfig, row_type: Any, count: int) -> Any:
