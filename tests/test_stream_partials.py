@@ -89,10 +89,10 @@ def test_where_a_stream_may_fold_before_its_key_groups(
     "assigner",
     [
         tm.EventTimeSessionWindows.with_gap(5),
-        tm.TumblingProcessingTimeWindows.of(10),
-        tm.SlidingProcessingTimeWindows.of(10, 5),
+        tm.ProcessingTimeSessionWindows.with_gap(5),
+        tm.GlobalWindows.create(),
     ],
-    ids=["sessions", "processing_time", "sliding_processing_time"],
+    ids=["sessions", "processing_time_sessions", "global"],
 )
 def test_other_windows_are_not_served(assigner: Any) -> None:
     spec = OperatorSpec(assigner, window_logic(CountMax(), WithWindow()))
@@ -106,6 +106,8 @@ def test_other_windows_are_not_served(assigner: Any) -> None:
         (tm.SlidingEventTimeWindows.of(10, 5), 5),
         (tm.SlidingEventTimeWindows.of(10, 4), 2),
         (tm.SlidingEventTimeWindows.of(9, 6, 1), 3),
+        (tm.TumblingProcessingTimeWindows.of(10), None),
+        (tm.SlidingProcessingTimeWindows.of(10, 4), None),
     ],
 )
 def test_sliding_windows_are_served_per_slice(assigner: Any, expected: int) -> None:
@@ -223,3 +225,49 @@ def test_either_operator_restores_the_others_key_state() -> None:
         (0, (4, 9), LONG_MAX),
         (10, (2, 5), LONG_MAX),
     ]
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"trigger": tm.CountTrigger.of(2)}], ids=["default", "count"]
+)
+def test_processing_time_windows_need_their_default_trigger(options: dict) -> None:
+    logic = window_logic(CountMax(), WithWindow())
+    spec = OperatorSpec(tm.TumblingProcessingTimeWindows.of(SIZE), logic, **options)
+    assert stream_serves(spec) is not options
+
+
+@pytest.mark.parametrize("windows", ["tumbling", "sliding"])
+@pytest.mark.parametrize("seed", range(6))
+def test_processing_time_partials_merged_are_the_one_task_run(seed: int, windows: str) -> None:
+    """Processing-time windows: a key's elements of a micro-batch, in any number of
+    partials (one per part), land in the windows of the key's processing time there."""
+    rng = random.Random(seed)
+    assigner = (
+        tm.TumblingProcessingTimeWindows.of(SIZE)
+        if windows == "tumbling"
+        else tm.SlidingProcessingTimeWindows.of(SIZE, 4)
+    )
+    spec = OperatorSpec(assigner, window_logic(CountMax(), KeyedWithWindow()))
+    one_task = create_window_operator(spec)
+    merging = partials_operator(spec)
+    now = 0
+    for _ in range(8):
+        now += rng.randrange(0, 9)
+        for op in (one_task, merging):
+            op.advance_processing_time(now)
+        for key in (0, 1, 2):
+            values = [rng.randrange(100) for _ in range(rng.randrange(0, 6))]
+            for value in values:
+                one_task.process_element(key, value, None)
+            dealt: dict[int, list] = defaultdict(list)
+            for value in values:
+                dealt[rng.randrange(1 + seed % 3)].append(value)
+            partials = [
+                Partial(0, 0, spec.logic.add_all(None, held), len(held)) for held in dealt.values()
+            ]
+            merging.process_elements(key, partials, [None] * len(partials))
+            assert merging.window_contents(key) == one_task.window_contents(key)
+    for op in (one_task, merging):
+        op.advance_processing_time(LONG_MAX)
+    assert merging.output == one_task.output
+    assert len(one_task.output) > 3

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -515,3 +516,43 @@ def test_keys_reach_their_key_group_as_they_came(spark, tmp_path, combining, kin
     assert results[True] == results[False]
     distinct = {key for key, _, _ in results[True]}
     assert len(distinct) == len({repr(k) for k in keys}) - (kind == "double")  # -0.0 is 0.0
+
+
+def test_processing_time_windows_are_combined(spark, tmp_path, combining):
+    """Processing-time windows: a key's elements of a micro-batch all meet one processing
+    time, so a partial per key and partition goes where its elements would. Which window
+    a row reaches depends on the clock: every element is counted once, per key, on both
+    paths (the windows fire as processing time passes their end)."""
+    keys = [(i * 7) % 3 for i in range(60)]
+    for b in range(3):
+        lines = [json.dumps({"k": keys[b * 20 + i], "ts": BASE + i}) for i in range(20)]
+        (tmp_path / "in").mkdir(exist_ok=True)
+        (tmp_path / "in" / f"b{b}.json").write_text("\n".join(lines) + "\n")
+    expected = Counter(repr(k) for k in keys)
+    for on in (True, False):
+        combining(on)
+        source = spark.readStream.schema("k long, ts long").option("maxFilesPerTrigger", 1)
+        result = (
+            tm.from_dataframe(source.json(str(tmp_path / "in")), timestamp="ts")
+            .key_by("k")
+            .window(tm.TumblingProcessingTimeWindows.of(500))
+            .aggregate(CountOf(), KeyAndCount(), "k string, start long, n long")
+        )
+        assert ("MapInPandas" in _plan(result)) is on
+        rows: list = []
+        query = result.write_outputs(
+            {"main": lambda df, b, rows=rows: rows.extend(tuple(r) for r in df.collect())},
+            checkpoint=str(tmp_path / f"cp-{on}"),
+            trigger={"processingTime": "200 milliseconds"},
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while sum(n for _, _, n in rows) < len(keys) and time.monotonic() < deadline:
+                assert query.exception() is None
+                time.sleep(0.5)
+        finally:
+            query.stop()
+        totals: Counter = Counter()
+        for key, _, n in rows:
+            totals[key] += n
+        assert totals == expected

@@ -93,6 +93,10 @@ class WindowOperator:
     process_elements: RunPath
     """``(key, values, timestamps)``: a run of one key's elements, in order, under the
     current watermark (BATCH hands each key's elements so), by the path's callable."""
+    late_weight: Callable[[Any], int] | None = None
+    """How many records a late element stands for, counted as dropped (None: one). A
+    stream's partial stands for the elements folded into it
+    (:func:`tidemark._engine.partials.partials_operator`)."""
 
     def __init__(self, spec: OperatorSpec, path: WindowPath | None = None, *, tracer: Any = None):
         self.spec = spec
@@ -289,7 +293,8 @@ class WindowOperator:
             assert timestamp is not None
             self.side_outputs.setdefault(self.late_data_tag, []).append((value, timestamp))
             return SIDE_OUTPUT
-        self.num_late_records_dropped += 1
+        weight = self.late_weight
+        self.num_late_records_dropped += 1 if weight is None else weight(value)
         return DROPPED
 
     # ------------------------------------------------------------------ merging

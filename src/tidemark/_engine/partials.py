@@ -26,16 +26,19 @@ Dataflow trigger, and a declared function (see :func:`serves`).
 Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
 
 A stream splits the same way where each micro-batch's elements of a window are judged
-against one watermark and nothing fires on an element (event-time tumbling or sliding
-windows under the default trigger, no allowed lateness, no late side output:
+against one watermark (or one processing time) and nothing fires on an element
+(tumbling or sliding windows under their default trigger, no allowed lateness, no late side output:
 :mod:`tidemark.spark.streaming.driver.combine` says where): each input partition of a
 micro-batch folds its elements per key and *slice* into a :class:`Partial` (the contents
 and how many elements they hold). A slice is a window for tumbling windows and
 ``gcd(size, slide)`` of time for sliding ones (:func:`slice_ms`): every element of a
-slice lies in the same windows, so an element per window is not needed. One
-:class:`PartialsOperator` of :func:`stream_global_spec` per key group merges each
-partial into each window of its slice that is not late, or, when they all are, counts
-all its elements as dropped (each of them would have been). A window's stored contents
+slice lies in the same windows, so an element per window is not needed. Processing-time
+windows (tumbling or sliding, their default trigger) fold a key's elements of a
+micro-batch into one partial: they all meet the key's one processing time there. The
+operator of :func:`partials_operator` (the window's own assigner and fast path, its
+function merging partials) merges each partial into each window of its slice that is
+not late, or, when they all are, counts all its elements as dropped (each of them would
+have been). A window's stored contents
 are the user's accumulator (or reduced value) on both paths, so either reads the
 other's state.
 """
@@ -46,6 +49,7 @@ from collections.abc import Callable, Collection, Iterable
 from math import gcd
 from typing import Any, NamedTuple
 
+from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import (
     AggregateLogic,
     ReduceLogic,
@@ -55,7 +59,6 @@ from tidemark._engine.functions import (
 from tidemark._engine.merging import keeps_equal_windows
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
-from tidemark._engine.status import DROPPED
 from tidemark.assigners import (
     DynamicEventTimeSessionWindows,
     EventTimeSessionWindows,
@@ -64,7 +67,7 @@ from tidemark.assigners import (
     WindowAssignerContext,
 )
 from tidemark.functions import AggregateFunction, ProcessAllWindowFunction
-from tidemark.triggers import EventTimeTrigger, Trigger
+from tidemark.triggers import EventTimeTrigger, ProcessingTimeTrigger, Trigger
 from tidemark.windows import TimeWindow, Window
 
 __all__ = [
@@ -73,12 +76,10 @@ __all__ = [
     "slice_ms",
     "local_spec",
     "global_spec",
-    "stream_global_spec",
+    "stream_merge_spec",
     "PartialWindows",
     "MergingPartialWindows",
-    "SlicePartialWindows",
     "Partial",
-    "PartialsOperator",
     "partials_operator",
 ]
 
@@ -106,26 +107,36 @@ def serves(spec: OperatorSpec) -> bool:
 
 
 def stream_serves(spec: OperatorSpec) -> bool:
-    """Whether a stream of ``spec`` may fold each micro-batch's elements per slice
-    (:func:`slice_ms`) before its key groups, with the results, drops and state of the
-    one-task path: what :func:`serves` allows, on event-time tumbling or sliding windows
-    under the default trigger (nothing fires on an element), without allowed lateness (a
-    slice's windows are late exactly when each of its elements is) and without a late
-    side output (it needs the late elements one by one)."""
-    if spec.assigner.aligned_layout() is None or not serves(spec):
+    """Whether a stream of ``spec`` may fold each micro-batch's elements per key and
+    slice (:func:`slice_ms`) before its key groups, with the results, drops and state of
+    the one-task path: a declared function (as :func:`serves` asks) on tumbling or
+    sliding windows under their default trigger (nothing fires on an element), without
+    allowed lateness (a slice's windows are late exactly when each of its elements is)
+    and without a late side output (it needs the late elements one by one). Event time,
+    or processing time: a key's elements of a micro-batch all meet one processing time,
+    so they reach the same windows."""
+    logic = spec.logic
+    if logic.keeps_elements or not declared_order_insensitive(logic.function):
+        return False
+    if spec.evictor is not None or spec.trigger_is_dataflow:
+        return False
+    if spec.assigner.aligned_layout() is None:
         return False
     if spec.allowed_lateness_ms != 0 or spec.late_data_tag is not None:
         return False
-    return type(spec.window_trigger) is EventTimeTrigger
+    default = EventTimeTrigger if spec.is_event_time else ProcessingTimeTrigger
+    return type(spec.window_trigger) is default
 
 
-def slice_ms(spec: OperatorSpec) -> int:
-    """The time a stream's partial covers (its slices start at the assigner's offset):
-    a window of tumbling windows, ``gcd(size, slide)`` of sliding ones (windows start
-    and end on slice bounds, so each slice is wholly in or out of each window)."""
+def slice_ms(spec: OperatorSpec) -> int | None:
+    """The event time a stream's partial covers (its slices start at the assigner's
+    offset): a window of tumbling windows, ``gcd(size, slide)`` of sliding ones (windows
+    start and end on slice bounds, so each slice is wholly in or out of each window).
+    None for processing-time windows: a key's partial of a micro-batch covers all its
+    elements there."""
     layout = spec.assigner.aligned_layout()
     assert layout is not None
-    return gcd(layout.size_ms, layout.slide_ms)
+    return gcd(layout.size_ms, layout.slide_ms) if spec.is_event_time else None
 
 
 class _Accumulating(AggregateFunction):
@@ -197,9 +208,10 @@ class _MergePartials(AggregateFunction):
 
 
 class Partial(NamedTuple):
-    """What a part of a stream holds for one window: ``contents`` (the accumulator or
-    reduced value) folded from ``elements`` elements. Fed to a :class:`PartialsOperator`
-    as one element, at the earliest of its elements' timestamps."""
+    """What a part of a stream holds for one key and slice (``start``, ``end``; 0, 0 in
+    processing time): ``contents`` (the accumulator or reduced value) folded from
+    ``elements`` elements. Fed to the operator of :func:`partials_operator` as one
+    element, at the earliest of its elements' timestamps."""
 
     start: int
     end: int
@@ -207,24 +219,21 @@ class Partial(NamedTuple):
     elements: int
 
 
-class PartialsOperator(WindowOperator):
-    """The operator of :func:`global_spec` on a stream: the same as
-    :class:`~tidemark._engine.operator.WindowOperator` (the general path), but a late
-    :class:`Partial` counts each of its elements as dropped, as the one-task path drops
-    each late element (its window is late exactly when each of its elements is: a
-    tumbling window without allowed lateness). The spec has no late side output."""
+def partials_operator(spec: OperatorSpec) -> WindowOperator:
+    """``() -> operator`` merging a stream's partials of ``spec`` (a stream's key groups
+    make one per call; bind with :func:`functools.partial`): the operator
+    :func:`~tidemark._engine.create.create_window_operator` picks for
+    :func:`stream_merge_spec` (the aligned fast paths too), a late :class:`Partial`
+    counting each of its elements as dropped, as the one-task path drops each late
+    element (a slice's windows are all late exactly when each of its elements is,
+    without allowed lateness). The spec has no late side output."""
+    operator = create_window_operator(stream_merge_spec(spec))
+    operator.late_weight = _elements
+    return operator
 
-    def late_element(self, value: Any, timestamp: int | None) -> int:
-        if self.late_data_tag is not None:
-            raise AssertionError("a stream's partials are never served with a late side output")
-        self.num_late_records_dropped += value.elements
-        return DROPPED
 
-
-def partials_operator(spec: OperatorSpec) -> PartialsOperator:
-    """``() -> PartialsOperator`` of :func:`stream_global_spec` of ``spec`` (a stream's
-    key groups make one per call; bind with :func:`functools.partial`)."""
-    return PartialsOperator(stream_global_spec(spec))
+def _elements(partial: Partial) -> int:
+    return partial.elements
 
 
 def _same(value: Any) -> Any:
@@ -269,17 +278,6 @@ class MergingPartialWindows(PartialWindows, MergingWindowAssigner):
         TimeWindow.merge_windows(windows, callback)  # type: ignore[arg-type]
 
 
-class SlicePartialWindows(PartialWindows):
-    """The windows of a stream's partial of one slice (:func:`slice_ms`): the original
-    assigner's windows of the slice's first millisecond, which are every element's of
-    the slice. Tumbling windows: the partial's own window."""
-
-    def assign_windows(
-        self, element: Any, timestamp: int | None, context: WindowAssignerContext
-    ) -> Collection[Window]:
-        return self.original.assign_windows(element, element[0], context)
-
-
 def local_spec(spec: OperatorSpec, encode: Callable[[Any], Any] = _same) -> OperatorSpec:
     """What each part of the input runs: ``spec``'s windows, trigger and function, each
     window emitting its partial ``(start, end, encode(contents))`` at the end of the
@@ -294,27 +292,37 @@ def local_spec(spec: OperatorSpec, encode: Callable[[Any], Any] = _same) -> Oper
     return _spec(spec, spec.assigner, local)
 
 
-def global_spec(spec: OperatorSpec) -> OperatorSpec:
-    """What merges every part's partials: each back in its window, merged with the
-    function's merge (or reduce), the user's window function at the firing."""
+def _merging_logic(spec: OperatorSpec) -> WindowLogic:
+    """``spec``'s window logic over partials: their contents merged with the function's
+    merge (or reduce), the user's window function at the firing."""
     logic = spec.logic
     aggregate = logic.aggregate
     if aggregate is not None:
         merging = _MergePartials(aggregate.merge, aggregate.get_result)
     else:
         merging = _MergePartials(logic.reduce, _same)
-    merged = AggregateLogic(merging, logic.window_function)
+    return AggregateLogic(merging, logic.window_function)
+
+
+def global_spec(spec: OperatorSpec) -> OperatorSpec:
+    """What merges every part's partials: each back in its window, merged with the
+    function's merge (or reduce), the user's window function at the firing."""
+    merged = _merging_logic(spec)
     windows = (
         PartialWindows if spec.assigner.aligned_layout() is not None else MergingPartialWindows
     )
     return _spec(spec, windows(spec.assigner), merged)
 
 
-def stream_global_spec(spec: OperatorSpec) -> OperatorSpec:
-    """:func:`global_spec` for a stream's partials, one per key and slice
-    (:func:`stream_serves`): each merged into every window of its slice."""
-    merged = global_spec(spec)
-    return _spec(merged, SlicePartialWindows(spec.assigner), merged.logic)
+def stream_merge_spec(spec: OperatorSpec) -> OperatorSpec:
+    """What merges a stream's partials, one per key and slice (:func:`stream_serves`):
+    ``spec``'s own windows and trigger, its function merging each partial's contents
+    with the user's merge (or reduce), the user's window function at the firing. A
+    partial is fed at the earliest of its elements' timestamps, within its slice, so
+    the assigner places it in the slice's windows, where each of its elements went
+    (processing time: the key's current processing time places it, as it places each
+    element)."""
+    return _spec(spec, spec.assigner, _merging_logic(spec))
 
 
 def _spec(spec: OperatorSpec, assigner: WindowAssigner, logic: WindowLogic) -> OperatorSpec:

@@ -7,17 +7,17 @@ reads it; a non-keyed window has one key, so one key group, one task and one Pyt
 worker take every element of a micro-batch (Flink's ``windowAll`` at parallelism 1).
 Where the split is exact (:func:`~tidemark._engine.partials.stream_serves`: an
 ``AggregateFunction`` with ``merge`` or a ``ReduceFunction`` declared
-``order_insensitive = True``, event-time tumbling or sliding windows under the default
-trigger, no allowed lateness, no late side output), :func:`pre_aggregation` adds a
+``order_insensitive = True``, tumbling or sliding windows of event or processing time
+under their default trigger, no allowed lateness, no late side output), :func:`pre_aggregation` adds a
 stateless step before the key groups (:class:`~..worker.combine.PartitionCombiner`, one
 ``add`` per element in the scan tasks, one partial per key and slice), and the key
 groups merge each slice's partials into its windows
-(:class:`~tidemark._engine.partials.PartialsOperator`): the same results, timestamps,
+(:func:`~tidemark._engine.partials.partials_operator`): the same results, timestamps,
 figures and dropped counts as the one-task path, and the same stored state, so a restart
 may switch either way. Keyed windows and ``window_all`` alike, the window reading the
-stream itself (the first of a chain too, not a later one), in ``EventTime`` mode on
-Spark's unshifted clock, without idleness or per-partition watermarks; everything else
-runs as before.
+stream itself (the first of a chain too, not a later one), in ``EventTime`` (or, for
+processing-time windows, ``ProcessingTime``) mode on Spark's unshifted clock, without
+idleness or per-partition watermarks; everything else runs as before.
 
 Set the Spark conf ``spark.tidemark.streaming.preAggregate=false`` (or
 ``spark.tidemark.fastPaths=false``) to fold every element in its key group.
@@ -86,9 +86,8 @@ def pre_aggregation(
     spark = op.source.df.sparkSession
     if not fast_paths_enabled(spark) or not STREAMING_PRE_AGGREGATE.enabled(spark):
         return None
-    if reads_window or time_mode is not TimeMode.EVENT_TIME:
-        return None
-    if idleness_ms is not None or partitions is not None or spark_offset_ms != 0:
+    if reads_window or idleness_ms is not None or partitions is not None or spark_offset_ms != 0:
         return None
     spec = op.run_spec()
-    return PreAggregation(spec) if stream_serves(spec) else None
+    mode = TimeMode.EVENT_TIME if spec.is_event_time else TimeMode.PROCESSING_TIME
+    return PreAggregation(spec) if time_mode is mode and stream_serves(spec) else None

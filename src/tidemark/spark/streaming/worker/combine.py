@@ -58,6 +58,7 @@ class PartitionCombiner:
         self._slice_ms, self._offset_ms = slice_ms(spec), layout.offset_ms
         low, high = spec.assigner.timestamp_range()
         self._low, self._high = low, min(high, END_OF_INPUT_MS - 1)
+        self._event_time = spec.is_event_time
         self._row_type = row_type_of(config.value_names)
 
     def __call__(self, frames: Iterable[pd.DataFrame]) -> Iterator[pd.DataFrame]:
@@ -69,17 +70,20 @@ class PartitionCombiner:
         templates: dict[Any, tuple[int, int]] = {}
         firsts: list[pd.DataFrame] = []
         for pdf in frames:
-            stamps, folded = self._timestamps(pdf)
+            stamps, stamped, folded = self._timestamps(pdf)
             if not folded.all():
                 yield pdf[~folded].assign(**{PARTIAL: None})
             if folded.any():
-                new_rows = self._fold(pdf, stamps, folded, slices, templates, len(firsts))
+                times = [t if s else None for t, s in zip(stamps.tolist(), stamped.tolist())]
+                new_rows = self._fold(pdf, times, folded, slices, templates, len(firsts))
                 firsts.append(pdf.iloc[new_rows].reset_index(drop=True))
         yield from self._partials(templates, firsts, slices)
 
-    def _timestamps(self, pdf: pd.DataFrame) -> tuple[Any, Any]:
-        """The rows' timestamps (ms; 0 where null) and which rows fold: those whose
-        timestamp is not null, within what the windows hold and not end-of-input."""
+    def _timestamps(self, pdf: pd.DataFrame) -> tuple[Any, Any, Any]:
+        """The rows' timestamps (ms; 0 where null), which are not null, and which rows
+        fold: in event time those whose timestamp is not null, within what the windows
+        hold and not end-of-input; in processing time every row but an end-of-input
+        marker (an event timestamp, null or not, places nothing there)."""
         series = pdf.iloc[:, self._config.timestamp_position]
         if series.dtype.kind == "i":  # no null
             stamps = series.to_numpy(dtype=np.int64)
@@ -88,29 +92,31 @@ class PartitionCombiner:
             values = column_values(series, "LongType")
             valid = np.fromiter((v is not None for v in values), bool, len(values))
             stamps = np.fromiter((0 if v is None else v for v in values), np.int64, len(values))
-        return stamps, valid & (stamps >= self._low) & (stamps <= self._high)
+        if not self._event_time:
+            return stamps, valid, ~valid | (stamps <= self._high)
+        return stamps, valid, valid & (stamps >= self._low) & (stamps <= self._high)
 
     def _fold(
         self,
         pdf: pd.DataFrame,
-        stamps: Any,
+        times: list[int | None],
         folded: Any,
         slices: dict,
         templates: dict,
         frame: int,
     ) -> list[int]:
-        """Fold the ``folded`` rows of ``pdf`` into their (key, slice) entries; return
-        the first row of each key first seen here (``templates`` notes where it goes)."""
+        """Fold the ``folded`` rows of ``pdf`` (their timestamps ``times``) into their
+        (key, slice) entries; return the first row of each key first seen here
+        (``templates`` notes where it goes)."""
         config = self._config
         columns = ColumnValues(pdf, config)
         rows = value_rows(columns, config, self._row_type, len(pdf))
         keys = columns.keys(config.key_positions, config.key_types)
-        times = stamps.tolist()
         width, offset = self._slice_ms, self._offset_ms
         held: dict[tuple[Any, int], list[int]] = {}
         for i in np.flatnonzero(folded).tolist():
             t = times[i]
-            entry = (keys[i], t - (t - offset) % width)
+            entry = (keys[i], 0 if width is None else t - (t - offset) % width)  # type: ignore[operator]
             rows_of = held.get(entry)
             if rows_of is None:
                 held[entry] = [i]
@@ -122,7 +128,7 @@ class PartitionCombiner:
                 templates[key] = (frame, len(new_rows))
                 new_rows.append(picked[0])
             elements = [rows[i] for i in picked]
-            earliest = min(times[i] for i in picked)
+            earliest = min((times[i] for i in picked if times[i] is not None), default=None)
             self._add(slices, key, start, elements, earliest)
         return new_rows
 
@@ -135,10 +141,11 @@ class PartitionCombiner:
         if entry is None:
             slices[(key, start)] = [contents, len(elements), earliest]
         else:
+            stamps = [t for t in (entry[2], earliest) if t is not None]
             entry[0], entry[1], entry[2] = (
                 contents,
                 entry[1] + len(elements),
-                min(entry[2], earliest),
+                min(stamps, default=None),
             )
 
     def _error(self, spark_key: Any, start: int, exc: Exception) -> UserFunctionError:
@@ -146,7 +153,9 @@ class PartitionCombiner:
         of the slice; no watermark, which this step does not know (the key groups' call
         judges time)."""
         key = engine_key_of(self._config, spark_key)
-        window = min(self._assigner.assign_windows(None, start, None), key=_start)
+        window = None  # processing time: the call places it
+        if self._event_time:
+            window = min(self._assigner.assign_windows(None, start, None), key=_start)
         if isinstance(exc, ReturnedNone):
             return returned_none(_FOLD, self._logic.function, key, window, None)  # type: ignore[arg-type]
         return UserFunctionError(_FOLD, key, window, None, exc)
@@ -156,8 +165,8 @@ class PartitionCombiner:
     ) -> Iterator[pd.DataFrame]:
         """One row per key and slice: its key's first row, the earliest timestamp, the
         partial; a frame per input frame the keys were first seen in."""
-        at, width = self._config.timestamp_position, self._slice_ms
-        per_frame: dict[int, tuple[list[int], list[int], list[bytes]]] = {}
+        at, width = self._config.timestamp_position, self._slice_ms or 0
+        per_frame: dict[int, tuple[list[int], list[int | None], list[bytes]]] = {}
         for (key, start), (contents, elements, earliest) in slices.items():
             frame, row = templates[key]
             picked, stamps, blobs = per_frame.setdefault(frame, ([], [], []))
@@ -166,7 +175,8 @@ class PartitionCombiner:
             blobs.append(encode_side(Partial(start, start + width, contents, elements)))
         for frame, (picked, stamps, blobs) in per_frame.items():
             out = firsts[frame].iloc[picked].reset_index(drop=True)
-            out.isetitem(at, np.array(stamps, dtype=np.int64))
+            nulls = None in stamps  # processing time: elements without a timestamp
+            out.isetitem(at, pd.Series(stamps, dtype=object if nulls else np.int64))
             yield out.assign(**{PARTIAL: pd.Series(blobs, dtype=object)})
 
 
