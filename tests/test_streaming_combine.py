@@ -35,7 +35,7 @@ from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.metrics import metrics_of
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
-from tidemark.spark.streaming.driver.combine import CONF
+from tidemark.spark.streaming.driver.combine import CONF, KEYED_CONF
 from tidemark.time import LONG_MAX
 
 pytestmark = pytest.mark.spark
@@ -185,16 +185,22 @@ def _engine_reference(batches: list, function=None, window_function=None) -> tup
 
 @pytest.fixture
 def combining(spark):
-    """Set the switch for a test (None: the default), and put it back after."""
+    """Set the switch for a test (None: the default; ``keyed``: keyed windows fold too),
+    and put both back after."""
 
-    def switch(on: bool | None) -> None:
+    def switch(on: bool | None, keyed: bool = False) -> None:
         if on is None:
             spark.conf.unset(CONF)
         else:
             spark.conf.set(CONF, str(on).lower())
+        if keyed:
+            spark.conf.set(KEYED_CONF, "true")
+        else:
+            spark.conf.unset(KEYED_CONF)
 
     yield switch
     spark.conf.unset(CONF)
+    spark.conf.unset(KEYED_CONF)
 
 
 def _merges(log: Path) -> int:
@@ -399,7 +405,7 @@ def test_keyed_windows_combined_equal_the_engine_and_the_one_task_run(
     assert dropped > 0 and len(expected) > 4
     runs = {}
     for on in (True, False):
-        combining(on)
+        combining(on, keyed=True)
         root = tmp_path / str(on)
         _write(root / "in", BATCHES)
         log = root / "merges.log"
@@ -418,10 +424,10 @@ def test_a_keyed_sliding_restart_switching_the_conf_reads_the_same_state(
     expected, dropped = _keyed_reference(BATCHES, "sliding")
     run = _KeyedRun(tmp_path)
     _write(tmp_path / "in", BATCHES[:2])
-    combining(True)
+    combining(True, keyed=True)
     run.run(spark, "sliding")
     _write(tmp_path / "in", BATCHES[2:], first=2)
-    combining(False)
+    combining(False, keyed=True)
     run.run(spark, "sliding")
     assert Counter(run.main) == expected
     assert run.dropped == dropped
@@ -432,7 +438,7 @@ def test_a_chains_first_window_is_combined(spark, tmp_path, combining):
     second reads the first's results, as before. The same rows either way."""
     runs = {}
     for on in (True, False):
-        combining(on)
+        combining(on, keyed=True)
         root = tmp_path / str(on)
         _write(root / "in", BATCHES)
         runs[on] = _KeyedRun(root).run(spark, "sliding", chain=True)
@@ -490,7 +496,7 @@ def test_keys_reach_their_key_group_as_they_came(spark, tmp_path, combining, kin
     try:
         results = {}
         for on in (True, False):
-            combining(on)
+            combining(on, keyed=True)
             source = (
                 spark.readStream.schema(f"k {type_name}, ts long")
                 .option("allowNonNumericNumbers", True)
@@ -530,7 +536,7 @@ def test_processing_time_windows_are_combined(spark, tmp_path, combining):
         (tmp_path / "in" / f"b{b}.json").write_text("\n".join(lines) + "\n")
     expected = Counter(repr(k) for k in keys)
     for on in (True, False):
-        combining(on)
+        combining(on, keyed=True)
         source = spark.readStream.schema("k long, ts long").option("maxFilesPerTrigger", 1)
         result = (
             tm.from_dataframe(source.json(str(tmp_path / "in")), timestamp="ts")
@@ -556,3 +562,14 @@ def test_processing_time_windows_are_combined(spark, tmp_path, combining):
         for key, _, n in rows:
             totals[key] += n
         assert totals == expected
+
+
+def test_a_keyed_window_folds_only_when_asked(spark, tmp_path, combining):
+    """Its key groups already run on every core: by default a keyed window folds each
+    element there; ``preAggregateKeyed`` asks for the fold before the shuffle."""
+    (tmp_path / "in").mkdir()
+    combining(None)
+    assert "MapInPandas" not in _plan(_keyed_stream(spark, tmp_path / "in", "tumbling"))
+    assert "MapInPandas" in _plan(_stream(spark, tmp_path / "in"))  # a window_all does
+    combining(None, keyed=True)
+    assert "MapInPandas" in _plan(_keyed_stream(spark, tmp_path / "in", "tumbling"))

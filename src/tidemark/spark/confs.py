@@ -37,6 +37,7 @@ __all__ = [
     "VECTORIZED_FAST_PATH",
     "WORKER_SORT_BYTES",
     "STREAMING_PRE_AGGREGATE",
+    "STREAMING_PRE_AGGREGATE_KEYED",
     "STREAMING_PACK_INPUT",
     "MAX_KEY_GROUPS",
     "MAX_PARALLELISM",
@@ -198,9 +199,16 @@ VECTORIZED_FAST_PATH = Switch(
 STREAMING_PRE_AGGREGATE = Switch(
     "spark.tidemark.streaming.preAggregate",
     True,
-    when_true="fold a stream's elements of an order-insensitive function per key and slice "
-    "in each input partition, before the shuffle",
+    when_true="fold a window_all's elements of an order-insensitive function per slice in "
+    "each input partition, before the shuffle",
     when_false="fold every element of a stream in its key group",
+)
+STREAMING_PRE_AGGREGATE_KEYED = Switch(
+    "spark.tidemark.streaming.preAggregateKeyed",
+    False,
+    when_true="fold a keyed window's elements per key and slice in each input partition too "
+    "(where spark.tidemark.streaming.preAggregate folds a window_all's)",
+    when_false="fold a keyed window's elements in their key groups",
 )
 STREAMING_PACK_INPUT = Switch(
     "spark.tidemark.streaming.packInput",
@@ -255,6 +263,7 @@ CONFS: tuple[Switch | WholeNumber | Choice | ByteSize, ...] = (
     VECTORIZED_FAST_PATH,
     WORKER_SORT_BYTES,
     STREAMING_PRE_AGGREGATE,
+    STREAMING_PRE_AGGREGATE_KEYED,
     STREAMING_PACK_INPUT,
     MAX_PARALLELISM,
     STATE_LAYOUT,

@@ -8,20 +8,23 @@ worker take every element of a micro-batch (Flink's ``windowAll`` at parallelism
 Where the split is exact (:func:`~tidemark._engine.partials.stream_serves`: an
 ``AggregateFunction`` with ``merge`` or a ``ReduceFunction`` declared
 ``order_insensitive = True``, tumbling or sliding windows of event or processing time
-under their default trigger, no allowed lateness, no late side output), :func:`pre_aggregation` adds a
-stateless step before the key groups (:class:`~..worker.combine.PartitionCombiner`, one
-``add`` per element in the scan tasks, one partial per key and slice), and the key
-groups merge each slice's partials into its windows
-(:func:`~tidemark._engine.partials.partials_operator`): the same results, timestamps,
-figures and dropped counts as the one-task path, and the same stored state, so a restart
-may switch either way. Keyed windows and ``window_all`` alike, the window reading the
-stream itself (the first of a chain too, not a later one), in ``EventTime`` (or, for
+under their default trigger, no allowed lateness, no late side output),
+:func:`pre_aggregation` adds a stateless step before the key groups
+(:class:`~..worker.combine.PartitionCombiner`, one ``add`` per element in the scan
+tasks, one partial per key and slice), and the key groups merge each slice's partials
+into its windows (:func:`~tidemark._engine.partials.partials_operator`): the same
+results, timestamps, figures and dropped counts as the one-task path, and the same
+stored state, so a restart may switch either way. For the window reading the stream
+itself (the first of a chain too, not a later one), in ``EventTime`` (or, for
 processing-time windows, ``ProcessingTime``) mode on Spark's unshifted clock, without
 idleness or per-partition watermarks; everything else runs as before.
 
-Set the Spark conf ``spark.tidemark.streaming.preAggregate=false`` (or
-``spark.tidemark.fastPaths=false``) to fold every element in its key group.
-The guide: ``docs/streaming.md`` ("Folding before the shuffle").
+A ``window_all`` folds so by default (``spark.tidemark.streaming.preAggregate``,
+``false`` turns it off, as ``spark.tidemark.fastPaths=false`` does); a keyed window only
+when ``spark.tidemark.streaming.preAggregateKeyed=true`` asks for it: its key groups
+already run on every core, and on the Nexmark queries measured the fold in the scan
+task cost what it saved them. The guide: ``docs/streaming.md`` ("Folding before the
+shuffle").
 """
 
 from __future__ import annotations
@@ -36,15 +39,16 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from tidemark._engine.partials import partials_operator, stream_serves
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.columns import PARTIAL
-from tidemark.spark.confs import STREAMING_PRE_AGGREGATE
+from tidemark.spark.confs import STREAMING_PRE_AGGREGATE, STREAMING_PRE_AGGREGATE_KEYED
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 from tidemark.spark.streaming.worker.combine import PartitionCombiner
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.modes import TimeMode
 
-__all__ = ["CONF", "PreAggregation", "pre_aggregation"]
+__all__ = ["CONF", "KEYED_CONF", "PreAggregation", "pre_aggregation"]
 
 CONF = STREAMING_PRE_AGGREGATE.name
+KEYED_CONF = STREAMING_PRE_AGGREGATE_KEYED.name
 
 
 @dataclass(frozen=True)
@@ -79,12 +83,14 @@ def pre_aggregation(
     partitions: Any,
     spark_offset_ms: int,
 ) -> PreAggregation | None:
-    """The pre-aggregation of ``op`` on a stream, or None where it runs in one task as
-    before (a window reading an earlier window's results, ``reads_window``, another time
-    mode, idleness, per-partition watermarks, Spark's shifted clock, a pipeline the
-    split does not serve, or the switches off)."""
+    """The pre-aggregation of ``op`` on a stream, or None where its key groups fold
+    every element (a keyed window unless asked for, a window reading an earlier window's
+    results, ``reads_window``, another time mode, idleness, per-partition watermarks,
+    Spark's shifted clock, a pipeline the split does not serve, or the switches off)."""
     spark = op.source.df.sparkSession
     if not fast_paths_enabled(spark) or not STREAMING_PRE_AGGREGATE.enabled(spark):
+        return None
+    if op.key is not None and not STREAMING_PRE_AGGREGATE_KEYED.enabled(spark):
         return None
     if reads_window or idleness_ms is not None or partitions is not None or spark_offset_ms != 0:
         return None
