@@ -573,3 +573,23 @@ def test_a_keyed_window_folds_only_when_asked(spark, tmp_path, combining):
     assert "MapInPandas" in _plan(_stream(spark, tmp_path / "in"))  # a window_all does
     combining(None, keyed=True)
     assert "MapInPandas" in _plan(_keyed_stream(spark, tmp_path / "in", "tumbling"))
+
+
+def test_a_keyed_add_failing_before_the_shuffle_names_its_key_and_window(
+    spark, tmp_path, combining
+):
+    """7@3s (key 1) fails in its 2 s slice [2s, 4s): the slice's first window is the
+    10 s window starting at -4 s."""
+    combining(None, keyed=True)
+    _write(tmp_path / "in", BATCHES[:1])
+    result = _keyed_stream(spark, tmp_path / "in", "sliding", HighestBid(fail_on=7))
+    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
+    try:
+        with pytest.raises(tm.UserFunctionError) as info:
+            query.processAllAvailable()
+        message = str(info.value)
+        assert message.startswith("the reduce/aggregate function raised ValueError: no bid of 7")
+        assert "key=1" in message
+        assert f"window=TimeWindow[{BASE - 4_000}, {BASE + 6_000})" in message
+    finally:
+        query.stop()

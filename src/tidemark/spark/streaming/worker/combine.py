@@ -23,7 +23,7 @@ the key's watermark (:class:`~.inputs.CombinedRows`), as it judges an element. A
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -31,13 +31,14 @@ import pandas as pd
 from tidemark._engine.functions import ReturnedNone, returned_none
 from tidemark._engine.partials import Partial, slice_ms
 from tidemark._engine.spec import OperatorSpec
+from tidemark.assigners import WindowAssignerContext
 from tidemark.errors import UserFunctionError
 from tidemark.spark.codec import column_values, row_type_of
 from tidemark.spark.columns import PARTIAL, encode_side
 from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import ColumnValues, engine_key_of, value_rows
-from tidemark.windows import TimeWindow
+from tidemark.windows import TimeWindow, Window
 
 __all__ = ["PartitionCombiner"]
 
@@ -128,11 +129,13 @@ class PartitionCombiner:
                 templates[key] = (frame, len(new_rows))
                 new_rows.append(picked[0])
             elements = [rows[i] for i in picked]
-            earliest = min((times[i] for i in picked if times[i] is not None), default=None)
-            self._add(slices, key, start, elements, earliest)
+            stamped = [t for t in map(times.__getitem__, picked) if t is not None]
+            self._add(slices, key, start, elements, min(stamped) if stamped else None)
         return new_rows
 
-    def _add(self, slices: dict, key: Any, start: int, elements: list[Any], earliest: int) -> None:
+    def _add(
+        self, slices: dict, key: Any, start: int, elements: list[Any], earliest: int | None
+    ) -> None:
         entry = slices.get((key, start))
         try:
             contents = self._logic.add_all(None if entry is None else entry[0], elements)
@@ -155,7 +158,8 @@ class PartitionCombiner:
         key = engine_key_of(self._config, spark_key)
         window = None  # processing time: the call places it
         if self._event_time:
-            window = min(self._assigner.assign_windows(None, start, None), key=_start)
+            no_context = cast(WindowAssignerContext, None)  # event-time windows read none
+            window = min(self._assigner.assign_windows(None, start, no_context), key=_start)
         if isinstance(exc, ReturnedNone):
             return returned_none(_FOLD, self._logic.function, key, window, None)  # type: ignore[arg-type]
         return UserFunctionError(_FOLD, key, window, None, exc)
@@ -180,5 +184,5 @@ class PartitionCombiner:
             yield out.assign(**{PARTIAL: pd.Series(blobs, dtype=object)})
 
 
-def _start(window: TimeWindow) -> int:
-    return window.start
+def _start(window: Window) -> int:
+    return cast(TimeWindow, window).start
