@@ -146,7 +146,12 @@ class _Run:
         self.figures: list[dict] = []
 
     def run(self, spark, function=None, window_function=None) -> _Run:
-        result = _stream(spark, self.root / "in", function, window_function=window_function)
+        return self.write(
+            _stream(spark, self.root / "in", function, window_function=window_function)
+        )
+
+    def write(self, result) -> _Run:
+        """Run ``result`` to the end of its input, collecting its outputs and figures."""
         query = result.write_outputs(
             {
                 "main": lambda df, b: self.main.extend(tuple(r) for r in df.collect()),
@@ -254,19 +259,25 @@ def test_a_restart_switching_the_conf_reads_the_same_state(spark, tmp_path, comb
     assert run.dropped == dropped
 
 
-def test_a_user_add_failing_before_the_shuffle_raises_tidemarks_error(spark, tmp_path, combining):
-    combining(None)  # on by default
-    _write(tmp_path / "in", BATCHES[:1])
-    result = _stream(spark, tmp_path / "in", HighestBid(fail_on=7))
+def _failing_add(result, tmp_path: Path) -> str:
+    """The message of the ``tidemark.UserFunctionError`` the query of ``result`` raises
+    when its user's ``add`` fails on 7@3s."""
     query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
     try:
         with pytest.raises(tm.UserFunctionError) as info:
             query.processAllAvailable()
-        message = str(info.value)
-        assert message.startswith("the reduce/aggregate function raised ValueError: no bid of 7")
-        assert f"window=TimeWindow[{BASE}, {BASE + SIZE_MS})" in message
     finally:
         query.stop()
+    message = str(info.value)
+    assert message.startswith("the reduce/aggregate function raised ValueError: no bid of 7")
+    return message
+
+
+def test_a_user_add_failing_before_the_shuffle_raises_tidemarks_error(spark, tmp_path, combining):
+    combining(None)  # on by default
+    _write(tmp_path / "in", BATCHES[:1])
+    message = _failing_add(_stream(spark, tmp_path / "in", HighestBid(fail_on=7)), tmp_path)
+    assert f"window=TimeWindow[{BASE}, {BASE + SIZE_MS})" in message
 
 
 def _plan(result) -> str:
@@ -381,20 +392,8 @@ def _keyed_reference(batches: list, windows: str) -> tuple[Counter, int]:
 
 
 class _KeyedRun(_Run):
-    def run(self, spark, windows: str, function=None, chain=False) -> _KeyedRun:  # type: ignore[override]
-        result = _keyed_stream(spark, self.root / "in", windows, function, chain)
-        query = result.write_outputs(
-            {
-                "main": lambda df, b: self.main.extend(tuple(r) for r in df.collect()),
-                DROPPED_OUTPUT: self._count_dropped,
-            },
-            checkpoint=str(self.root / "checkpoint"),
-            trigger={"availableNow": True},
-        )
-        query.awaitTermination(300)
-        progress = sorted(query.recentProgress, key=lambda p: p["batchId"])
-        self.figures.extend(metrics_of(p) for p in progress)
-        return self
+    def run(self, spark, windows: str, function=None, chain=False) -> _Run:  # type: ignore[override]
+        return self.write(_keyed_stream(spark, self.root / "in", windows, function, chain))
 
 
 @pytest.mark.parametrize("windows", sorted(WINDOWS))
@@ -583,13 +582,6 @@ def test_a_keyed_add_failing_before_the_shuffle_names_its_key_and_window(
     combining(None, keyed=True)
     _write(tmp_path / "in", BATCHES[:1])
     result = _keyed_stream(spark, tmp_path / "in", "sliding", HighestBid(fail_on=7))
-    query = result.write_outputs({"main": lambda df, b: df.collect()}, str(tmp_path / "cp"))
-    try:
-        with pytest.raises(tm.UserFunctionError) as info:
-            query.processAllAvailable()
-        message = str(info.value)
-        assert message.startswith("the reduce/aggregate function raised ValueError: no bid of 7")
-        assert "key=1" in message
-        assert f"window=TimeWindow[{BASE - 4_000}, {BASE + 6_000})" in message
-    finally:
-        query.stop()
+    message = _failing_add(result, tmp_path)
+    assert "key=1" in message
+    assert f"window=TimeWindow[{BASE - 4_000}, {BASE + 6_000})" in message
