@@ -9,8 +9,9 @@ stream (captured where the driver hands it to Spark's operator); the key groups 
 are the key column modulo 16 (a task's share of 32), not Spark's hash: the work per
 row is the same. Compare trees with ``PYTHONPATH=<tree>/src``.
 
-A query that folds its bids before its key groups (q5's first window, q7,
-``spark.tidemark.streaming.preAggregate``, on by default; ``--one-task`` turns it off)
+A query that folds its bids before its key groups (q7, ``spark.tidemark.streaming.preAggregate``,
+on by default, ``--one-task`` turns it off; q5's first window and q12 with
+``--fold-keyed``, ``spark.tidemark.streaming.preAggregateKeyed``)
 is timed as both of its Python steps: the folding step over the micro-batch's frames
 (one input partition, as a micro-batch of one file is), then the key groups' calls on
 the partials it emits.
@@ -61,7 +62,9 @@ class Store:
         self.row = group.encode(self._max_parallelism) if group.keys else None
 
 
-def captured_processor(query: str, one_task: bool) -> tuple[list[str], Any, Any]:
+def captured_processor(
+    query: str, one_task: bool, fold_keyed: bool = False
+) -> tuple[list[str], Any, Any]:
     """The input columns and the ``ProcessorConfig`` tidemark builds for ``query``, and
     its folding step (``(input columns, PartitionCombiner)``; None: it has none)."""
     import tidemark.spark.streaming.driver.combine as combine
@@ -71,6 +74,7 @@ def captured_processor(query: str, one_task: bool) -> tuple[list[str], Any, Any]
 
     spark = get_spark(master="local[1]")
     spark.conf.set(combine.CONF, str(not one_task).lower())
+    spark.conf.set(combine.KEYED_CONF, str(fold_keyed).lower())
     captured: list[Any] = []
     folding: list[Any] = []
     build, apply = driver.key_group_operator, combine.PreAggregation.apply
@@ -103,7 +107,8 @@ def frames(columns: list[str], bids: pd.DataFrame, group: int) -> list[pd.DataFr
     for name in columns:
         if name == "__tm_ts":
             data[name] = bids["date_time"].to_numpy()
-        elif name.startswith("__tm_"):  # the key group, or window_all's one key
+        elif name.startswith("__tm_") and name not in bids:  # the key group (unless
+            # folded_calls gave each bid its own), or window_all's one key
             data[name] = np.full(len(bids), group if "group" in name else 0, dtype=np.int32)
         else:
             data[name] = bids[name].to_numpy()
@@ -131,17 +136,19 @@ def folded_calls(folding: Any, columns: list[str], batch: pd.DataFrame) -> list[
 
 
 def run(
-    query: str, batch_rows: int, batches: int, one_task: bool = False
+    query: str, batch_rows: int, batches: int, one_task: bool = False, fold_keyed: bool = False
 ) -> tuple[list[float], list[float]]:
     """CPU seconds of each micro-batch's folding step (0 where it has none) and of its
     key groups' calls."""
     from tidemark.spark.streaming.worker.groups import WindowGroups
 
-    columns, config, folding = captured_processor(query, one_task)
+    columns, config, folding = captured_processor(query, one_task, fold_keyed)
     bids = generate_bids(batch_rows * batches, GeneratorConfig())
     parts = [bids.iloc[i * batch_rows : (i + 1) * batch_rows] for i in range(batches)]
     if folding is None:
         prepared = [calls_of(columns, config, part) for part in parts]
+    elif folding[0][0] == "__tm_all":
+        prepared = parts
     else:  # keyed: the key column's value is its group, as in calls_of
         key = folding[0][config.key_positions[0]]
         prepared = [part.assign(__tm_key_group=part[key] % GROUPS) for part in parts]
@@ -174,8 +181,13 @@ def main() -> None:
         action="store_true",
         help="without the folding step (spark.tidemark.streaming.preAggregate=false)",
     )
+    parser.add_argument(
+        "--fold-keyed",
+        action="store_true",
+        help="a keyed query folded too (spark.tidemark.streaming.preAggregateKeyed=true)",
+    )
     args = parser.parse_args()
-    folds, seconds = run(args.query, args.batch_rows, args.batches, args.one_task)
+    folds, seconds = run(args.query, args.batch_rows, args.batches, args.one_task, args.fold_keyed)
     print(" ".join(f"{s * 1000:.0f}" for s in folds), "ms CPU folding per micro-batch")
     print(" ".join(f"{s * 1000:.0f}" for s in seconds), "ms CPU of the calls per micro-batch")
     fold, calls = (statistics.median(x[1:] or x) * 1000 for x in (folds, seconds))
