@@ -22,6 +22,7 @@ the key's watermark (:class:`~.inputs.CombinedRows`), as it judges an element. A
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterable, Iterator
 from typing import Any, cast
 
@@ -43,6 +44,7 @@ from tidemark.windows import TimeWindow, Window
 __all__ = ["PartitionCombiner"]
 
 _FOLD = "the reduce/aggregate function"
+_NO_TIME = np.iinfo(np.int64).max  # a slice whose elements have no timestamp
 
 
 class PartitionCombiner:
@@ -75,8 +77,7 @@ class PartitionCombiner:
             if not folded.all():
                 yield pdf[~folded].assign(**{PARTIAL: None})
             if folded.any():
-                times = [t if s else None for t, s in zip(stamps.tolist(), stamped.tolist())]
-                new_rows = self._fold(pdf, times, folded, slices, templates, len(firsts))
+                new_rows = self._fold(pdf, stamps, stamped, folded, slices, templates, len(firsts))
                 firsts.append(pdf.iloc[new_rows].reset_index(drop=True))
         yield from self._partials(templates, firsts, slices)
 
@@ -100,37 +101,49 @@ class PartitionCombiner:
     def _fold(
         self,
         pdf: pd.DataFrame,
-        times: list[int | None],
+        stamps: Any,
+        stamped: Any,
         folded: Any,
         slices: dict,
         templates: dict,
         frame: int,
     ) -> list[int]:
-        """Fold the ``folded`` rows of ``pdf`` (their timestamps ``times``) into their
-        (key, slice) entries; return the first row of each key first seen here
-        (``templates`` notes where it goes)."""
+        """Fold the ``folded`` rows of ``pdf`` (their timestamps ``stamps``, null where
+        not ``stamped``) into their (key, slice) entries; return the first row of each
+        key first seen here (``templates`` notes where it goes)."""
         config = self._config
         columns = ColumnValues(pdf, config)
         rows = value_rows(columns, config, self._row_type, len(pdf))
         keys = columns.keys(config.key_positions, config.key_types)
+        where = np.flatnonzero(folded)
+        times = stamps[where]
         width, offset = self._slice_ms, self._offset_ms
-        held: dict[tuple[Any, int], list[int]] = {}
-        for i in np.flatnonzero(folded).tolist():
-            t = times[i]
-            entry = (keys[i], 0 if width is None else t - (t - offset) % width)  # type: ignore[operator]
-            rows_of = held.get(entry)
-            if rows_of is None:
-                held[entry] = [i]
-            else:
-                rows_of.append(i)
+        starts = (
+            np.zeros(len(where), np.int64) if width is None else times - (times - offset) % width
+        )
+        if keys.count(keys[0]) == len(keys):  # one key (a window_all's)
+            codes = np.zeros(len(where), np.int64)
+        else:  # a key's code: the first of its rows
+            picked_keys = map(keys.__getitem__, where.tolist())
+            first: dict[Any, int] = {}
+            codes = np.fromiter(map(first.setdefault, picked_keys, range(len(where))), np.int64)
+        order = np.lexsort((starts, codes))
+        codes, starts = codes[order], starts[order]
+        bounds = np.flatnonzero((codes[1:] != codes[:-1]) | (starts[1:] != starts[:-1])) + 1
+        firsts = np.concatenate(([0], bounds))
+        # each slice's earliest timestamp (none: every element's is null, processing time)
+        ordered = np.where(stamped[where], times, _NO_TIME)[order]
+        earliest = np.minimum.reduceat(ordered, firsts).tolist()
+        rows_at = where[order].tolist()
         new_rows: list[int] = []
-        for (key, start), picked in held.items():
+        ends = [*bounds.tolist(), len(order)]
+        for a, b, start, low in zip(firsts.tolist(), ends, starts[firsts].tolist(), earliest):
+            key = keys[rows_at[a]]
             if key not in templates:
                 templates[key] = (frame, len(new_rows))
-                new_rows.append(picked[0])
-            elements = [rows[i] for i in picked]
-            stamped = [t for t in map(times.__getitem__, picked) if t is not None]
-            self._add(slices, key, start, elements, min(stamped) if stamped else None)
+                new_rows.append(rows_at[a])
+            elements = [rows[i] for i in rows_at[a:b]]
+            self._add(slices, key, start, elements, None if low == _NO_TIME else low)
         return new_rows
 
     def _add(
@@ -176,12 +189,34 @@ class PartitionCombiner:
             picked, stamps, blobs = per_frame.setdefault(frame, ([], [], []))
             picked.append(row)
             stamps.append(earliest)
-            blobs.append(encode_side(Partial(start, start + width, contents, elements)))
+            blobs.append(_encoded(Partial(start, start + width, contents, elements)))
         for frame, (picked, stamps, blobs) in per_frame.items():
             out = firsts[frame].iloc[picked].reset_index(drop=True)
             nulls = None in stamps  # processing time: elements without a timestamp
             out.isetitem(at, pd.Series(stamps, dtype=object if nulls else np.int64))
             yield out.assign(**{PARTIAL: pd.Series(blobs, dtype=object)})
+
+
+_PLAIN = (int, float, str, bool, bytes, type(None))
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` is built of Python's own types only (a number, a string, None,
+    and tuples or lists of them, nested a little): what ``pickle`` writes by value."""
+    kind = type(value)
+    if kind in _PLAIN:
+        return True
+    return kind in (tuple, list) and depth < 3 and all(_plain(v, depth + 1) for v in value)
+
+
+def _encoded(partial: Partial) -> bytes:
+    """``partial`` pickled as ``__tm_partial`` holds it: by ``pickle`` where its contents
+    are plain (a count, a sum, a tuple of them), several times faster than cloudpickle,
+    which the rest needs (a class of the user's ``__main__`` travels by value). Either
+    is read by :func:`~tidemark.spark.columns.decode_side`."""
+    if _plain(partial.contents):
+        return pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL)
+    return encode_side(partial)
 
 
 def _start(window: Window) -> int:
