@@ -6,11 +6,11 @@ where it runs: :mod:`tidemark.spark.streaming.driver.combine`).
 key-group and lossless columns included). Per input partition of a micro-batch it reads
 the rows as a key group's call reads them (:class:`~.inputs.ColumnValues`: the same keys
 and Rows), folds each key's elements per slice (a tumbling window, or
-``gcd(size, slide)`` of sliding windows: :func:`~tidemark._engine.partials.slice_ms`)
-with the user's function (one ``add`` per element, in any order: the function is
+``gcd(size, slide)`` of sliding windows: :func:`~tidemark._engine.partials.slice_ms`;
+processing-time windows: all of a key's elements) with the user's function (one ``add`` per element, in any order: the function is
 declared order-insensitive), and emits, once the partition ends, one row per key and
 slice: the columns of its key's first row (its key and key group), its ``__tm_ts`` the
-earliest of its elements' timestamps and its ``__tm_partial`` the pickled
+earliest of its elements' timestamps (null if none has one, in processing time) and its ``__tm_partial`` the pickled
 :class:`~tidemark._engine.partials.Partial`. A row whose timestamp the call must see as
 it is (null, outside what the windows hold, an end-of-input marker) passes untouched,
 ``__tm_partial`` null.
@@ -50,7 +50,7 @@ _NO_TIME = np.iinfo(np.int64).max  # a slice whose elements have no timestamp
 class PartitionCombiner:
     """``mapInPandas`` function: an input partition's rows folded per key and slice into
     partials (module docstring). ``config`` is the key groups' (its input columns);
-    ``spec`` the window's, of event-time tumbling or sliding windows."""
+    ``spec`` the window's, of tumbling or sliding windows (event or processing time)."""
 
     def __init__(self, config: ProcessorConfig, spec: OperatorSpec):
         layout = spec.assigner.aligned_layout()
