@@ -26,21 +26,20 @@ Dataflow trigger, and a declared function (see :func:`serves`).
 Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/functions.md``.
 
 A stream splits the same way where each micro-batch's elements of a window are judged
-against one watermark (or one processing time) and nothing fires on an element
-(tumbling or sliding windows under their default trigger, no allowed lateness, no late side output:
-:mod:`tidemark.spark.streaming.driver.combine` says where): each input partition of a
-micro-batch folds its elements per key and *slice* into a :class:`Partial` (the contents
-and how many elements they hold). A slice is a window for tumbling windows and
-``gcd(size, slide)`` of time for sliding ones (:func:`slice_ms`): every element of a
-slice lies in the same windows, so an element per window is not needed. Processing-time
-windows (tumbling or sliding, their default trigger) fold a key's elements of a
+against one watermark (or placed at one processing time) and nothing fires on an
+element (tumbling or sliding windows under their default trigger, no allowed lateness,
+no late side output: :mod:`tidemark.spark.streaming.driver.combine` says where): each
+input partition of a micro-batch folds its elements per key and *slice* into a
+:class:`Partial` (the contents and how many elements they hold). A slice is a window
+for tumbling windows and ``gcd(size, slide)`` of time for sliding ones
+(:func:`slice_ms`): every element of a slice lies in the same windows, so an element
+per window is not needed. Processing-time windows fold a key's elements of a
 micro-batch into one partial: they all meet the key's one processing time there. The
 operator of :func:`partials_operator` (the window's own assigner and fast path, its
 function merging partials) merges each partial into each window of its slice that is
-not late, or, when they all are, counts all its elements as dropped (each of them would
-have been). A window's stored contents
-are the user's accumulator (or reduced value) on both paths, so either reads the
-other's state.
+not late, or, when they all are, counts all its elements as dropped (each of them
+would have been). A window's stored contents are the user's accumulator (or reduced
+value) on both paths, so either reads the other's state.
 """
 
 from __future__ import annotations
