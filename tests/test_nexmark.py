@@ -75,7 +75,7 @@ def bids(spark):
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("query", ["q5", "q5t", "q7", "q11"])
+@pytest.mark.parametrize("query", ["q5", "q5t", "q7", "q7s", "q11"])
 def test_batch_results_equal_spark_sql(spark, bids, query):
     ours = _rows(tidemark_query(query, bids, CONFIG.max_disorder_ms).to_dataframe())
     theirs = _rows(spark_query(query, bids, CONFIG.max_disorder_ms))

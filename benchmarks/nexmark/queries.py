@@ -12,6 +12,8 @@ Every query returns the same columns in both, event times as long ms:
   function in a batch, a second windowed aggregation on a stream);
 - **q5t**, not a Nexmark query: q5 with 2 s tumbling windows where q5 slides 10 s
   windows every 2 s (the same second window), to see what the sliding windows cost;
+- **q7s**, not a Nexmark query: q7 in 10 s windows sliding every 2 s (each bid in five
+  windows), to see a sliding ``window_all`` folded per 2 s slice before the shuffle;
 - **q7** highest bid per 10 s tumbling window: ``starttime, endtime, auction, bidder,
   price, date_time``, the bid with the highest ``(price, auction, bidder, date_time)``
   (Nexmark's SQL returns every bid at the highest price; ordering the whole tuple keeps
@@ -42,7 +44,7 @@ __all__ = ["QUERIES", "VARIANTS", "tidemark_query", "spark_query", "Q5_FIRST_SCH
 QUERIES = ("q5", "q7", "q11", "q12")
 # q5 with 2 s tumbling windows instead of 10 s / 2 s sliding ones: what issue 20 measures
 # q5's sliding windows against (not a Nexmark query)
-VARIANTS = ("q5t",)
+VARIANTS = ("q5t", "q7s")
 WINDOW_MS = 10_000
 SLIDE_MS = 2_000
 GAP_MS = 10_000
@@ -52,6 +54,7 @@ SCHEMAS = {
     "q5": "auction long, num long, starttime long, endtime long",
     "q5t": "auction long, num long, starttime long, endtime long",
     "q7": "starttime long, endtime long, auction long, bidder long, price long, date_time long",
+    "q7s": "starttime long, endtime long, auction long, bidder long, price long, date_time long",
     "q11": "bidder long, num long, starttime long, endtime long",
     "q12": "bidder long, num long, starttime long, endtime long",
 }
@@ -177,10 +180,11 @@ def tidemark_query(
             .window(tm.TumblingEventTimeWindows.of(SLIDE_MS))
             .process(HotItems(), SCHEMAS[query])
         )
-    if query == "q7":
-        return bids.window_all(tm.TumblingEventTimeWindows.of(WINDOW_MS)).aggregate(
-            HighestBid(), WindowHighest(), SCHEMAS["q7"]
-        )
+    if query in ("q7", "q7s"):
+        windows: Any = tm.TumblingEventTimeWindows.of(WINDOW_MS)
+        if query == "q7s":
+            windows = tm.SlidingEventTimeWindows.of(WINDOW_MS, SLIDE_MS)
+        return bids.window_all(windows).aggregate(HighestBid(), WindowHighest(), SCHEMAS[query])
     if query == "q11":
         assigner: Any = tm.EventTimeSessionWindows.with_gap(GAP_MS)
     elif query == "q12":
@@ -213,8 +217,9 @@ def spark_query(query: str, df: DataFrame, disorder_ms: int, replay: bool = Fals
     if query in ("q5", "q5t"):
         size = SLIDE_MS if query == "q5t" else WINDOW_MS
         return _q5_stream(events, size) if df.isStreaming else _q5_batch(events, size)
-    if query == "q7":
-        highest = events.groupBy(F.window("ts", f"{WINDOW_MS} milliseconds")).agg(
+    if query in ("q7", "q7s"):
+        slide = f"{SLIDE_MS if query == 'q7s' else WINDOW_MS} milliseconds"
+        highest = events.groupBy(F.window("ts", f"{WINDOW_MS} milliseconds", slide)).agg(
             F.max(F.struct("price", "auction", "bidder", "date_time")).alias("bid")
         )
         return highest.select(

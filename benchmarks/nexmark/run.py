@@ -235,7 +235,7 @@ def _until_done(handle: Any, query: str, rows: int) -> list[dict]:
 # ---------------------------------------------------------------------- the check
 
 # where a query's window end is in its rows (q12's windows follow the wall clock)
-END_COLUMN = {"q5": 3, "q5t": 3, "q7": 1, "q11": 3}
+END_COLUMN = {"q5": 3, "q5t": 3, "q7": 1, "q7s": 1, "q11": 3}
 
 
 def check_stream(spark: Any, root: Path, query: str, disorder_ms: int) -> str:
@@ -426,7 +426,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--queries",
         default=",".join(QUERIES),
-        help="q5,q7,q11,q12; also q5t (q5 in 2 s tumbling windows, to compare with q5)",
+        help="q5,q7,q11,q12; also q5t (q5 in 2 s tumbling windows, to compare with q5) "
+        "and q7s (q7 in 10 s windows sliding every 2 s)",
     )
     parser.add_argument(
         "--slice-incremental",
