@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 
 import tidemark as tm
-from tidemark._engine.create import create_window_operator
+from tidemark._engine.create import create_window_operator, partials_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.partials import Partial, partials_operator, slice_ms, stream_serves
+from tidemark._engine.partials import Partial, slice_ms, stream_serves
 from tidemark._engine.spec import OperatorSpec
 from tidemark.time import LONG_MAX
 

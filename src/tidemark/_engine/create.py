@@ -7,6 +7,7 @@ from typing import Any
 
 from tidemark._engine.aligned import AlignedWindowOperator
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.partials import partial_elements, stream_merge_spec
 from tidemark._engine.processing import (
     ProcessingTimeAlignedOperator,
     processing_time_aligned_serve,
@@ -69,3 +70,16 @@ def window_operator(
     """``create_window_operator(OperatorSpec(assigner, logic, **options))``: the operator
     for a pipeline given by its parts (tests, benchmarks, the docs' examples)."""
     return create_window_operator(OperatorSpec(assigner, logic, **options), tracer=tracer)
+
+
+def partials_operator(spec: OperatorSpec) -> WindowOperator:
+    """The operator merging a stream's partials of ``spec``
+    (:mod:`~tidemark._engine.partials`; a stream's key groups make one per call, bind
+    with :func:`functools.partial`): the operator chosen for
+    :func:`~tidemark._engine.partials.stream_merge_spec` (the fast paths too), a late
+    partial counting each of its elements as dropped, as the one-task path drops each
+    late element (a slice's windows are all late exactly when each of its elements is,
+    without allowed lateness). The spec has no late side output."""
+    operator = create_window_operator(stream_merge_spec(spec))
+    operator.late_weight = partial_elements
+    return operator

@@ -96,7 +96,7 @@ class WindowOperator:
     late_weight: Callable[[Any], int] | None = None
     """How many records a late element stands for, counted as dropped (None: one). A
     stream's partial stands for the elements folded into it
-    (:func:`tidemark._engine.partials.partials_operator`)."""
+    (:func:`tidemark._engine.create.partials_operator`)."""
 
     def __init__(self, spec: OperatorSpec, path: WindowPath | None = None, *, tracer: Any = None):
         self.spec = spec

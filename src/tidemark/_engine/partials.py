@@ -35,11 +35,12 @@ for tumbling windows and ``gcd(size, slide)`` of time for sliding ones
 (:func:`slice_ms`): every element of a slice lies in the same windows, so an element
 per window is not needed. Processing-time windows fold a key's elements of a
 micro-batch into one partial: they all meet the key's one processing time there. The
-operator of :func:`partials_operator` (the window's own assigner and fast path, its
-function merging partials) merges each partial into each window of its slice that is
-not late, or, when they all are, counts all its elements as dropped (each of them
-would have been). A window's stored contents are the user's accumulator (or reduced
-value) on both paths, so either reads the other's state.
+operator of :func:`~tidemark._engine.create.partials_operator` (the window's own
+assigner and fast path, its function merging partials: :func:`stream_merge_spec`)
+merges each partial into each window of its slice that is not late, or, when they all
+are, counts all its elements as dropped (each of them would have been). A window's
+stored contents are the user's accumulator (or reduced value) on both paths, so either
+reads the other's state.
 """
 
 from __future__ import annotations
@@ -48,7 +49,6 @@ from collections.abc import Callable, Collection, Iterable
 from math import gcd
 from typing import Any, NamedTuple
 
-from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import (
     AggregateLogic,
     ReduceLogic,
@@ -56,7 +56,6 @@ from tidemark._engine.functions import (
     declared_order_insensitive,
 )
 from tidemark._engine.merging import keeps_equal_windows
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import (
     DynamicEventTimeSessionWindows,
@@ -79,7 +78,7 @@ __all__ = [
     "PartialWindows",
     "MergingPartialWindows",
     "Partial",
-    "partials_operator",
+    "partial_elements",
 ]
 
 
@@ -209,7 +208,8 @@ class _MergePartials(AggregateFunction):
 class Partial(NamedTuple):
     """What a part of a stream holds for one key and slice (``start``, ``end``; 0, 0 in
     processing time): ``contents`` (the accumulator or reduced value) folded from
-    ``elements`` elements. Fed to the operator of :func:`partials_operator` as one
+    ``elements`` elements. Fed to the operator of
+    :func:`~tidemark._engine.create.partials_operator` as one
     element, at the earliest of its elements' timestamps."""
 
     start: int
@@ -218,20 +218,10 @@ class Partial(NamedTuple):
     elements: int
 
 
-def partials_operator(spec: OperatorSpec) -> WindowOperator:
-    """``() -> operator`` merging a stream's partials of ``spec`` (a stream's key groups
-    make one per call; bind with :func:`functools.partial`): the operator
-    :func:`~tidemark._engine.create.create_window_operator` picks for
-    :func:`stream_merge_spec` (the aligned fast paths too), a late :class:`Partial`
-    counting each of its elements as dropped, as the one-task path drops each late
-    element (a slice's windows are all late exactly when each of its elements is,
-    without allowed lateness). The spec has no late side output."""
-    operator = create_window_operator(stream_merge_spec(spec))
-    operator.late_weight = _elements
-    return operator
-
-
-def _elements(partial: Partial) -> int:
+def partial_elements(partial: Partial) -> int:
+    """How many records a late :class:`Partial` stands for: the elements folded into it
+    (the ``late_weight`` of the operator merging a stream's partials,
+    :func:`~tidemark._engine.create.partials_operator`)."""
     return partial.elements
 
 

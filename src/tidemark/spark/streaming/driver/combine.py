@@ -12,7 +12,7 @@ under their default trigger, no allowed lateness, no late side output),
 :func:`pre_aggregation` adds a stateless step before the key groups
 (:class:`~..worker.combine.PartitionCombiner`, one ``add`` per element in the scan
 tasks, one partial per key and slice), and the key groups merge each slice's partials
-into its windows (:func:`~tidemark._engine.partials.partials_operator`): the same
+into its windows (:func:`~tidemark._engine.create.partials_operator`): the same
 results, timestamps, figures and dropped counts as the one-task path, and the same
 stored state, so a restart may switch either way. For the window reading the stream
 itself (the first of a chain too, not a later one), in ``EventTime`` (or, for
@@ -36,7 +36,8 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from tidemark._engine.partials import partials_operator, stream_serves
+from tidemark._engine.create import partials_operator
+from tidemark._engine.partials import stream_serves
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.columns import PARTIAL
 from tidemark.spark.confs import STREAMING_PRE_AGGREGATE, STREAMING_PRE_AGGREGATE_KEYED

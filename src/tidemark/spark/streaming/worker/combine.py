@@ -7,10 +7,11 @@ key-group and lossless columns included). Per input partition of a micro-batch i
 the rows as a key group's call reads them (:class:`~.inputs.ColumnValues`: the same keys
 and Rows), folds each key's elements per slice (a tumbling window, or
 ``gcd(size, slide)`` of sliding windows: :func:`~tidemark._engine.partials.slice_ms`;
-processing-time windows: all of a key's elements) with the user's function (one ``add`` per element, in any order: the function is
-declared order-insensitive), and emits, once the partition ends, one row per key and
-slice: the columns of its key's first row (its key and key group), its ``__tm_ts`` the
-earliest of its elements' timestamps (null if none has one, in processing time) and its ``__tm_partial`` the pickled
+processing-time windows: all of a key's elements) with the user's function (one ``add``
+per element, in any order: the function is declared order-insensitive), and emits, once
+the partition ends, one row per key and slice: the columns of its key's first row (its
+key and key group), its ``__tm_ts`` the earliest of its elements' timestamps (null if
+none has one, in processing time) and its ``__tm_partial`` the pickled
 :class:`~tidemark._engine.partials.Partial`. A row whose timestamp the call must see as
 it is (null, outside what the windows hold, an end-of-input marker) passes untouched,
 ``__tm_partial`` null.

@@ -125,7 +125,7 @@ class ProcessorConfig:
         Where ``__tm_partial`` is in the processor's input, when the source's rows are
         combined per window before the shuffle (:mod:`.combine`): ``make_operator``
         then makes the operator that merges the partials
-        (:func:`~tidemark._engine.partials.partials_operator`). None: rows are elements.
+        (:func:`~tidemark._engine.create.partials_operator`). None: rows are elements.
     unpacking : Unpacking, optional
         The input's rows come packed per key group (:mod:`.packing`): how a call turns
         them back into pandas. None: Spark hands the rows as they are.
