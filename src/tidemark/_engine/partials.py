@@ -85,10 +85,7 @@ __all__ = [
 def serves(spec: OperatorSpec) -> bool:
     """Whether a BATCH run of ``spec`` (one key) may aggregate per part and merge, with
     the results of the one-task path (the conditions are in the module docstring)."""
-    logic = spec.logic
-    if logic.keeps_elements or not declared_order_insensitive(logic.function):
-        return False
-    if spec.evictor is not None or spec.trigger_is_dataflow or not spec.is_event_time:
+    if not _folds_declared(spec) or not spec.is_event_time:
         return False
     if not spec.window_trigger.fires_only_at_window_end():
         return False
@@ -104,6 +101,15 @@ def serves(spec: OperatorSpec) -> bool:
     return type(assigner) is DynamicEventTimeSessionWindows and keeps_equal_windows(assigner)
 
 
+def _folds_declared(spec: OperatorSpec) -> bool:
+    """What both splits ask of ``spec``: a function that folds (keeps no elements) and
+    is declared order-insensitive, no evictor, no Dataflow trigger."""
+    logic = spec.logic
+    if logic.keeps_elements or not declared_order_insensitive(logic.function):
+        return False
+    return spec.evictor is None and not spec.trigger_is_dataflow
+
+
 def stream_serves(spec: OperatorSpec) -> bool:
     """Whether a stream of ``spec`` may fold each micro-batch's elements per key and
     slice (:func:`slice_ms`) before its key groups, with the results, drops and state of
@@ -113,12 +119,7 @@ def stream_serves(spec: OperatorSpec) -> bool:
     and without a late side output (it needs the late elements one by one). Event time,
     or processing time: a key's elements of a micro-batch all meet one processing time,
     so they reach the same windows."""
-    logic = spec.logic
-    if logic.keeps_elements or not declared_order_insensitive(logic.function):
-        return False
-    if spec.evictor is not None or spec.trigger_is_dataflow:
-        return False
-    if spec.assigner.aligned_layout() is None:
+    if not _folds_declared(spec) or spec.assigner.aligned_layout() is None:
         return False
     if spec.allowed_lateness_ms != 0 or spec.late_data_tag is not None:
         return False
