@@ -25,7 +25,15 @@ micro-batch, as ``run.py`` streams them), these queries run in one process, alte
   partials of a window not yet late (``merge``), counts a late partial's bids as
   dropped, and fires a window once the watermark reaches its end. Checked against
   Spark's rows first. What tidemark's q7 could reach with the pre-pass, at most;
-* **tidemark**: the query in tidemark (``queries.tidemark_query``).
+* **floor-tws**, **floor-packed** (q11): the floor in ``transformWithStateInPandas``,
+  the operator of tidemark's default (deltas) state layout: the rows as PySpark hands
+  them, and packed per key group before the shuffle as tidemark packs them
+  (``spark/streaming/worker/packing.py``), each call unpacking them as tidemark's does.
+  q11's floors are q12's too (the same key and rows; q12's windows are processing time,
+  whose trigger keeps a query running, so it is not streamed here);
+* **tidemark**: the query in tidemark (``queries.tidemark_query``) in its default state
+  layout; **tidemark-row** (keyed queries) in the row layout
+  (``spark.tidemark.streaming.stateLayout=row``: ``applyInPandasWithState``).
 
 It prints each one's events/s and its ratio to Spark's, the median of the rounds and
 their range. A floor ratio near or under a target says what no Python window operator on
@@ -53,15 +61,24 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.state import GroupStateTimeout
 from pyspark.sql.streaming.stateful_processor import StatefulProcessor
+from pyspark.sql.types import BinaryType, StructField, StructType
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nexmark.generator import GeneratorConfig  # noqa: E402
 from nexmark.queries import SCHEMAS, HighestBid, spark_query, tidemark_query  # noqa: E402
 from nexmark.run import CountingSink, write_inputs  # noqa: E402
+from tidemark.spark.columns import KEY_GROUP  # noqa: E402
 from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.streaming.worker.packing import (  # noqa: E402
+    PACKED,
+    Unpacking,
+    pack_batches,
+    unpacked_frames,
+)
 
 KEYS = {"q5": "auction", "q7": None, "q11": "bidder"}
+LAYOUT = "spark.tidemark.streaming.stateLayout"
 OUTPUT = "group int, rows long"
 WINDOW_MS, SLIDE_MS = 10_000, 2_000
 LONG_MIN = -(2**63)
@@ -105,6 +122,15 @@ class FloorProcessor(StatefulProcessor):
 
     def close(self) -> None:
         pass
+
+
+class PackedFloorProcessor(FloorProcessor):
+    """The floor in ``transformWithStateInPandas`` on rows packed per key group, each
+    call unpacking them as tidemark's does (the ``floor-packed`` side)."""
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        unpacking = Unpacking(timezone="UTC", prefer_int_ext_dtype=False)
+        return super().handleInputRows(key, unpacked_frames(rows, unpacking), timerValues)
 
 
 HAND_FIRST = "auction long, starttime long, endtime long, num long"
@@ -241,12 +267,18 @@ def combined_query(stream: Any, disorder_ms: int) -> Any:
     )
 
 
-def floor_query(query: str, stream: Any, disorder_ms: int) -> Any:
+def floor_query(query: str, stream: Any, disorder_ms: int, side: str = "floor") -> Any:
     """The floor's streaming DataFrame for ``query`` (see the module docstring)."""
     key = KEYS[query]
     group = _group(key) if key else F.lit(0)
     grouped = _watermarked(stream, disorder_ms).withColumn("group", group).groupBy("group")
-    if query == "q5":
+    if side == "floor-packed":
+        rows = _watermarked(stream, disorder_ms).withColumn(KEY_GROUP, group)
+        schema = StructType([rows.schema[KEY_GROUP], StructField(PACKED, BinaryType(), False)])
+        packed = rows.mapInArrow(pack_batches, schema).groupBy(KEY_GROUP)
+        processor: Any = PackedFloorProcessor(key)
+        return packed.transformWithStateInPandas(processor, OUTPUT, "append", "EventTime")
+    if query == "q5" or side == "floor-tws":
         return grouped.transformWithStateInPandas(
             FloorProcessor(key), OUTPUT, "append", "EventTime"
         )
@@ -303,16 +335,22 @@ def run_once(
     trigger = {"availableNow": True}
     started = time.perf_counter()
     sink = sink or CountingSink()
-    if side == "tidemark":
+    if side.startswith("tidemark"):
+        spark.conf.set(LAYOUT, "row" if side == "tidemark-row" else "deltas")
         result = tidemark_query(query, stream, disorder_ms)
         handle = result.write_outputs({"main": sink}, checkpoint, trigger)
+        spark.conf.unset(LAYOUT)
     else:
         if side == "hand":
             frame = hand_query(stream, disorder_ms)
         elif side == "combined":
             frame = combined_query(stream, disorder_ms)
         else:
-            frame = (spark_query if side == "spark" else floor_query)(query, stream, disorder_ms)
+            frame = (
+                spark_query(query, stream, disorder_ms)
+                if side == "spark"
+                else floor_query(query, stream, disorder_ms, side)
+            )
         writer = frame.writeStream.outputMode("append")
         writer = writer.foreachBatch(sink).option("checkpointLocation", checkpoint)
         handle = writer.trigger(**trigger).start()
@@ -342,6 +380,8 @@ def main() -> None:
         if query == "q7":
             sides = ("spark", "floor", "combined", "tidemark")
             check_combined(spark, root, config.max_disorder_ms)
+        if query == "q11":
+            sides = ("spark", "floor", "floor-tws", "floor-packed", "tidemark", "tidemark-row")
         for side in sides:  # a warm-up of each
             run_once(side, query, spark, root, config.max_disorder_ms)
         seconds: dict[str, list[float]] = {side: [] for side in sides}

@@ -14,7 +14,8 @@ on by default, ``--one-task`` turns it off; q5's first window and q12 with
 ``--fold-keyed``, ``spark.tidemark.streaming.preAggregateKeyed``)
 is timed as both of its Python steps: the folding step over the micro-batch's frames
 (one input partition, as a micro-batch of one file is), then the key groups' calls on
-the partials it emits.
+the partials it emits. Python's garbage collector runs as in a Spark worker
+(:func:`tidemark.spark.worker_gc.fewer_gc_passes`).
 
 Usage::
 
@@ -141,8 +142,12 @@ def run(
     """CPU seconds of each micro-batch's folding step (0 where it has none) and of its
     key groups' calls."""
     from tidemark.spark.streaming.worker.groups import WindowGroups
+    from tidemark.spark.worker_gc import _set_once
 
     columns, config, folding = captured_processor(query, one_task, fold_keyed)
+    # the collector's setting in a Spark worker (worker_gc.fewer_gc_passes): without it
+    # the default collector walked every Row built here, doubling some calls' time
+    _set_once()
     bids = generate_bids(batch_rows * batches, GeneratorConfig())
     parts = [bids.iloc[i * batch_rows : (i + 1) * batch_rows] for i in range(batches)]
     if folding is None:
