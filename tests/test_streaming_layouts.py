@@ -1,7 +1,8 @@
 """State layouts in a real query: the deltas layout equals the engine, is recorded beside
 the checkpoint at the first start and kept by restarts; another layout on an existing
 checkpoint (or an old checkpoint, the row layout) is refused before the query starts.
-(``make test-deltas`` runs every streaming test through the deltas layout.)"""
+A ``window_all`` takes the row layout unless asked. (``make test`` runs every streaming
+test in the default layouts, ``make test-row`` through the row layout.)"""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import tidemark as tm
 from tidemark.errors import SessionSetupError, WindowSpecError
 from tidemark.spark.confs import STREAMING_PACK_INPUT as PACK_INPUT
 from tidemark.spark.preflight import ROCKSDB_PROVIDER, STATE_STORE_PROVIDER
+from tidemark.spark.streaming import END_OF_INPUT_MS
 from tidemark.spark.streaming.driver.checkpoint import (
     LAYOUT_CONF,
     check_checkpoint_groups,
@@ -143,9 +145,10 @@ def test_a_query_the_user_starts_needs_the_rocksdb_store_in_the_deltas_layout(
     spark.conf.set(STATE_STORE_PROVIDER, hdfs)
     try:
         asking(layout)
-        if layout is None:  # the default: deltas
+        if layout is None:  # the default: deltas, but the row layout for a window_all
             with pytest.raises(SessionSetupError, match=f"deltas.*{ROCKSDB_PROVIDER}"):
                 _user_query(spark, tmp_path).to_dataframe()
+            assert _all_query(spark, tmp_path).to_dataframe().isStreaming
         else:
             assert _user_query(spark, tmp_path).to_dataframe().isStreaming
     finally:
@@ -173,3 +176,56 @@ def test_a_restart_may_switch_the_packing_of_the_rows(spark, tmp_path, asking, f
     finally:
         spark.conf.unset(PACK_INPUT.name)
     assert summarize(after.outputs) == engine_reference(scenario)
+
+
+def _all_query(spark, directory):
+    """A ``window_all``: the highest ``n`` per 50 ms window."""
+    source = spark.readStream.schema("k string, n long, ts long").json(str(directory))
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(10)
+    stream = tm.from_dataframe(source, timestamp="ts", watermark_strategy=strategy)
+    return stream.window_all(tm.TumblingEventTimeWindows.of(50)).max("n")
+
+
+def _write_json(directory, name: str, rows: list[tuple[str, int, int]]) -> None:
+    directory.mkdir(exist_ok=True)
+    lines = (f'{{"k": "{k}", "n": {n}, "ts": {ts}}}' for k, n, ts in rows)
+    (directory / name).write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("asked", [None, "deltas"])
+def test_a_window_all_takes_the_row_layout_unless_asked(spark, tmp_path, asking, asked):
+    """A window_all's state is one key, written whole at every call in either layout:
+    a new query takes the row layout, whose operator needs no Python process on the
+    driver at its start and runs on any state store; asked, the deltas layout serves it
+    too. Either way a restart keeps the layout and the results are BATCH's."""
+    files = tmp_path / "in"
+    _write_json(files, "1.json", [("a", 3, 1010), ("b", 7, 1020), ("a", 5, 1060)])
+    _write_json(files, "2.json", [("b", 2, 1070), ("a", 9, 1130), ("b", 1, 1040)])  # late
+    outputs: list[tuple] = []
+
+    def run() -> list[str]:
+        query = _all_query(spark, files).write_outputs(
+            {"main": lambda df, b: outputs.extend(tuple(r) for r in df.collect())},
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+        query.awaitTermination(300)
+        return [op["operatorName"] for p in query.recentProgress for op in p["stateOperators"]]
+
+    asking(asked)
+    first = run()
+    layout = asked or "row"
+    assert stored_layout(spark, str(tmp_path / "checkpoint")) == layout
+    asking(None)  # a restart keeps the recorded layout
+    _write_json(files, "3.json", [("a", 4, 1140)])
+    _write_json(files, "4.json", [("c", 0, END_OF_INPUT_MS)])  # ends the input
+    operators = set(first + run())
+    tws = "transformWithStateInPandasExec"
+    assert operators == ({tws} if layout == "deltas" else {"applyInPandasWithState"})
+    assert stored_layout(spark, str(tmp_path / "checkpoint")) == layout
+    paths = [str(files / f"{n}.json") for n in (1, 2, 3)]
+    bounded = spark.read.schema("k string, n long, ts long").json(paths)
+    batch = tm.from_dataframe(bounded, timestamp="ts").window_all(
+        tm.TumblingEventTimeWindows.of(50)
+    )
+    assert sorted(outputs) == sorted(tuple(r) for r in batch.max("n").to_dataframe().collect())

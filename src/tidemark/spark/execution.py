@@ -140,7 +140,11 @@ def _run(op: WindowOp, spark: Any) -> Any:
         window = streaming_window(op)
         chained = window.depth > 1 or window.feeds_downstream  # always in TWS
         if chained or window.state_layout.name == DELTAS:
-            why = "a chain of windows" if chained else "the deltas state layout (the default)"
+            why = (
+                "a chain of windows"
+                if chained
+                else "the deltas state layout (the default for keyed windows)"
+            )
             check_state_store(spark, why)
         return observed_chain(window.frame, window.depth)
     frame = element_frame(op.upstream, spark)

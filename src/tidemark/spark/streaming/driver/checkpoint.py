@@ -90,6 +90,10 @@ DEFAULT_LAYOUT = DELTAS
 """The layout of a new checkpoint when the session asks for none: the one whose cost
 follows the keys a micro-batch touches (a checkpoint without a layout record, written
 before layouts were, stays in the row layout)."""
+ONE_KEY_LAYOUT = ROW
+"""The same for a window of one key (a ``window_all``): its key is its whole state,
+written whole at every call in either layout, and the row layout's operator starts
+without a Python process on the driver and runs on any state store."""
 
 Pipeline = tuple[dict[str, str], ...]
 """One description per window of a query (a chain's in order), see :func:`describe_window`."""
@@ -194,10 +198,11 @@ def stored_layout(spark: Any, checkpoint: str) -> str | None:
     return None if stored_groups(spark, checkpoint) is None else ROW
 
 
-def state_layout(spark: Any, checkpoint: str | None) -> StateLayout:
+def state_layout(spark: Any, checkpoint: str | None, one_key: bool = False) -> StateLayout:
     """The state layout of a query about to start on ``checkpoint``: the checkpoint's,
-    else the session's :data:`LAYOUT_CONF`, else :data:`DEFAULT_LAYOUT`; with the
-    session's cache and compaction settings.
+    else the session's :data:`LAYOUT_CONF`, else :data:`DEFAULT_LAYOUT`
+    (:data:`ONE_KEY_LAYOUT` for a window of ``one_key``); with the session's cache and
+    compaction settings.
 
     Raises
     ------
@@ -212,7 +217,7 @@ def state_layout(spark: Any, checkpoint: str | None) -> StateLayout:
     if asked and stored and asked != stored:
         raise _layout_changed(checkpoint, stored, f"{LAYOUT_CONF}={asked!r}")
     return StateLayout(
-        stored or asked or DEFAULT_LAYOUT,
+        stored or asked or (ONE_KEY_LAYOUT if one_key else DEFAULT_LAYOUT),
         StateLayout.cache_keys if cache_keys is None else cache_keys,
         StateLayout.compact_bytes if compact_bytes is None else compact_bytes,
     )

@@ -45,6 +45,7 @@ from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark.columns import (
+    ALL_KEY,
     KEY_GROUP,
     TS,
     WATERMARK_MARK,
@@ -252,7 +253,7 @@ def window_stream(
     if upstream is not None:
         layout = upstream.state_layout
     else:
-        layout = state_layout(source.sparkSession, checkpoint)
+        layout = state_layout(source.sparkSession, checkpoint, key_columns == [ALL_KEY])
     input_names = _input_names(key_columns, value_columns)
     chained = None
     if upstream is None:
