@@ -61,7 +61,6 @@ from tidemark.spark.preflight import check_state_store, ensure_workers_import_ti
 from tidemark.spark.streaming.driver.from_plan import run_streaming_window
 from tidemark.spark.streaming.driver.query import StreamingWindow
 from tidemark.spark.streaming.driver.sinks import observed_chain
-from tidemark.spark.streaming.worker.deltas import DELTAS
 
 __all__ = [
     "ExecutionMode",
@@ -138,11 +137,10 @@ def _run(op: WindowOp, spark: Any) -> Any:
     mode = mode_of(op, spark)
     if mode is ExecutionMode.STREAMING:  # observed: a query on it reports the figures
         window = streaming_window(op)
-        chained = window.depth > 1 or window.feeds_downstream  # always in TWS
-        if chained or window.state_layout.name == DELTAS:
+        if window.in_transform_with_state:
             why = (
                 "a chain of windows"
-                if chained
+                if window.chained
                 else "the deltas state layout (the default for keyed windows)"
             )
             check_state_store(spark, why)

@@ -141,6 +141,23 @@ class StreamingWindow:
     spark_offset_ms: int = 0
     state_layout: StateLayout = StateLayout()
 
+    @property
+    def chained(self) -> bool:
+        """Whether it is a window of a chain (after an earlier one, or before a later)."""
+        return self.depth > 1 or self.feeds_downstream
+
+    @property
+    def in_transform_with_state(self) -> bool:
+        """Whether its key groups run in ``transformWithStateInPandas``
+        (:func:`runs_in_transform_with_state`)."""
+        return runs_in_transform_with_state(self.chained, self.state_layout)
+
+
+def runs_in_transform_with_state(chained: bool, layout: StateLayout) -> bool:
+    """Whether a window's key groups run in ``transformWithStateInPandas``: a window of a
+    chain, or one in the deltas layout; else in ``applyInPandasWithState``."""
+    return chained or layout.name == DELTAS
+
 
 def window_stream(
     df: DataFrame | StreamingWindow,
@@ -488,7 +505,7 @@ def key_group_operator(
     metadata (``watermark_delay``, ms) instead: Spark's watermark is unchanged, and no
     row is behind a null, so Spark drops none."""
     chained = config.upstream is not None or config.feeds_downstream
-    if chained or config.state_layout.name == DELTAS:
+    if runs_in_transform_with_state(chained, config.state_layout):
         packed, config = packed_input(prepared, config)
         processor = WindowStatefulProcessor(config)
         spark_time_mode = config.spark_time_mode().value
