@@ -68,6 +68,24 @@ def test_an_interruption_is_sent_as_one_line_spark_reads_as_a_stop(spark):
     assert stop_signal(signal) is None  # already one line
 
 
+def test_an_interruption_anywhere_in_the_java_trace_is_a_stop(spark):
+    """Spark reads an interruption named anywhere in the error's text as a stop (its
+    check searches the whole trace): one deep among the causes, or only suppressed, is
+    a stop here too, else the long text goes to Spark and its check overflows."""
+    jvm = spark._jvm
+    deep = jvm.java.lang.InterruptedException("deep")
+    for n in range(12):
+        deep = jvm.org.apache.spark.SparkException(f"level {n}", deep)
+    assert "InterruptedException" in str(stop_signal(_java_error(spark, deep)))
+    suppressing = jvm.org.apache.spark.SparkException("Job aborted.")
+    suppressing.addSuppressed(jvm.java.nio.channels.ClosedByInterruptException())
+    signal = stop_signal(_java_error(spark, suppressing))
+    assert "ClosedByInterruptException" in str(signal)
+    assert _spark_reads_as_stop(spark, _sent(signal))
+    failed = jvm.org.apache.spark.SparkException("level 0", jvm.java.lang.IllegalStateException())
+    assert stop_signal(_java_error(spark, failed)) is None
+
+
 def test_any_other_error_is_raised_as_it_was(spark):
     jvm = spark._jvm
     failed = _java_error(spark, jvm.java.lang.IllegalStateException("no such table"))

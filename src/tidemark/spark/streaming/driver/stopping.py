@@ -52,18 +52,23 @@ class _StopSignal(Py4JJavaError):
 
 def stop_signal(error: BaseException) -> Py4JJavaError | None:
     """``error`` as a short ``Py4JJavaError`` naming the interruption, when it is a
-    micro-batch's Spark job interrupted or cancelled (a query being stopped); else None.
-    """
+    micro-batch's Spark job interrupted or cancelled (a query being stopped): one of its
+    Java exception's first causes is, or (as Spark's check reads the text) its trace
+    names an interruption anywhere, deeper or suppressed. Else None."""
     if not isinstance(error, Py4JJavaError) or isinstance(error, _StopSignal):
         return None
     try:
         lines = _java_lines(error.java_exception)
+        for line in lines:
+            if line.startswith(INTERRUPTIONS) or _cancelled_job(line):
+                return _StopSignal(error.errmsg, error.java_exception, line)
+        # Spark's check finds an interruption named anywhere in the text: deeper among
+        # the causes, or suppressed
+        trace = str(error)
     except Exception:  # the JVM is gone: nothing to read, raise the error as it was
         return None
-    for line in lines:
-        if line.startswith(INTERRUPTIONS) or _cancelled_job(line):
-            return _StopSignal(error.errmsg, error.java_exception, line)
-    return None
+    named = [name for name in INTERRUPTIONS if name in trace]
+    return _StopSignal(error.errmsg, error.java_exception, named[0]) if named else None
 
 
 def _java_lines(throwable: Any) -> list[str]:
