@@ -123,7 +123,9 @@ def test_a_stop_during_a_micro_batch_stops_the_query_as_spark_stops_any(spark, t
         query.stop()
     assert query.exception() is None
     raised = query._batch_failure()  # what the query's foreachBatch function raised
-    assert isinstance(raised, Py4JJavaError) and stop_signal(raised.__context__) is not None
+    assert isinstance(raised, Py4JJavaError)
+    # what the sink raised, whole where it was not read as a stop (met once under load)
+    assert stop_signal(raised.__context__) is not None, str(raised)[:4000]
     assert _spark_reads_as_stop(spark, _sent(raised))
     with pytest.raises(Py4JJavaError, match="StackOverflowError"):
         _spark_reads_as_stop(spark, _sent(raised.__context__))  # the error as the sink raised it
