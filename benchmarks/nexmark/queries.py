@@ -14,6 +14,9 @@ Every query returns the same columns in both, event times as long ms:
   windows every 2 s (the same second window), to see what the sliding windows cost;
 - **q7s**, not a Nexmark query: q7 in 10 s windows sliding every 2 s (each bid in five
   windows), to see a sliding ``window_all`` folded per 2 s slice before the shuffle;
+- **q7p**, not a Nexmark query: q7 in 10 s processing-time tumbling windows (as q12
+  windows), to see a processing-time ``window_all`` (folded before the shuffle: a
+  micro-batch's bids all meet one processing time);
 - **q7** highest bid per 10 s tumbling window: ``starttime, endtime, auction, bidder,
   price, date_time``, the bid with the highest ``(price, auction, bidder, date_time)``
   (Nexmark's SQL returns every bid at the highest price; ordering the whole tuple keeps
@@ -39,12 +42,22 @@ from pyspark.sql import functions as F
 
 import tidemark as tm
 
-__all__ = ["QUERIES", "VARIANTS", "tidemark_query", "spark_query", "Q5_FIRST_SCHEMA"]
+__all__ = [
+    "QUERIES",
+    "VARIANTS",
+    "PROCESSING_TIME",
+    "WINDOW_MS",
+    "tidemark_query",
+    "spark_query",
+    "Q5_FIRST_SCHEMA",
+]
 
 QUERIES = ("q5", "q7", "q11", "q12")
 # q5 with 2 s tumbling windows instead of 10 s / 2 s sliding ones: what issue 20 measures
 # q5's sliding windows against (not a Nexmark query)
-VARIANTS = ("q5t", "q7s")
+VARIANTS = ("q5t", "q7s", "q7p")
+# the queries windowing processing time (the wall clock, or a replay's arrival time)
+PROCESSING_TIME = ("q12", "q7p")
 WINDOW_MS = 10_000
 SLIDE_MS = 2_000
 GAP_MS = 10_000
@@ -55,6 +68,7 @@ SCHEMAS = {
     "q5t": "auction long, num long, starttime long, endtime long",
     "q7": "starttime long, endtime long, auction long, bidder long, price long, date_time long",
     "q7s": "starttime long, endtime long, auction long, bidder long, price long, date_time long",
+    "q7p": "starttime long, endtime long, auction long, bidder long, price long, date_time long",
     "q11": "bidder long, num long, starttime long, endtime long",
     "q12": "bidder long, num long, starttime long, endtime long",
 }
@@ -150,7 +164,7 @@ def tidemark_source(df: DataFrame, disorder_ms: int, replay: bool, query: str) -
     replay_options: dict[str, Any] = {}
     if replay:
         replay_options["order_by"] = "seq"
-        if query == "q12":
+        if query in PROCESSING_TIME:
             replay_options["processing_time"] = "p_time"
     return tm.from_dataframe(
         df,
@@ -180,10 +194,12 @@ def tidemark_query(
             .window(tm.TumblingEventTimeWindows.of(SLIDE_MS))
             .process(HotItems(), SCHEMAS[query])
         )
-    if query in ("q7", "q7s"):
+    if query in ("q7", "q7s", "q7p"):
         windows: Any = tm.TumblingEventTimeWindows.of(WINDOW_MS)
         if query == "q7s":
             windows = tm.SlidingEventTimeWindows.of(WINDOW_MS, SLIDE_MS)
+        if query == "q7p":
+            windows = tm.TumblingProcessingTimeWindows.of(WINDOW_MS)
         return bids.window_all(windows).aggregate(HighestBid(), WindowHighest(), SCHEMAS[query])
     if query == "q11":
         assigner: Any = tm.EventTimeSessionWindows.with_gap(GAP_MS)
@@ -212,27 +228,33 @@ def _events(df: DataFrame, disorder_ms: int, event_time: bool) -> DataFrame:
 
 def spark_query(query: str, df: DataFrame, disorder_ms: int, replay: bool = False) -> DataFrame:
     """The query in Spark's own SQL, on a bounded or a streaming DataFrame (``replay``:
-    q12 windows the arrival time ``p_time``; the others equal BATCH)."""
-    events = _events(df, disorder_ms, event_time=query != "q12")
+    q12 and q7p window the arrival time ``p_time``; the others equal BATCH)."""
+    events = _events(df, disorder_ms, event_time=query not in PROCESSING_TIME)
     if query in ("q5", "q5t"):
         size = SLIDE_MS if query == "q5t" else WINDOW_MS
         return _q5_stream(events, size) if df.isStreaming else _q5_batch(events, size)
+    if query == "q7p":
+        windows = _processing_time(events, replay)
+        return _highest(windows.groupBy("window"))
     if query in ("q7", "q7s"):
         slide = f"{SLIDE_MS if query == 'q7s' else WINDOW_MS} milliseconds"
-        highest = events.groupBy(F.window("ts", f"{WINDOW_MS} milliseconds", slide)).agg(
-            F.max(F.struct("price", "auction", "bidder", "date_time")).alias("bid")
-        )
-        return highest.select(
-            _ms("window.start").alias("starttime"),
-            _ms("window.end").alias("endtime"),
-            *(F.col(f"bid.{c}").alias(c) for c in ("auction", "bidder", "price", "date_time")),
-        )
+        return _highest(events.groupBy(F.window("ts", f"{WINDOW_MS} milliseconds", slide)))
     if query == "q11":
         window = F.session_window("ts", f"{GAP_MS} milliseconds")
         return _counts(events.groupBy("bidder", window.alias("window")))
     if query == "q12":
         return _counts(_processing_time(events, replay).groupBy("bidder", "window"))
     raise ValueError(f"`query` must be one of {QUERIES}; got {query!r}")
+
+
+def _highest(grouped: Any) -> DataFrame:
+    """q7's row per window: the bid with the highest ``(price, auction, bidder, date_time)``."""
+    highest = grouped.agg(F.max(F.struct("price", "auction", "bidder", "date_time")).alias("bid"))
+    return highest.select(
+        _ms("window.start").alias("starttime"),
+        _ms("window.end").alias("endtime"),
+        *(F.col(f"bid.{c}").alias(c) for c in ("auction", "bidder", "price", "date_time")),
+    )
 
 
 def _counts(grouped: Any) -> DataFrame:

@@ -7,13 +7,13 @@ Each query runs in the modes that apply (``--modes``):
 * ``batch``: a bounded DataFrame of the bids (parquet, cached), tidemark with no
   ``order_by`` (Flink's BATCH) against Spark's batch query; both written to the
   ``noop`` sink;
-* ``replay``: tidemark with ``order_by="seq"`` (the arrival order; q12's processing
+* ``replay``: tidemark with ``order_by="seq"`` (the arrival order; q12's and q7p's processing
   time is the arrival time ``p_time``) against the same Spark batch query (Spark has no
   replay: its batch query is what a replay computes when nothing is late);
 * ``stream``: a file stream of parquet files of ``--batch-rows`` bids each, read one
   per micro-batch (``maxFilesPerTrigger=1``): tidemark's streaming query against Spark's
   Structured Streaming query (append mode, ``withWatermark``), both writing to a
-  ``foreachBatch`` sink that counts rows; ``availableNow`` (q12, on processing time:
+  ``foreachBatch`` sink that counts rows; ``availableNow`` (q12 and q7p, on processing time:
   a 500 ms ``processingTime`` trigger, stopped once all files are read). Neither query
   gets an end-of-input marker: both leave their last windows open. Events/s count the
   query's whole wall time (start-up included); the latency is the median
@@ -64,7 +64,14 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 import pyarrow.parquet as pq  # noqa: E402
 
 from nexmark.generator import GeneratorConfig, generate_bids  # noqa: E402
-from nexmark.queries import QUERIES, VARIANTS, spark_query, tidemark_query  # noqa: E402
+from nexmark.queries import (  # noqa: E402
+    PROCESSING_TIME,
+    QUERIES,
+    VARIANTS,
+    WINDOW_MS,
+    spark_query,
+    tidemark_query,
+)
 
 MODES = ("batch", "replay", "stream")
 FLINK_PER_CORE = {"q5": 22_100, "q7": 12_300, "q11": 39_700, "q12": 75_700}
@@ -79,7 +86,8 @@ FULL = {"events": 200_000, "batch_rows": 20_000}
 QUICK = {"events": 40_000, "batch_rows": 10_000}
 # issue 31, target 5: streaming at 100,000 bids a micro-batch
 STREAM_100K = {"events": 1_000_000, "batch_rows": 100_000}
-STREAM_TRIGGER_Q12 = {"processingTime": "500 milliseconds"}
+# the trigger of a stream windowing processing time (q12, q7p); the others: availableNow
+PROCESSING_TIME_TRIGGER = {"processingTime": "500 milliseconds"}
 
 
 @dataclass
@@ -152,8 +160,16 @@ def run_bounded(side: str, query: str, df: Any, disorder_ms: int, replay: bool) 
 
 
 def run_stream(
-    side: str, query: str, spark: Any, root: Path, disorder_ms: int, sink: Any = None
+    side: str,
+    query: str,
+    spark: Any,
+    root: Path,
+    disorder_ms: int,
+    sink: Any = None,
+    settle_s: float = 0.0,
 ) -> Timing:
+    """One streaming run; a processing-time query runs ``settle_s`` on after its last row
+    (its last window closes on the clock: :func:`_check_highest`)."""
     sink = CountingSink() if sink is None else sink
     source = (
         spark.readStream.schema(spark.read.parquet(str(root / "bids")).schema)
@@ -161,7 +177,7 @@ def run_stream(
         .parquet(str(root / "stream"))
     )
     checkpoint = tempfile.mkdtemp(prefix=f"ck-{side}-{query}-", dir=root)
-    trigger = STREAM_TRIGGER_Q12 if query == "q12" else {"availableNow": True}
+    trigger = PROCESSING_TIME_TRIGGER if query in PROCESSING_TIME else {"availableNow": True}
     started = time.perf_counter()
     if side == "spark":
         writer = spark_query(query, source, disorder_ms).writeStream.outputMode("append")
@@ -170,7 +186,7 @@ def run_stream(
     else:
         result = tidemark_query(query, source, disorder_ms)
         handle = result.write_outputs({"main": sink}, checkpoint, trigger)
-    with_rows = _until_done(handle, query, rows=_stream_rows(root))
+    with_rows = _until_done(handle, query, _stream_rows(root), settle_s)
     seconds = time.perf_counter() - started
     latencies = [p["durationMs"]["triggerExecution"] for p in with_rows]
     state_bytes, state_rows = _state_held(handle.recentProgress)
@@ -213,13 +229,13 @@ def _stream_rows(root: Path) -> int:
     return sum(pq.ParquetFile(f).metadata.num_rows for f in (root / "stream").glob("*.parquet"))
 
 
-def _until_done(handle: Any, query: str, rows: int) -> list[dict]:
+def _until_done(handle: Any, query: str, rows: int, settle_s: float = 0.0) -> list[dict]:
     """The progress of the micro-batches that had rows, once the query has read ``rows``.
 
-    An ``availableNow`` query ends by itself; a processing-time one (q12) runs on: it is
-    stopped once its micro-batches have read every row (tidemark's never idles, so
+    An ``availableNow`` query ends by itself; a processing-time one (q12, q7p) runs on: it
+    is stopped once its micro-batches have read every row (tidemark's never idles, so
     ``processAllAvailable`` would not return)."""
-    if query != "q12":
+    if query not in PROCESSING_TIME:
         handle.awaitTermination()
         return [p for p in handle.recentProgress if p["numInputRows"] > 0]
     seen: dict[int, dict] = {}
@@ -228,26 +244,32 @@ def _until_done(handle: Any, query: str, rows: int) -> list[dict]:
             raise handle.exception()
         time.sleep(0.1)
         seen.update((p["batchId"], p) for p in handle.recentProgress if p["numInputRows"])
+    time.sleep(settle_s)
     handle.stop()
     return list(seen.values())
 
 
 # ---------------------------------------------------------------------- the check
 
-# where a query's window end is in its rows (q12's windows follow the wall clock)
+# where a query's window end is in its rows (q12's and q7p's windows follow the wall clock)
 END_COLUMN = {"q5": 3, "q5t": 3, "q7": 1, "q7s": 1, "q11": 3}
 
 
 def check_stream(spark: Any, root: Path, query: str, disorder_ms: int) -> str:
     """Stream ``query`` once on each side, keeping the rows, and fail unless tidemark's
     are Spark's for every window both emitted (Spark's q5 emits a window one watermark
-    step later: a stream's last windows may be emitted by one side only). q12 windows
-    processing time, the wall clock of each run: its windows cannot compare, so its
-    counts are checked per bidder, at most the bidder's bids."""
+    step later: a stream's last windows may be emitted by one side only). q12 and q7p
+    window processing time, the wall clock of each run: their windows cannot compare, so
+    q12's counts are checked per bidder, at most the bidder's bids, and q7p's rows are
+    checked to be bids of the input, one per 10 s window."""
     sinks = {side: CollectingSink() for side in ("spark", "tidemark")}
     for side, sink in sinks.items():
-        run_stream(side, query, spark, root, disorder_ms, sink)
+        # tidemark's q7p fires its last window on the clock; Spark's, on a later row's time
+        settle_s = WINDOW_MS / 1000 + 2 if query == "q7p" and side == "tidemark" else 0.0
+        run_stream(side, query, spark, root, disorder_ms, sink, settle_s)
     ours, theirs = (sorted(sinks[side].rows) for side in ("tidemark", "spark"))
+    if query == "q7p":
+        return _check_highest(spark, root, query, ours, theirs)
     if query not in END_COLUMN:
         return _check_counts(spark, root, query, ours, theirs)
     if not ours and not theirs:
@@ -282,6 +304,29 @@ def _check_counts(
     return (
         f"{query} stream: counts within each bidder's bids ({len(ours):,} / {len(theirs):,} rows)"
     )
+
+
+def _check_highest(
+    spark: Any, root: Path, query: str, ours: list[tuple[Any, ...]], theirs: list[tuple[Any, ...]]
+) -> str:
+    """q7p: each side's rows are bids of the input, one per window of 10 s; tidemark's
+    windows, all closed (:func:`check_stream` let its clock pass the last), hold the
+    highest bid of all (Spark's last window stays open: its watermark follows the rows)."""
+    bids = spark.read.parquet(str(root / "bids")).select("auction", "bidder", "price", "date_time")
+    highest = tuple(bids.selectExpr("max(struct(price, auction, bidder, date_time))").first()[0])
+    if not ours or max(tuple(r[4:5] + r[2:4] + r[5:6]) for r in ours) != highest:
+        raise SystemExit(f"{query} stream: tidemark's windows miss the highest bid {highest}")
+    for side, rows in (("tidemark", ours), ("Spark", theirs)):
+        starts = [start for start, *_ in rows]
+        if len(set(starts)) != len(starts) or any(e - s != WINDOW_MS for s, e, *_ in rows):
+            raise SystemExit(f"{query} stream: {side}'s windows are not one row per 10 s: {rows}")
+        if not rows:
+            continue
+        emitted = spark.createDataFrame([r[2:] for r in rows], bids.schema)
+        unknown = emitted.join(bids, list(bids.columns), "left_anti").collect()
+        if unknown:
+            raise SystemExit(f"{query} stream: {side} emitted bids not in the input: {unknown[:3]}")
+    return f"{query} stream: rows are input bids, one per window ({len(ours)} / {len(theirs)} rows)"
 
 
 # ---------------------------------------------------------------------- the table
@@ -426,7 +471,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--queries",
         default=",".join(QUERIES),
-        help="q5,q7,q11,q12; also q5t (q5 in 2 s tumbling windows, to compare with q5) "
+        help="q5,q7,q11,q12; also q5t (q5 in 2 s tumbling windows, to compare with q5), "
+        "q7p (q7 in processing-time windows) "
         "and q7s (q7 in 10 s windows sliding every 2 s)",
     )
     parser.add_argument(
