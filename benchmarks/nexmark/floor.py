@@ -31,6 +31,12 @@ micro-batch, as ``run.py`` streams them), these queries run in one process, alte
   (``spark/streaming/worker/packing.py``), each call unpacking them as tidemark's does.
   q11's floors are q12's too (the same key and rows; q12's windows are processing time,
   whose trigger keeps a query running, so it is not streamed here);
+* **floor-rows** (q11): floor-packed doing also what the DataStream contract asks of any
+  implementation per element, and nothing of a window: a ``Row`` per bid (tidemark's
+  own Row type, built as tidemark builds it) handed to q11's own ``CountBids.add``, one
+  accumulator per key in a dict. What tidemark's default layout could reach if its
+  windows, state and timers cost nothing; **floor-rows-apply** the same in
+  ``applyInPandasWithState`` (the row layout's operator);
 * **tidemark**: the query in tidemark (``queries.tidemark_query``) in its default state
   layout (the deltas layout; a ``window_all``'s, q7's, the row layout); **tidemark-row**
   (q11) in the row layout
@@ -55,6 +61,7 @@ import tempfile
 import time
 from collections import Counter, namedtuple
 from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -67,8 +74,15 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from nexmark.generator import GeneratorConfig  # noqa: E402
-from nexmark.queries import SCHEMAS, HighestBid, spark_query, tidemark_query  # noqa: E402
+from nexmark.queries import (  # noqa: E402
+    SCHEMAS,
+    CountBids,
+    HighestBid,
+    spark_query,
+    tidemark_query,
+)
 from nexmark.run import CountingSink, write_inputs  # noqa: E402
+from tidemark.spark.codec import row_type_of  # noqa: E402
 from tidemark.spark.columns import KEY_GROUP  # noqa: E402
 from tidemark.spark.session import get_spark  # noqa: E402
 from tidemark.spark.streaming.worker.packing import (  # noqa: E402
@@ -94,11 +108,12 @@ def count_rows(frames: Iterator[pd.DataFrame], key: str | None) -> int:
     return sum(counts.values())
 
 
-def floor_function(key: str | None) -> Any:
-    """The ``applyInPandasWithState`` function of the floor."""
+def floor_function(key: str | None, read: Any = count_rows) -> Any:
+    """The ``applyInPandasWithState`` function of the floor, reading each call's rows
+    with ``read`` (:func:`count_rows`, or :func:`add_rows` for ``floor-rows-apply``)."""
 
     def call(group: tuple[Any, ...], frames: Iterator[pd.DataFrame], state: Any) -> Any:
-        rows = count_rows(frames, key) + (state.get[0] if state.exists else 0)
+        rows = read(frames, key) + (state.get[0] if state.exists else 0)
         state.update((rows,))
         state.setTimeoutTimestamp(max(state.getCurrentWatermarkMs(), 0) + 3_600_000)
         yield pd.DataFrame({"group": [group[0]], "rows": [rows]})
@@ -132,6 +147,36 @@ class PackedFloorProcessor(FloorProcessor):
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
         unpacking = Unpacking(timezone="UTC", prefer_int_ext_dtype=False)
         return super().handleInputRows(key, unpacked_frames(rows, unpacking), timerValues)
+
+
+class ContractFloorProcessor(PackedFloorProcessor):
+    """floor-packed with a Row per bid handed to the query's ``add`` (``floor-rows``)."""
+
+    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
+        unpacking = Unpacking(timezone="UTC", prefer_int_ext_dtype=False)
+        seen = self._rows.get()
+        total = add_rows(unpacked_frames(rows, unpacking), self._key) + (seen[0] if seen else 0)
+        self._rows.update((total,))
+        yield pd.DataFrame({"group": [key[0]], "rows": [total]})
+
+
+def add_rows(frames: Iterator[pd.DataFrame], key: str | None) -> int:
+    """Each bid as a Row (tidemark's Row type of the bid's columns, built as tidemark
+    builds it) into ``CountBids.add``, one accumulator per key: the bids counted."""
+    function = CountBids()
+    accumulators: dict[Any, Any] = {}
+    for pdf in frames:
+        names = tuple(c for c in pdf.columns if not c.startswith("__") and c != "ts")
+        row_type = row_type_of(names)
+        columns = [pdf[c].tolist() for c in names]
+        at = names.index(key) if key else None
+        for row in map(tuple.__new__, repeat(row_type), zip(*columns)):
+            k = None if at is None else row[at]
+            accumulator = accumulators.get(k)
+            if accumulator is None:
+                accumulator = function.create_accumulator()
+            accumulators[k] = function.add(row, accumulator)
+    return sum(accumulators.values())
 
 
 HAND_FIRST = "auction long, starttime long, endtime long, num long"
@@ -273,18 +318,21 @@ def floor_query(query: str, stream: Any, disorder_ms: int, side: str = "floor") 
     key = KEYS[query]
     group = _group(key) if key else F.lit(0)
     grouped = _watermarked(stream, disorder_ms).withColumn("group", group).groupBy("group")
-    if side == "floor-packed":
+    if side in ("floor-packed", "floor-rows"):
         rows = _watermarked(stream, disorder_ms).withColumn(KEY_GROUP, group)
         schema = StructType([rows.schema[KEY_GROUP], StructField(PACKED, BinaryType(), False)])
         packed = rows.mapInArrow(pack_batches, schema).groupBy(KEY_GROUP)
         processor: Any = PackedFloorProcessor(key)
+        if side == "floor-rows":
+            processor = ContractFloorProcessor(key)
         return packed.transformWithStateInPandas(processor, OUTPUT, "append", "EventTime")
     if query == "q5" or side == "floor-tws":
         return grouped.transformWithStateInPandas(
             FloorProcessor(key), OUTPUT, "append", "EventTime"
         )
+    read = add_rows if side == "floor-rows-apply" else count_rows
     return grouped.applyInPandasWithState(
-        floor_function(key), OUTPUT, "rows long", "append", GroupStateTimeout.EventTimeTimeout
+        floor_function(key, read), OUTPUT, "rows long", "append", GroupStateTimeout.EventTimeTimeout
     )
 
 
@@ -383,7 +431,16 @@ def main() -> None:
             sides = ("spark", "floor", "combined", "tidemark")
             check_combined(spark, root, config.max_disorder_ms)
         if query == "q11":
-            sides = ("spark", "floor", "floor-tws", "floor-packed", "tidemark", "tidemark-row")
+            sides = (
+                "spark",
+                "floor",
+                "floor-tws",
+                "floor-packed",
+                "floor-rows",
+                "floor-rows-apply",
+                "tidemark",
+                "tidemark-row",
+            )
         for side in sides:  # a warm-up of each
             run_once(side, query, spark, root, config.max_disorder_ms)
         seconds: dict[str, list[float]] = {side: [] for side in sides}
