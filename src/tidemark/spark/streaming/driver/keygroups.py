@@ -106,10 +106,11 @@ def session_max_parallelism(spark: Any) -> int:
     """The key groups of a new streaming query on ``spark``: :data:`MAX_PARALLELISM_CONF`,
     else :data:`GROUPS_PER_PARTITION` per state partition (:func:`session_state_partitions`).
 
-    A call per group and micro-batch costs little (the group's row comes with its rows),
-    but Spark copies a group's whole row between the JVM and Python at every call, byte
-    by byte, so a few groups per partition serve large key counts better than one (see
-    benchmarks/README.md).
+    A call per group and micro-batch costs little (the group's state comes with its
+    rows). In the row layout Spark copies a group's whole row between the JVM and Python
+    at every call, byte by byte, so a few groups per partition serve large key counts
+    better than one; in the deltas layout a call writes the keys it touched, and one
+    group per partition was no faster (see benchmarks/README.md).
     """
     value = MAX_PARALLELISM.read(spark)
     if value is None:
