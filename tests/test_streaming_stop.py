@@ -64,8 +64,30 @@ def test_an_interruption_is_sent_as_one_line_spark_reads_as_a_stop(spark):
     cancelled = jvm.org.apache.spark.SparkException(
         "Job 7 cancelled part of cancelled job group q1"
     )
-    assert "cancelled job group q1" in str(stop_signal(_java_error(spark, cancelled)))
+    signal = stop_signal(_java_error(spark, cancelled))
+    assert "cancelled job group q1" in str(signal)
+    assert _spark_reads_as_stop(spark, _sent(signal))
     assert stop_signal(signal) is None  # already one line
+
+
+def test_a_job_cancelled_with_the_querys_job_group_is_a_stop_spark_reads(spark):
+    """Spark 4 cancels a stopped query's jobs with its job group (the run id) and says
+    why; the error of the foreachBatch function's job then names no interruption, and
+    Spark's check of the text would read it as a failure (or overflow on its length)."""
+    jvm = spark._jvm
+    run_id = "cf3d0b60-e445-49b3-998f-60dbd3f2516f"
+    cancelled = jvm.org.apache.spark.SparkException(
+        "[SPARK_JOB_CANCELLED] Job 1988 cancelled Query [id = a24fdf8b-4a8f-4eb7-9d18-"
+        f"79da0127d4bd, runId = {run_id}] was stopped SQLSTATE: XXKDA"
+    )
+    error = _java_error(spark, cancelled)
+    assert not _spark_reads_as_stop(spark, _sent(error))
+    signal = stop_signal(error, job_group=run_id)
+    assert "[SPARK_JOB_CANCELLED] Job 1988 cancelled" in str(signal)
+    assert _spark_reads_as_stop(spark, _sent(signal))
+    # a job of another group cancelled (the user's own, say) is the sink's failure
+    assert stop_signal(error, job_group="another-run") is None
+    assert stop_signal(error) is None  # no group known: not read as this query's stop
 
 
 def test_an_interruption_anywhere_in_the_java_trace_is_a_stop(spark):
@@ -124,8 +146,8 @@ def test_a_stop_during_a_micro_batch_stops_the_query_as_spark_stops_any(spark, t
     assert query.exception() is None
     raised = query._batch_failure()  # what the query's foreachBatch function raised
     assert isinstance(raised, Py4JJavaError)
-    # what the sink raised, whole where it was not read as a stop (met once under load)
-    assert stop_signal(raised.__context__) is not None, str(raised)[:4000]
-    assert _spark_reads_as_stop(spark, _sent(raised))
+    # what the sink raised, whole where it was not read as a stop (met twice under load:
+    # its job cancelled with the query's job group, a form stop_signal did not know)
+    assert _spark_reads_as_stop(spark, _sent(raised)), str(raised)[:4000]
     with pytest.raises(Py4JJavaError, match="StackOverflowError"):
         _spark_reads_as_stop(spark, _sent(raised.__context__))  # the error as the sink raised it

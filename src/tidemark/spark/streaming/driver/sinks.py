@@ -214,6 +214,7 @@ class _BatchSplitter:
         return self._failure
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        job_group = _job_group(batch)  # read before a stop can interrupt the thread
         # Persisted so that the stateful operator runs once however many sinks read it.
         batch.persist()
         try:
@@ -221,12 +222,22 @@ class _BatchSplitter:
                 sink(select_output(batch, name, self._schemas.get(name)), batch_id)
         except Exception as exc:
             # query.stop() interrupting this micro-batch: raised as the line Spark reads
-            self._failure = stop_signal(exc) or exc
+            self._failure = stop_signal(exc, job_group) or exc
             if self._failure is not exc:
                 raise self._failure from None
             raise
         finally:
             batch.unpersist()
+
+
+def _job_group(batch: DataFrame) -> str | None:
+    """The query's job group (its run id) in its ``foreachBatch`` function, where Spark
+    runs the micro-batch's jobs; None where it cannot be read (the JVM gone, Connect)."""
+    try:
+        group = batch.sparkSession.sparkContext.getLocalProperty("spark.jobGroup.id")
+    except Exception:
+        return None
+    return str(group) if group else None
 
 
 def observation_name(depth: int | None = None) -> str:

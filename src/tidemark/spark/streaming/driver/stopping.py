@@ -11,9 +11,14 @@ overflows the stack: the query's thread dies printing a ``java.lang.StackOverflo
 of a thousand lines, instead of stopping quietly.
 
 :func:`stop_signal` gives, for such an error, the same ``Py4JJavaError`` whose text is
-the interruption's line alone, which Spark's check reads as a stop. Any other error is
-raised as it was. Spark stops the query either way and does not commit the micro-batch
-(a restart from the checkpoint runs it again).
+the interruption's line alone, which Spark's check reads as a stop. A job cancelled with
+the query's job group (Spark 4 cancels a stopped query's jobs so, saying why: "Job N
+cancelled Query [id = ..., runId = ...] was stopped") names no interruption: Spark's
+check of a ``SparkException`` reads it as a stop, its check of the text does not (the
+query would end with that error, or overflow), so its line is sent with the
+interruption's name beside it. Any other error is raised as it was. Spark stops the
+query either way and does not commit the micro-batch (a restart from the checkpoint runs
+it again).
 """
 
 from __future__ import annotations
@@ -50,17 +55,22 @@ class _StopSignal(Py4JJavaError):
         return f"{self.errmsg}: {self.line}"
 
 
-def stop_signal(error: BaseException) -> Py4JJavaError | None:
+def stop_signal(error: BaseException, job_group: str | None = None) -> Py4JJavaError | None:
     """``error`` as a short ``Py4JJavaError`` naming the interruption, when it is a
     micro-batch's Spark job interrupted or cancelled (a query being stopped): one of its
-    Java exception's first causes is, or (as Spark's check reads the text) its trace
-    names an interruption anywhere, deeper or suppressed. Else None."""
+    Java exception's first causes is an interruption, or a job cancelled with
+    ``job_group`` (the query's, ``spark.jobGroup.id`` in its ``foreachBatch`` function;
+    None: a job cancelled with a job group Spark names), or (as Spark's check reads the
+    text) its trace names an interruption anywhere, deeper or suppressed. Else None."""
     if not isinstance(error, Py4JJavaError) or isinstance(error, _StopSignal):
         return None
     try:
         lines = _java_lines(error.java_exception)
         for line in lines:
-            if line.startswith(INTERRUPTIONS) or _cancelled_job(line):
+            if line.startswith(INTERRUPTIONS):
+                return _StopSignal(error.errmsg, error.java_exception, line)
+            if _cancelled_job(line, job_group):
+                line = f"{line} (a stop, as {INTERRUPTIONS[0]})"  # what Spark's check reads
                 return _StopSignal(error.errmsg, error.java_exception, line)
         # Spark's check finds an interruption named anywhere in the text: deeper among
         # the causes, or suppressed
@@ -82,6 +92,10 @@ def _java_lines(throwable: Any) -> list[str]:
     return lines
 
 
-def _cancelled_job(line: str) -> bool:
-    # "org.apache.spark.SparkException: Job 7 cancelled part of cancelled job group <id>"
-    return line.startswith("org.apache.spark.SparkException") and "cancelled job group" in line
+def _cancelled_job(line: str, job_group: str | None) -> bool:
+    """Whether ``line`` is a Spark job cancelled with ``job_group`` (as Spark's check of a
+    ``SparkException`` reads it: "cancelled" and the group's id), or, the group unknown,
+    with a job group it names ("Job 7 cancelled part of cancelled job group <id>")."""
+    if not line.startswith("org.apache.spark.SparkException") or "cancelled" not in line:
+        return False
+    return job_group in line if job_group else "cancelled job group" in line
