@@ -122,17 +122,19 @@ def floor_function(key: str | None, read: Any = count_rows) -> Any:
 
 
 class FloorProcessor(StatefulProcessor):
-    """The ``transformWithStateInPandas`` processor of the floor (q5)."""
+    """The ``transformWithStateInPandas`` processor of the floor (q5), reading each
+    call's rows with ``read`` (:func:`count_rows`, or :func:`add_rows` for
+    ``floor-rows``)."""
 
-    def __init__(self, key: str | None):
-        self._key = key
+    def __init__(self, key: str | None, read: Any = count_rows):
+        self._key, self._read = key, read
 
     def init(self, handle: Any) -> None:
         self._rows = handle.getValueState("rows", "rows long")
 
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
         seen = self._rows.get()
-        total = count_rows(rows, self._key) + (seen[0] if seen else 0)
+        total = self._read(rows, self._key) + (seen[0] if seen else 0)
         self._rows.update((total,))
         yield pd.DataFrame({"group": [key[0]], "rows": [total]})
 
@@ -142,22 +144,12 @@ class FloorProcessor(StatefulProcessor):
 
 class PackedFloorProcessor(FloorProcessor):
     """The floor in ``transformWithStateInPandas`` on rows packed per key group, each
-    call unpacking them as tidemark's does (the ``floor-packed`` side)."""
+    call unpacking them as tidemark's does (the ``floor-packed`` and ``floor-rows``
+    sides)."""
 
     def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
         unpacking = Unpacking(timezone="UTC", prefer_int_ext_dtype=False)
         return super().handleInputRows(key, unpacked_frames(rows, unpacking), timerValues)
-
-
-class ContractFloorProcessor(PackedFloorProcessor):
-    """floor-packed with a Row per bid handed to the query's ``add`` (``floor-rows``)."""
-
-    def handleInputRows(self, key: Any, rows: Any, timerValues: Any) -> Any:
-        unpacking = Unpacking(timezone="UTC", prefer_int_ext_dtype=False)
-        seen = self._rows.get()
-        total = add_rows(unpacked_frames(rows, unpacking), self._key) + (seen[0] if seen else 0)
-        self._rows.update((total,))
-        yield pd.DataFrame({"group": [key[0]], "rows": [total]})
 
 
 def add_rows(frames: Iterator[pd.DataFrame], key: str | None) -> int:
@@ -322,9 +314,8 @@ def floor_query(query: str, stream: Any, disorder_ms: int, side: str = "floor") 
         rows = _watermarked(stream, disorder_ms).withColumn(KEY_GROUP, group)
         schema = StructType([rows.schema[KEY_GROUP], StructField(PACKED, BinaryType(), False)])
         packed = rows.mapInArrow(pack_batches, schema).groupBy(KEY_GROUP)
-        processor: Any = PackedFloorProcessor(key)
-        if side == "floor-rows":
-            processor = ContractFloorProcessor(key)
+        read = add_rows if side == "floor-rows" else count_rows
+        processor = PackedFloorProcessor(key, read)
         return packed.transformWithStateInPandas(processor, OUTPUT, "append", "EventTime")
     if query == "q5" or side == "floor-tws":
         return grouped.transformWithStateInPandas(
