@@ -132,6 +132,90 @@ def test_shorthand_sum_fires_windows_restored_from_state(spark, tmp_path):
     assert sorted((r.action, r.id, r.ts) for r in rows) == expected
 
 
+@pytest.mark.parametrize("layout", ["deltas", "row"])
+def test_a_single_sink_reading_its_batch_twice_gets_the_same_rows_and_figures(
+    spark, tmp_path, layout
+):
+    """With one sink, write_outputs hands it the micro-batch uncached (a cache would only
+    serve several sinks): a sink reading it twice recomputes it as any ``foreachBatch``
+    batch is recomputed, from the same input, state version, watermark and batch clock,
+    so both reads hold the same rows, and the late element still reaches nothing but the
+    drop count (no side output is asked for). The figures count each element once."""
+    from tidemark.spark.metrics import metrics_of
+
+    _write_files(tmp_path / "in")
+    source = (
+        spark.readStream.schema("action string, id string, ts long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(tmp_path / "in"))
+    )
+    result = (
+        tm.from_dataframe(
+            source,
+            timestamp="ts",
+            watermark_strategy=tm.WatermarkStrategy.for_monotonous_timestamps(),
+        )
+        .key_by("action")
+        .window(tm.TumblingEventTimeWindows.of(tm.Duration.of_seconds(5)))
+        .process(CountPerWindow(), "action string, start long, end long, n long, wm long")
+    )
+    reads: list[tuple[list, list]] = []
+
+    def twice(df, batch_id):
+        first = sorted(tuple(r) for r in df.collect())
+        reads.append((first, sorted(tuple(r) for r in df.collect())))
+
+    spark.conf.set("spark.tidemark.streaming.stateLayout", layout)
+    try:
+        query = result.write_outputs(
+            {"main": twice},
+            checkpoint=str(tmp_path / "checkpoint"),
+            trigger={"availableNow": True},
+        )
+    finally:
+        spark.conf.unset("spark.tidemark.streaming.stateLayout")
+    query.awaitTermination(300)
+    assert all(first == second for first, second in reads)
+    end_of_input = tm.LONG_MAX
+    assert sorted(r for first, _ in reads for r in first) == [
+        ("buy", 5000, 10000, 2, end_of_input),
+        ("cart", 0, 5000, 1, NOON + 6999),
+        ("cart", 5000, 10000, 1, end_of_input),
+        ("pv", 0, 5000, 2, NOON + 6999),
+        ("pv", 5000, 10000, 2, end_of_input),
+    ]
+    figures = [metrics_of(p) for p in query.recentProgress if metrics_of(p)]
+    assert sum(f["num_records_in"] for f in figures) == 9
+    assert sum(f["num_late_records_dropped"] for f in figures) == 1  # event3
+    assert sum(f["num_records_out"] for f in figures) == 5
+
+
+class _Batch:
+    """A micro-batch's frame, counting how often it was cached and released."""
+
+    def __init__(self):
+        self.cached = self.released = 0
+
+    def persist(self):
+        self.cached += 1
+
+    def unpersist(self):
+        self.released += 1
+
+
+@pytest.mark.parametrize("names, cached", [(["main"], 0), (["main", "late"], 1)])
+def test_the_batch_is_cached_only_where_several_sinks_read_it(monkeypatch, names, cached):
+    from tidemark.spark.streaming.driver import sinks
+
+    monkeypatch.setattr(sinks, "select_output", lambda batch, name, schema=None: name)
+    read: list[str] = []
+    splitter = sinks._BatchSplitter({n: lambda df, b: read.append(df) for n in names}, {})
+    batch = _Batch()
+    splitter(batch, 0)
+    assert read == names
+    assert (batch.cached, batch.released) == (cached, cached)
+
+
 class CountAndWatermark(tm.ProcessWindowFunction):
     def process(self, key, context, elements):
         yield (key, sorted(e.id for e in elements), context.current_watermark())

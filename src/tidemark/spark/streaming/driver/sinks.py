@@ -103,7 +103,9 @@ def write_outputs(
         Output name ("main", a tag id, ``"__late_records_dropped"``) ->
         ``sink(batch_df, batch_id)``. Outputs without a sink are discarded. A sink that
         writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
-        replayed after a failure replaces its own rows.
+        replayed after a failure replaces its own rows. Several sinks read one cached
+        computation of the micro-batch; a single sink gets it uncached (persist it to
+        read it more than once without computing it again).
     checkpoint : str
         The query's checkpoint location (state, timers, watermark, offsets). Its
         records must match the window: the number of key groups it started with (give
@@ -215,8 +217,14 @@ class _BatchSplitter:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         job_group = _job_group(batch)  # read before a stop can interrupt the thread
-        # Persisted so that the stateful operator runs once however many sinks read it.
-        batch.persist()
+        # Several sinks read one cached computation, so that the stateful operator runs
+        # once; one sink reads the batch as it comes (a cache costs every micro-batch
+        # another planning of its plan, benchmarks/README.md). A sink that reads its batch
+        # twice recomputes it as any foreachBatch batch: the same rows, from the same
+        # input, state version, watermark and batch clock.
+        shared = len(self._sinks) > 1
+        if shared:
+            batch.persist()
         try:
             for name, sink in self._sinks.items():
                 sink(select_output(batch, name, self._schemas.get(name)), batch_id)
@@ -227,7 +235,8 @@ class _BatchSplitter:
                 raise self._failure from None
             raise
         finally:
-            batch.unpersist()
+            if shared:
+                batch.unpersist()
 
 
 def _job_group(batch: DataFrame) -> str | None:
