@@ -1,11 +1,17 @@
 """Non-keyed windows on every core (issue 31, target 2): tidemark's BATCH ``window_all``
 beside Spark's own aggregation, on the same cached data, in one session, alternated.
 
-Two cases, each checked equal to Spark's result before anything is timed:
+Three cases, each checked equal to Spark's result before anything is timed:
 
 - ``window_all`` max: N events (default 10,000,000; ``spark_batch.py``'s generator),
   1-minute tumbling windows, a user ``AggregateFunction`` (max of ``amount``) declared
   ``order_insensitive``; Spark: ``groupBy(window(ts, '1 minute')).agg(max(amount))``;
+- ``window_all(...).max("amount")``, Flink's shorthand, over the same events (each
+  window's first element with the largest ``amount``; tidemark runs it as Spark SQL on
+  tumbling and sliding windows, ``spark/batch/sql_plan.py``: a hash aggregate where the
+  rows hold only the field and the time, a sort-based one of the first row's struct
+  where they hold more, as here), checked on each result's minute and ``amount``;
+  Spark's side as above;
 - Nexmark q7 BATCH: B bids (default 2,000,000; ``nexmark/generator.py``), the highest
   bid per 10 s window (``nexmark/queries.py``: ``HighestBid``, declared, with the
   ``ProcessAllWindowFunction`` that writes q7's row); Spark: its own q7.
@@ -97,6 +103,30 @@ def max_cases(df: Any) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[
         _equal(ours, theirs, "window_all max")
 
     return spark_frame, lambda: tidemark_result().to_dataframe(), check
+
+
+def shorthand_cases(df: Any) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[], Any]]:
+    """``(spark, tidemark, check)`` of Flink's ``max`` shorthand on ``window_all``: each
+    window's first element with ``amount`` replaced by the window's largest (Spark's own
+    side as in :func:`max_cases`: the largest ``amount`` only)."""
+    from pyspark.sql import functions as F
+
+    spark_frame = max_cases(df)[0]
+
+    def tidemark_frame() -> Any:
+        stream = tm.from_dataframe(df, timestamp="ts")
+        windowed = stream.window_all(tm.TumblingEventTimeWindows.of(MINUTE_MS))
+        return windowed.max("amount").to_dataframe()
+
+    def check() -> None:
+        # the result's ts is its first element's: its window is the minute it falls in
+        theirs = spark_frame().select(
+            (F.unix_millis("w.start") / MINUTE_MS).cast("long").alias("minute"), "amount"
+        )
+        minute = F.floor(F.col("ts") / MINUTE_MS).cast("long").alias("minute")
+        _equal(tidemark_frame().select(minute, "amount"), theirs, "window_all .max shorthand")
+
+    return spark_frame, tidemark_frame, check
 
 
 def _rows_max(batches: Any) -> Any:
@@ -208,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     floor = floor_case(df) if args.floor else None
     for name, n, (theirs, ours, check), floor_of in (
         ("window_all max", args.events, max_cases(df), floor),
+        ("window_all .max shorthand", args.events, shorthand_cases(df), None),
         ("q7 BATCH", args.bids, q7_cases(bids, config.max_disorder_ms), None),
     ):
         check()

@@ -25,6 +25,8 @@ micro-batch, as ``run.py`` streams them), these queries run in one process, alte
   partials of a window not yet late (``merge``), counts a late partial's bids as
   dropped, and fires a window once the watermark reaches its end. Checked against
   Spark's rows first. What tidemark's q7 could reach with the pre-pass, at most;
+  **combined-rows** the same handing ``add`` what the DataStream contract hands it: a
+  Row of all the bid's columns (tidemark's Row type, built as tidemark builds it);
 * **floor-tws**, **floor-packed** (q11): the floor in ``transformWithStateInPandas``,
   the operator of tidemark's default (deltas) state layout: the rows as PySpark hands
   them, and packed per key group before the shuffle as tidemark packs them
@@ -54,6 +56,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import functools
 import pickle
 import statistics
 import sys
@@ -152,17 +155,23 @@ class PackedFloorProcessor(FloorProcessor):
         return super().handleInputRows(key, unpacked_frames(rows, unpacking), timerValues)
 
 
+def contract_rows(pdf: pd.DataFrame) -> tuple[tuple[str, ...], Iterator[Any]]:
+    """The bid columns of ``pdf`` and a Row per bid: tidemark's Row type of those
+    columns, built as tidemark builds it (what the DataStream contract hands ``add``)."""
+    names = tuple(c for c in pdf.columns if not c.startswith("__") and c != "ts")
+    columns = [pdf[c].tolist() for c in names]
+    return names, map(tuple.__new__, repeat(row_type_of(names)), zip(*columns))
+
+
 def add_rows(frames: Iterator[pd.DataFrame], key: str | None) -> int:
-    """Each bid as a Row (tidemark's Row type of the bid's columns, built as tidemark
-    builds it) into ``CountBids.add``, one accumulator per key: the bids counted."""
+    """Each bid as a Row (:func:`contract_rows`) into ``CountBids.add``, one accumulator
+    per key: the bids counted."""
     function = CountBids()
     accumulators: dict[Any, Any] = {}
     for pdf in frames:
-        names = tuple(c for c in pdf.columns if not c.startswith("__") and c != "ts")
-        row_type = row_type_of(names)
-        columns = [pdf[c].tolist() for c in names]
+        names, rows = contract_rows(pdf)
         at = names.index(key) if key else None
-        for row in map(tuple.__new__, repeat(row_type), zip(*columns)):
+        for row in rows:
             k = None if at is None else row[at]
             accumulator = accumulators.get(k)
             if accumulator is None:
@@ -246,19 +255,31 @@ PARTIAL = "start long, bids long, price long, auction long, bidder long, date_ti
 Bid = namedtuple("Bid", "price auction bidder date_time")
 
 
-def fold_partition(frames: Iterator[pd.DataFrame]) -> Iterator[pd.DataFrame]:
+def light_bids(pdf: pd.DataFrame) -> Iterator[Any]:
+    """A light Row per bid: the four columns q7 reads, as a named tuple."""
+    return map(Bid._make, zip(*(pdf[c].tolist() for c in Bid._fields)))
+
+
+def all_bids(pdf: pd.DataFrame) -> Iterator[Any]:
+    """A Row per bid of every bid column, as the DataStream contract hands ``add``."""
+    return contract_rows(pdf)[1]
+
+
+def fold_partition(
+    frames: Iterator[pd.DataFrame], bids_of: Any = light_bids
+) -> Iterator[pd.DataFrame]:
     """The combined q7's stateless step: a partition's bids folded per 10 s window."""
     function = HighestBid()
     folded: dict[int, list[Any]] = {}
     for pdf in frames:
-        columns = [pdf[c].tolist() for c in Bid._fields]
-        for price, auction, bidder, t in zip(*columns):
+        for bid in bids_of(pdf):
+            t = bid.date_time
             start = t - t % WINDOW_MS
             entry = folded.get(start)
             if entry is None:
                 entry = folded[start] = [0, function.create_accumulator()]
             entry[0] += 1
-            entry[1] = function.add(Bid(price, auction, bidder, t), entry[1])
+            entry[1] = function.add(bid, entry[1])
     rows = [(start, n, *acc) for start, (n, acc) in folded.items()]
     yield pd.DataFrame(rows, columns=["start", "bids", *Bid._fields])
 
@@ -290,11 +311,16 @@ def _q7_columns(bid: tuple[int, int, int, int]) -> tuple[int, int, int, int]:
     return auction, bidder, price, date_time
 
 
-def combined_query(stream: Any, disorder_ms: int) -> Any:
-    """q7 combined before the shuffle (the ``combined`` side, module docstring)."""
-    partials = (
-        _watermarked(stream, disorder_ms).select(*Bid._fields).mapInPandas(fold_partition, PARTIAL)
-    )
+def combined_query(stream: Any, disorder_ms: int, contract: bool = False) -> Any:
+    """q7 combined before the shuffle (the ``combined`` side, module docstring); with
+    ``contract``, each bid handed to ``add`` as a Row of all its columns
+    (``combined-rows``)."""
+    bids = _watermarked(stream, disorder_ms)
+    if contract:
+        fold = functools.partial(fold_partition, bids_of=all_bids)
+        partials = bids.select(*stream.columns).mapInPandas(fold, PARTIAL)
+    else:
+        partials = bids.select(*Bid._fields).mapInPandas(fold_partition, PARTIAL)
     # Spark's watermark is the query's; the operator needs a column carrying its
     # metadata to accept an event-time timeout (as tidemark's own operator does)
     metadata = {"spark.watermarkDelayMs": disorder_ms}
@@ -384,8 +410,8 @@ def run_once(
     else:
         if side == "hand":
             frame = hand_query(stream, disorder_ms)
-        elif side == "combined":
-            frame = combined_query(stream, disorder_ms)
+        elif side in ("combined", "combined-rows"):
+            frame = combined_query(stream, disorder_ms, contract=side == "combined-rows")
         else:
             frame = (
                 spark_query(query, stream, disorder_ms)
@@ -419,7 +445,7 @@ def main() -> None:
             sides = ("spark", "floor", "hand", "tidemark")
             check_hand(spark, root, config.max_disorder_ms)
         if query == "q7":
-            sides = ("spark", "floor", "combined", "tidemark")
+            sides = ("spark", "floor", "combined", "combined-rows", "tidemark")
             check_combined(spark, root, config.max_disorder_ms)
         if query == "q11":
             sides = (
@@ -466,17 +492,19 @@ def check_hand(spark: Any, root: Path, disorder_ms: int) -> None:
 
 
 def check_combined(spark: Any, root: Path, disorder_ms: int) -> None:
-    """The combined q7 gives Spark's rows for every window Spark emitted (it may emit
+    """Both combined q7s give Spark's rows for every window Spark emitted (they may emit
     later windows too: Spark's stream ends before the watermark passes them)."""
-    sinks = {side: CollectingSink() for side in ("spark", "combined")}
+    sides = ("spark", "combined", "combined-rows")
+    sinks = {side: CollectingSink() for side in sides}
     for side, sink in sinks.items():
         run_once(side, "q7", spark, root, disorder_ms, sink)
-    spark_rows, combined_rows = (set(sinks[side].rows) for side in ("spark", "combined"))
+    spark_rows = set(sinks["spark"].rows)
     windows = {r[0] for r in spark_rows}
-    kept = {r for r in combined_rows if r[0] in windows}
-    if not windows or kept != spark_rows:
-        raise SystemExit("the combined q7 differs from Spark's")
-    print(f"q7   combined: Spark's rows for all {len(windows)} windows Spark emitted")
+    for side in sides[1:]:
+        kept = {r for r in sinks[side].rows if r[0] in windows}
+        if not windows or kept != spark_rows:
+            raise SystemExit(f"the {side} q7 differs from Spark's")
+        print(f"q7   {side}: Spark's rows for all {len(windows)} windows Spark emitted")
 
 
 if __name__ == "__main__":
