@@ -49,7 +49,7 @@ import tempfile
 import time
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,8 +184,8 @@ def run_stream(
     started = time.perf_counter()
     if side == "spark":
         writer = spark_query(query, source, disorder_ms).writeStream.outputMode("append")
-        handle = writer.foreachBatch(sink).option("checkpointLocation", checkpoint)
-        handle = handle.trigger(**trigger).start()
+        writer = writer.foreachBatch(sink).option("checkpointLocation", checkpoint)
+        handle = writer.trigger(**trigger).start()
     else:
         result = tidemark_query(query, source, disorder_ms)
         handle = result.write_outputs({"main": sink}, checkpoint, trigger)
@@ -204,7 +204,7 @@ def run_stream(
     )
 
 
-def _steady(progress: list[dict]) -> tuple[int, float]:
+def _steady(progress: Sequence[Any]) -> tuple[int, float]:
     """The bids read after the first micro-batch, and the time of every micro-batch after
     it (``triggerExecution``, the ones without rows included): what the query sustains
     once started, without the first micro-batch's planning (a Python process on the
@@ -215,7 +215,7 @@ def _steady(progress: list[dict]) -> tuple[int, float]:
     return rows, sum(p["durationMs"]["triggerExecution"] for p in later) / 1000
 
 
-def _state_held(progress: list[dict]) -> tuple[int, int]:
+def _state_held(progress: Sequence[Any]) -> tuple[int, int]:
     """The most state any micro-batch left in the state store: ``(bytes, rows)``, summed
     over the query's stateful operators (``memoryUsedBytes``, ``numRowsTotal``)."""
     held = [
