@@ -60,13 +60,28 @@ def _write_files(directory):
         os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
 
 
-def test_seed_example_streams_through_the_public_api(spark, tmp_path):
-    _write_files(tmp_path / "in")
-    source = (
+def _seed_stream(spark, directory):
+    """The seed example's batches as a file stream, one file per micro-batch."""
+    _write_files(directory)
+    return (
         spark.readStream.schema("action string, id string, ts long")
         .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
+        .json(str(directory))
     )
+
+
+# The seed example's windows counted by CountPerWindow: (action, start, end, n, watermark)
+SEED_COUNTS = [
+    ("buy", 5000, 10000, 2, tm.LONG_MAX),
+    ("cart", 0, 5000, 1, NOON + 6999),
+    ("cart", 5000, 10000, 1, tm.LONG_MAX),
+    ("pv", 0, 5000, 2, NOON + 6999),
+    ("pv", 5000, 10000, 2, tm.LONG_MAX),
+]
+
+
+def test_seed_example_streams_through_the_public_api(spark, tmp_path):
+    source = _seed_stream(spark, tmp_path / "in")
     late = tm.OutputTag("late")
     result = (
         tm.from_dataframe(source, timestamp="ts")
@@ -87,26 +102,14 @@ def test_seed_example_streams_through_the_public_api(spark, tmp_path):
         trigger={"availableNow": True},
     )
     query.awaitTermination(300)
-    end_of_input = tm.LONG_MAX
-    assert sorted(collected["main"]) == [
-        ("buy", 5000, 10000, 2, end_of_input),
-        ("cart", 0, 5000, 1, NOON + 6999),
-        ("cart", 5000, 10000, 1, end_of_input),
-        ("pv", 0, 5000, 2, NOON + 6999),
-        ("pv", 5000, 10000, 2, end_of_input),
-    ]
+    assert sorted(collected["main"]) == SEED_COUNTS
     assert [r[1] for r in collected["late"]] == ["event3"]
 
 
 def test_shorthand_sum_fires_windows_restored_from_state(spark, tmp_path):
     # Windows of batch 0 fire in batches 1 and 2: their accumulators come back from the
     # state store into functions that never saw an element (issue 12's crash).
-    _write_files(tmp_path / "in")
-    source = (
-        spark.readStream.schema("action string, id string, ts long")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-    )
+    source = _seed_stream(spark, tmp_path / "in")
     result = (
         tm.from_dataframe(source, timestamp="ts")
         .key_by("action")
@@ -143,12 +146,7 @@ def test_a_single_sink_reading_its_batch_twice_gets_the_same_rows_and_figures(
     drop count (no side output is asked for). The figures count each element once."""
     from tidemark.spark.metrics import metrics_of
 
-    _write_files(tmp_path / "in")
-    source = (
-        spark.readStream.schema("action string, id string, ts long")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-    )
+    source = _seed_stream(spark, tmp_path / "in")
     result = (
         tm.from_dataframe(
             source,
@@ -176,14 +174,7 @@ def test_a_single_sink_reading_its_batch_twice_gets_the_same_rows_and_figures(
         spark.conf.unset("spark.tidemark.streaming.stateLayout")
     query.awaitTermination(300)
     assert all(first == second for first, second in reads)
-    end_of_input = tm.LONG_MAX
-    assert sorted(r for first, _ in reads for r in first) == [
-        ("buy", 5000, 10000, 2, end_of_input),
-        ("cart", 0, 5000, 1, NOON + 6999),
-        ("cart", 5000, 10000, 1, end_of_input),
-        ("pv", 0, 5000, 2, NOON + 6999),
-        ("pv", 5000, 10000, 2, end_of_input),
-    ]
+    assert sorted(r for first, _ in reads for r in first) == SEED_COUNTS
     figures = [metrics_of(p) for p in query.recentProgress if metrics_of(p)]
     assert sum(f["num_records_in"] for f in figures) == 9
     assert sum(f["num_late_records_dropped"] for f in figures) == 1  # event3
@@ -233,12 +224,7 @@ def test_count_window_sees_the_streams_watermark(spark, tmp_path):
         batch 1: buy event3 (with event7), cart event6 (with event2), pv event9 (with
                  event5) fire at W :06.999; buy event8 waits
     """
-    _write_files(tmp_path / "in")
-    source = (
-        spark.readStream.schema("action string, id string, ts long")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(tmp_path / "in"))
-    )
+    source = _seed_stream(spark, tmp_path / "in")
     result = (
         tm.from_dataframe(source, timestamp="ts")
         .key_by("action")
