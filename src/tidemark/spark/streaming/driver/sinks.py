@@ -218,10 +218,10 @@ class _BatchSplitter:
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         job_group = _job_group(batch)  # read before a stop can interrupt the thread
         # Several sinks read one cached computation, so that the stateful operator runs
-        # once; one sink reads the batch as it comes (a cache costs every micro-batch
-        # another planning of its plan, benchmarks/README.md). A sink that reads its batch
-        # twice recomputes it as any foreachBatch batch: the same rows, from the same
-        # input, state version, watermark and batch clock.
+        # once; one sink reads the batch as it comes (caching and releasing it costs
+        # every micro-batch time of its own, benchmarks/README.md). A sink that reads its
+        # batch twice recomputes it as any foreachBatch batch: the same rows, from the
+        # same input, state version, watermark and batch clock.
         shared = len(self._sinks) > 1
         if shared:
             batch.persist()
