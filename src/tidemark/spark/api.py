@@ -529,9 +529,7 @@ class WindowResultStream(DataStream):
         """Send the results and each side output to a sink, all from ONE run.
 
         On a stream this starts ONE query; each micro-batch is computed once and handed
-        to every sink (kept for them where there are several; a single sink reading its
-        batch twice computes it again unless it persists it, as with Spark's own
-        ``foreachBatch``). On a bounded DataFrame it runs the pipeline once, now: each sink
+        to every sink. On a bounded DataFrame it runs the pipeline once, now: each sink
         is called once, with its output's DataFrame and ``batch_id=0``, all read from
         one kept run (any run, with several sinks), which is released when the last
         sink returns (see :meth:`unpersist`).
