@@ -10,9 +10,11 @@ from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _op, describe_row
 import tidemark as tm
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming.driver import checkpoint as checkpoint_files
 from tidemark.spark.streaming.driver import from_plan
 from tidemark.spark.streaming.driver.checkpoint import (
     DEFAULT_LAYOUT,
+    GROUPS_FILE,
     LAYOUT_CONF,
     PIPELINE_FILE,
     check_checkpoint,
@@ -287,3 +289,68 @@ def test_a_record_written_before_a_field_was_described_restarts_and_gains_it(spa
     check_checkpoint(spark, checkpoint, 4, (now,))  # accepted: the old record lacks both
     with pytest.raises(WindowSpecError, match=r"accumulator was Sum\('v'\) with a list"):
         check_checkpoint(spark, checkpoint, 4, ({**now, "accumulator": "Max('v') with a list"},))
+
+
+def test_a_record_on_the_drivers_disk_is_written_without_hadoop(spark, tmp_path, monkeypatch):
+    """On the local file system the records are the driver's own files (Hadoop's local
+    file system starts a process per file it creates), laid out as Spark's text writer
+    leaves them, so that Spark and Connect read them."""
+
+    def no_hadoop(*args):
+        raise AssertionError("the JVM's file system was used for a local checkpoint")
+
+    monkeypatch.setattr(checkpoint_files, "_HadoopFiles", no_hadoop)
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint_clock(spark, checkpoint, 0)
+    check_checkpoint_layout(spark, checkpoint, DEFAULT_LAYOUT)
+    check_checkpoint(spark, checkpoint, 4, ({"assigner": "A"},))
+    check_checkpoint(spark, checkpoint, 4, ({"assigner": "A"},))  # a restart reads them
+    assert stored_groups(spark, checkpoint) == 4
+    assert [r.value for r in spark.read.text(f"{checkpoint}/{PIPELINE_FILE}").collect()] == [
+        '[{"assigner": "A"}]'
+    ]
+    assert sorted(p.name for p in (tmp_path / "checkpoint" / PIPELINE_FILE).iterdir()) == [
+        "_SUCCESS",
+        "part-00000.txt",
+    ]
+
+
+def test_a_record_rewritten_replaces_what_hadoop_or_sparks_writer_left(spark, tmp_path):
+    """A record rewritten on the driver's disk leaves neither Hadoop's checksum of the
+    old one (Hadoop's read would fail on it) nor a part file Spark's text writer wrote
+    (a Connect session's record, which would be read beside the new one)."""
+    path = str(tmp_path / "record")
+    checkpoint_files._HadoopFiles(spark, path).write_line("old, with a checksum")
+    assert (tmp_path / "record" / ".part-00000.txt.crc").exists()
+    checkpoint_files._write_line(spark, path, "new")
+    assert checkpoint_files._HadoopFiles(spark, path).read_lines() == ["new"]
+    assert [r.value for r in spark.read.text(path).collect()] == ["new"]
+
+    spark.createDataFrame([("Connect's",)], "value string").coalesce(1).write.mode(
+        "overwrite"
+    ).text(path)
+    checkpoint_files._write_line(spark, path, "newer")
+    assert checkpoint_files._read_lines(spark, path) == ["newer"]
+    assert [r.value for r in spark.read.text(path).collect()] == ["newer"]
+
+
+def test_a_checkpoint_elsewhere_than_the_drivers_disk_goes_through_hadoop(
+    spark, tmp_path, monkeypatch
+):
+    """Any other file system (HDFS, an object store) is read and written with the JVM's
+    Hadoop file system, as Spark writes its own checkpoint there."""
+    used = []
+
+    class Spy(checkpoint_files._HadoopFiles):
+        def __init__(self, spark, path):
+            used.append(path)
+            super().__init__(spark, path)
+
+    monkeypatch.setattr(checkpoint_files, "_local_directory", lambda spark, path: None)
+    monkeypatch.setattr(checkpoint_files, "_HadoopFiles", Spy)
+    checkpoint = str(tmp_path / "checkpoint")
+    check_checkpoint_groups(spark, checkpoint, 4)
+    check_checkpoint_groups(spark, checkpoint, 4)
+    assert used and all(path.startswith(checkpoint) for path in used)
+    assert stored_groups(spark, checkpoint) == 4
+    assert (tmp_path / "checkpoint" / GROUPS_FILE / ".part-00000.txt.crc").exists()

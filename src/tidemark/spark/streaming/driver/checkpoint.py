@@ -28,16 +28,20 @@ A checkpoint written before the pipeline file existed gets it at its next start;
 written before a field was described (:data:`LATER_FIELDS`) is checked without it and
 gains it. Each
 file is text, as Spark writes it: on a classic session read and written with the
-checkpoint's Hadoop file system (a few milliseconds, on any file system Spark writes
-checkpoints to); over Spark Connect, which has no JVM on the client, with a small Spark
-job.
+checkpoint's Hadoop file system (on any file system Spark writes checkpoints to), or,
+where that is the driver's local disk, directly by the driver's Python (Hadoop's local
+file system starts a ``chmod`` process per file and directory it creates without its
+native library, tens of milliseconds a record); over Spark Connect, which has no JVM on
+the client, with a small Spark job.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import os
 import types
+import weakref
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -370,7 +374,8 @@ def _read_lines(spark: Any, path: str) -> list[str]:
         except AnalysisException:
             lines = []
     else:
-        lines = _HadoopFiles(spark, path).read_lines()
+        local = _local_directory(spark, path)
+        lines = _HadoopFiles(spark, path).read_lines() if local is None else _local_lines(local)
     return [line for line in lines if line.strip()]
 
 
@@ -378,8 +383,62 @@ def _write_line(spark: Any, path: str, line: str) -> None:
     if is_connect(spark):
         frame = spark.createDataFrame([(line,)], "value string")
         frame.coalesce(1).write.mode("overwrite").text(path)
-    else:
+        return
+    local = _local_directory(spark, path)
+    if local is None:
         _HadoopFiles(spark, path).write_line(line)
+    else:
+        _write_local(local, line)
+
+
+_RESOLVED: weakref.WeakKeyDictionary[Any, dict[str, str | None]] = weakref.WeakKeyDictionary()
+"""Per Spark context: a record's path -> its directory on the driver's disk, or None."""
+
+
+def _local_directory(spark: Any, path: str) -> str | None:
+    """Where ``path`` lies on the driver's own disk, when the checkpoint's Hadoop file
+    system is the local one (the driver's Python shares the driver JVM's host); None
+    on any other file system. Resolved by Hadoop (a relative path is the JVM's, a path
+    without a scheme the default file system's), once per path and Spark context."""
+    resolved = _RESOLVED.setdefault(spark.sparkContext, {})
+    if path not in resolved:
+        hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+        fs = hadoop_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+        local = fs.getScheme() == "file"
+        resolved[path] = fs.makeQualified(hadoop_path).toUri().getPath() if local else None
+    return resolved[path]
+
+
+def _local_lines(directory: str) -> list[str]:
+    """The lines of the visible files in ``directory`` (Hadoop's ``.crc`` checksums and
+    ``_SUCCESS`` are not), as :meth:`_HadoopFiles.read_lines` reads them."""
+    if not os.path.isdir(directory):
+        return []
+    lines: list[str] = []
+    for name in sorted(os.listdir(directory)):
+        file = os.path.join(directory, name)
+        if not name.startswith(("_", ".")) and os.path.isfile(file):
+            with open(file, encoding="utf-8") as text:
+                lines.extend(text.read().splitlines())
+    return lines
+
+
+def _write_local(directory: str, line: str) -> None:
+    """``line`` as the directory's one record, laid out as :class:`_HadoopFiles` writes
+    it; the part file replaced at once, and every other file of the directory removed
+    after (a checksum Hadoop wrote for an earlier record would fail Hadoop's read of
+    this one; a record Spark's text writer wrote is another part file)."""
+    os.makedirs(directory, exist_ok=True)
+    part = os.path.join(directory, "part-00000.txt")
+    written = os.path.join(directory, ".part-00000.txt.tidemark")
+    with open(written, "w", encoding="utf-8") as text:
+        text.write(f"{line}\n")
+    os.replace(written, part)
+    for name in os.listdir(directory):
+        file = os.path.join(directory, name)
+        if name not in ("part-00000.txt", "_SUCCESS") and os.path.isfile(file):
+            os.remove(file)
+    open(os.path.join(directory, "_SUCCESS"), "w").close()
 
 
 class _HadoopFiles:
