@@ -114,8 +114,8 @@ def calls(columns: list[str], batch: pd.DataFrame, groups: int) -> list[list[pd.
 
 def run(args: argparse.Namespace) -> list[float]:
     """CPU seconds of each micro-batch's calls."""
-    from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
     from tidemark.spark.streaming.worker.deltas import CACHE
+    from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
     from tidemark.spark.worker_gc import _set_once
 
     columns, config = captured_config()

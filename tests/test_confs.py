@@ -25,7 +25,7 @@ from tidemark.spark.plan import fast_paths_enabled, slice_incremental_enabled
 from tidemark.spark.streaming.driver import combine
 from tidemark.spark.streaming.driver.checkpoint import DEFAULT_LAYOUT, state_layout
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
-from tidemark.spark.streaming.worker.deltas import LAYOUTS, StateLayout
+from tidemark.spark.streaming.worker.variables import LAYOUTS, StateLayout
 
 ROOT = Path(__file__).resolve().parents[1]
 SWITCHES = [c for c in confs.CONFS if isinstance(c, confs.Switch)]

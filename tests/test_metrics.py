@@ -26,7 +26,7 @@ import tidemark as tm
 from tidemark.spark.columns import STATS_OUTPUT
 from tidemark.spark.metrics import StateTotals, metrics_of
 from tidemark.spark.streaming import END_OF_INPUT_MS
-from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.time import LONG_MAX
 
 pytestmark = pytest.mark.spark

@@ -6,12 +6,17 @@ processor, against the row layout on the same calls."""
 
 from __future__ import annotations
 
+import pickle
 import random
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
 import pandas as pd
 import pytest
+from pyspark import cloudpickle
+from pyspark.sql.streaming.stateful_processor_util import TransformWithStateInPandasUdfUtils
 from spark_state_fakes import StateHandle, TimerValues
 
 from tidemark import TumblingEventTimeWindows
@@ -19,18 +24,22 @@ from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.config import ProcessorConfig
-from tidemark.spark.streaming.worker.deltas import (
-    CACHE,
-    DELTAS,
-    KEPT_DELTAS,
-    ROW,
-    DeltaState,
-    StateLayout,
-    _Entry,
-)
+from tidemark.spark.streaming.worker.deltas import CACHE, KEPT_DELTAS, DeltaState, _Entry
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import NEW_KEY, KeyTimers, StoredGroup, StoredKey
+from tidemark.spark.streaming.worker.variables import (
+    BASE_KEY,
+    BASE_VALUE,
+    DELTA_KEY,
+    DELTA_VALUE,
+    DELTAS,
+    META_SCHEMA,
+    ROW,
+    STATE_SCHEMA,
+    StateLayout,
+    register,
+)
 
 LAYOUT = StateLayout(DELTAS, cache_keys=1_000, compact_bytes=1 << 20)
 
@@ -53,7 +62,7 @@ def _call(
     fail: bool = False,
 ) -> StoredGroup:
     """One call of a group: read it, set (key -> watermark) or drop (None) keys, write."""
-    state = DeltaState(handle, 8, layout)
+    state = DeltaState(register(handle, layout), 8, layout)
     group = state.read()
     for key, value in changes.items():
         group.changed.add(key)
@@ -71,7 +80,7 @@ def _call(
 
 
 def _read(handle: StateHandle, layout: StateLayout = LAYOUT) -> dict[str, int]:
-    group = DeltaState(handle, 8, layout).read()
+    group = DeltaState(register(handle, layout), 8, layout).read()
     return {key: stored.watermark for key, stored in group.keys.items()}
 
 
@@ -268,7 +277,7 @@ def test_another_number_of_key_groups_is_refused():
     handle = StateHandle()
     _call(handle, {"a": 1})
     with pytest.raises(WindowSpecError, match="has 8 key groups, this query 4"):
-        DeltaState(handle, 4, LAYOUT).read()
+        DeltaState(register(handle, LAYOUT), 4, LAYOUT).read()
 
 
 def test_an_unknown_layout_is_refused_naming_the_choices():
@@ -279,7 +288,10 @@ def test_an_unknown_layout_is_refused_naming_the_choices():
 # ---------------------------------------------------------------------- through the processor
 
 
-def _processor(layout: StateLayout) -> tuple[WindowStatefulProcessor, StateHandle]:
+def _processor(
+    layout: StateLayout, pickled: bool = False
+) -> tuple[WindowStatefulProcessor, StateHandle]:
+    """A processor on a fake handle; ``pickled``: the copy a Spark task unpickles."""
     config = ProcessorConfig(
         make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),
         time_mode="EventTime",
@@ -292,6 +304,8 @@ def _processor(layout: StateLayout) -> tuple[WindowStatefulProcessor, StateHandl
         state_layout=layout,
     )
     processor, handle = WindowStatefulProcessor(config), StateHandle()
+    if pickled:
+        processor = pickle.loads(cloudpickle.dumps(processor))
     processor.init(handle)  # type: ignore[arg-type]
     return processor, handle
 
@@ -300,13 +314,11 @@ def _outputs(frames: Any) -> Counter:
     return Counter(tuple(r) for frame in frames for r in frame.itertuples(index=False))
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_the_deltas_layout_emits_what_the_row_layout_emits(seed):
-    """The same calls (rows of 30 keys, a watermark moving on) through both layouts,
-    with a compaction threshold that compacts often and copies lost at random."""
-    rng = random.Random(seed)
-    small = StateLayout(DELTAS, 1_000, compact_bytes=256)
-    runs = {name: _processor(layout) for name, layout in (("row", StateLayout(ROW)), ("d", small))}
+def _random_calls(
+    rng: random.Random, runs: dict[str, tuple[WindowStatefulProcessor, StateHandle]]
+) -> dict[str, Counter]:
+    """The same 40 calls (rows of 30 keys, a watermark moving on, the timers due) through
+    each processor; the rows each emitted."""
     got: dict[str, Counter] = {name: Counter() for name in runs}
     watermark = 1_000
     seen: list[_Entry] = []
@@ -320,9 +332,74 @@ def test_the_deltas_layout_emits_what_the_row_layout_emits(seed):
             for expiry in sorted(t for t in handle.timers if t <= watermark):
                 handle.timers.discard(expiry)
                 got[name] += _outputs(processor.handleExpiredTimer((0,), values, _Expired(expiry)))  # type: ignore[arg-type]
-        _other_worker(rng, runs["d"][1], seen)
+        if "d" in runs:
+            _other_worker(rng, runs["d"][1], seen)
+    return got
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_deltas_layout_emits_what_the_row_layout_emits(seed):
+    """The same calls through both layouts, with a compaction threshold that compacts
+    often and copies lost at random."""
+    small = StateLayout(DELTAS, 1_000, compact_bytes=256)
+    runs = {name: _processor(layout) for name, layout in (("row", StateLayout(ROW)), ("d", small))}
+    got = _random_calls(random.Random(seed), runs)
     assert got["row"] == got["d"] and sum(got["row"].values()) > 20
     assert runs["row"][1].timers == runs["d"][1].timers
+
+
+@pytest.mark.parametrize("layout", [StateLayout(ROW), LAYOUT])
+def test_a_processor_unpickled_as_in_a_task_runs_as_the_one_built(layout):
+    """Spark's tasks run a copy unpickled from the driver's, whose configuration comes as
+    bytes, loaded at its first call (``worker/processor.py``)."""
+    runs = {"built": _processor(layout), "task": _processor(layout, pickled=True)}
+    assert runs["task"][0]._config is None  # not loaded before a call
+    got = _random_calls(random.Random(3), runs)
+    assert got["built"] == got["task"] and sum(got["built"].values()) > 20
+    assert runs["built"][1].timers == runs["task"][1].timers
+
+
+_PLANNER = """
+import pickle, sys
+udf = pickle.loads(sys.stdin.buffer.read())
+registered = []
+class Handle:
+    def getValueState(self, name, schema):
+        registered.append(("value", name, schema.simpleString()))
+    def getMapState(self, name, key, value):
+        registered.append(("map", name, key.simpleString(), value.simpleString()))
+udf.__self__._stateful_processor.init(Handle())
+heavy = ("pandas", "pyarrow", "numpy", "tidemark._engine", "tidemark.spark.codec")
+print(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy))
+print(registered)
+"""
+
+
+@pytest.mark.parametrize("layout", [StateLayout(ROW), LAYOUT])
+def test_spark_plans_the_processor_without_pandas_or_the_engine(layout):
+    """At a query's first micro-batch Spark unpickles the processor (in the function it
+    ships) in a new Python process on the driver and runs only its ``init``, to learn
+    its state variables: that process loads neither pandas, pyarrow nor the engine."""
+    processor, _ = _processor(layout)
+    udf = TransformWithStateInPandasUdfUtils(processor, "EventTime").transformWithStateUDF
+    done = subprocess.run(
+        [sys.executable, "-c", _PLANNER],
+        input=cloudpickle.dumps(udf),
+        capture_output=True,
+        check=True,
+        timeout=120,
+    )
+    loaded, registered = done.stdout.decode().splitlines()
+    assert loaded == "[]"
+    if layout.name == ROW:
+        expected = [("value", "tidemark", STATE_SCHEMA.simpleString())]
+    else:
+        expected = [
+            ("value", "meta", META_SCHEMA.simpleString()),
+            ("map", "deltas", DELTA_KEY.simpleString(), DELTA_VALUE.simpleString()),
+            ("map", "base", BASE_KEY.simpleString(), BASE_VALUE.simpleString()),
+        ]
+    assert registered == repr(expected)
 
 
 def _other_worker(rng: random.Random, handle: StateHandle, seen: list[_Entry]) -> None:
@@ -375,7 +452,7 @@ def test_the_timers_kept_key_by_key_match_a_pass_over_the_keys():
 
 def test_a_copy_caught_up_by_deltas_keeps_its_timers_right():
     handle = StateHandle()
-    state = DeltaState(handle, 8, LAYOUT)
+    state = DeltaState(register(handle, LAYOUT), 8, LAYOUT)
     group = state.read()
     for key, timer in (("a", 5), ("b", 3)):
         group.replace(key, NEW_KEY, StoredKey(None, 0, 0, timer))
@@ -385,13 +462,13 @@ def test_a_copy_caught_up_by_deltas_keeps_its_timers_right():
     assert seen is not None and seen.timers is not None
     behind = _Entry(seen.version, seen.token, dict(seen.keys), KeyTimers(seen.keys))
     CACHE.put(store, seen, LAYOUT.cache_keys)
-    state = DeltaState(handle, 8, LAYOUT)
+    state = DeltaState(register(handle, LAYOUT), 8, LAYOUT)
     group = state.read()
     group.replace("b", group.keys["b"], None)  # another worker drops the earliest
     group.replace("c", NEW_KEY, StoredKey(None, 0, 0, 9, 4))
     state.write(group)
     CACHE.take(store)
     CACHE.put(store, behind, LAYOUT.cache_keys)
-    group = DeltaState(handle, 8, LAYOUT).read()
+    group = DeltaState(register(handle, LAYOUT), 8, LAYOUT).read()
     assert group.timers is behind.timers  # caught up, not rebuilt
     assert group.earliest_timers() == (5, 4)

@@ -38,8 +38,8 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
 from tidemark.spark.streaming.driver.from_plan import chain_depth
-from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.testing import Watermark, WindowOperatorHarness
 
 pytestmark = pytest.mark.spark

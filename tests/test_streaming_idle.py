@@ -30,9 +30,9 @@ from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import select_output, window_stream, write_outputs
-from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000

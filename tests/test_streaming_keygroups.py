@@ -27,8 +27,9 @@ from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, des
 
 from tidemark import TriggerResult, TumblingEventTimeWindows
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
+from tidemark.spark.streaming.worker.bindings import WindowGroupFunction
 from tidemark.spark.streaming.worker.config import ProcessorConfig
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.triggers import Trigger
 

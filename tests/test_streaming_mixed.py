@@ -43,10 +43,10 @@ from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
-from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN

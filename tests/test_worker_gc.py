@@ -51,8 +51,8 @@ def test_a_streaming_call_leaves_its_keys_state_to_reference_counting():
     from tidemark._engine.create import window_operator
     from tidemark._engine.functions import window_logic
     from tidemark.spark.columns import TS
-    from tidemark.spark.streaming.worker.bindings import WindowStatefulProcessor
     from tidemark.spark.streaming.worker.config import ProcessorConfig
+    from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 
     config = ProcessorConfig(
         make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),

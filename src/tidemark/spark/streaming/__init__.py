@@ -13,20 +13,20 @@ micro-batch runs, in ``docs/internals.md``. The package has two parts:
 
 The driver imports the worker's modules (it builds what the workers run), never the
 reverse: a worker loads no driver module, so the driver's names below are loaded on
-first use.
+first use, and so are the names that would load pandas and pyarrow.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tidemark.spark.columns import DROPPED_OUTPUT, MAIN
-from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
-from tidemark.spark.streaming.worker.state import STATE_NAME
+from tidemark.spark.streaming.worker.variables import STATE_NAME
 
 if TYPE_CHECKING:
+    from tidemark.spark.columns import DROPPED_OUTPUT, MAIN
     from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
     from tidemark.spark.streaming.driver.sinks import select_output, write_outputs
+    from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 
 __all__ = [
     "StreamingWindow",
@@ -39,20 +39,24 @@ __all__ = [
     "STATE_NAME",
 ]
 
-_DRIVER_NAMES = {
-    "StreamingWindow": "query",
-    "window_stream": "query",
-    "select_output": "sinks",
-    "write_outputs": "sinks",
+_LAZY_NAMES = {
+    "StreamingWindow": "tidemark.spark.streaming.driver.query",
+    "window_stream": "tidemark.spark.streaming.driver.query",
+    "select_output": "tidemark.spark.streaming.driver.sinks",
+    "write_outputs": "tidemark.spark.streaming.driver.sinks",
+    "END_OF_INPUT_MS": "tidemark.spark.streaming.worker.clock",
+    "MAIN": "tidemark.spark.columns",
+    "DROPPED_OUTPUT": "tidemark.spark.columns",
 }
 
 
 def __getattr__(name: str) -> Any:
-    # The driver's names, loaded on first use: a worker importing this package (to
-    # reach .worker) loads no driver module.
-    module = _DRIVER_NAMES.get(name)
+    # Loaded on first use: a worker importing this package (to reach .worker) loads no
+    # driver module, and the processor Spark's planner unpickles loads neither pandas
+    # nor pyarrow (worker/processor.py).
+    module = _LAZY_NAMES.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(f"{__name__}.driver.{module}"), name)
+    return getattr(importlib.import_module(module), name)

@@ -51,8 +51,8 @@ from tidemark.panes import AccumulationMode
 from tidemark.spark.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
 from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
-from tidemark.spark.streaming.worker.deltas import DELTAS, ROW, StateLayout
 from tidemark.spark.streaming.worker.state import parallelism_changed
+from tidemark.spark.streaming.worker.variables import DELTAS, ROW, StateLayout
 
 __all__ = [
     "GROUPS_FILE",

@@ -71,7 +71,7 @@ from tidemark.spark.streaming.driver.checkpoint import (
 from tidemark.spark.streaming.driver.combine import PreAggregation
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
 from tidemark.spark.streaming.driver.packing import packed_input
-from tidemark.spark.streaming.worker.bindings import WindowGroupFunction, WindowStatefulProcessor
+from tidemark.spark.streaming.worker.bindings import WindowGroupFunction
 from tidemark.spark.streaming.worker.clock import (
     END_OF_INPUT_COLUMN_MICROS,
     END_OF_INPUT_MS,
@@ -80,9 +80,9 @@ from tidemark.spark.streaming.worker.clock import (
     watermark_delay_ms,
 )
 from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInput
-from tidemark.spark.streaming.worker.deltas import DELTAS, StateLayout
 from tidemark.spark.streaming.worker.modes import TimeMode
-from tidemark.spark.streaming.worker.state import STATE_SCHEMA
+from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
+from tidemark.spark.streaming.worker.variables import DELTAS, STATE_SCHEMA, StateLayout
 from tidemark.spark.timestamps import processor_column, timestamp_ms
 
 __all__ = [

@@ -9,21 +9,22 @@ from typing import Any
 from pyspark.sql import Row
 
 from tidemark.spark.streaming.driver.checkpoint import stored_layout
-from tidemark.spark.streaming.worker.deltas import (
+from tidemark.spark.streaming.worker.deltas import stored_keys
+from tidemark.spark.streaming.worker.state import dump_keys
+from tidemark.spark.streaming.worker.variables import (
     BASE_NAME,
     DELTAS,
     DELTAS_NAME,
     META_NAME,
-    stored_keys,
+    STATE_NAME,
 )
-from tidemark.spark.streaming.worker.state import STATE_NAME, dump_keys
 
 __all__ = ["read_group_rows"]
 
 
 def read_group_rows(spark: Any, checkpoint: str) -> list[Any]:
     """The key-group rows a query holds in its state store: Rows with the fields of
-    :data:`~..worker.state.STATE_SCHEMA` (``keys``: the group's keys, which
+    :data:`~..worker.variables.STATE_SCHEMA` (``keys``: the group's keys, which
     :func:`~..worker.state.load_keys` reads). Either Spark operator a window runs in is
     read (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain or the
     deltas layout: then the first window's); in the deltas layout each group's keys are

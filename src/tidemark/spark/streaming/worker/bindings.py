@@ -10,10 +10,11 @@ into pandas frames per group without visiting rows one by one, and the query is 
 without a Python process on the driver. Spark allows one ``applyInPandasWithState`` per
 query, and its output carries no event-time column a later stateful operator could
 follow, so the windows of a chain (:mod:`~tidemark.spark.streaming.driver.chain`) run
-in ``transformWithStateInPandas`` (:class:`WindowStatefulProcessor`): the group's row
-is a ValueState, its timers Spark timers (one per time domain). So does every window of
-a query in the deltas state layout (:mod:`.deltas`: a base and versioned deltas per
-group, in state variables of the same handle). All run the same key groups, so the
+in ``transformWithStateInPandas`` (:class:`~.processor.WindowStatefulProcessor`, which
+runs :class:`ProcessorCalls`): the group's row is a ValueState, its timers Spark timers
+(one per time domain). So does every window of a query in the deltas state layout
+(:mod:`.deltas`: a base and versioned deltas per group, in state variables of the same
+handle). All run the same key groups, so the
 equivalence of the streaming guide (``docs/streaming.md``) holds in each.
 
 A timeout is due once Spark's clock passes it (``timeout < watermark``, or ``< batch
@@ -28,58 +29,42 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pandas as pd
-from pyspark.sql.streaming.stateful_processor import (
-    ExpiredTimerInfo,
-    StatefulProcessor,
-    StatefulProcessorHandle,
-    TimerValues,
-)
+from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle, TimerValues
 
 from tidemark.spark.streaming.worker.config import ProcessorConfig
-from tidemark.spark.streaming.worker.deltas import DELTAS, DeltaState
+from tidemark.spark.streaming.worker.deltas import DeltaState
 from tidemark.spark.streaming.worker.groups import WindowGroups
 from tidemark.spark.streaming.worker.packing import unpacked_frames
-from tidemark.spark.streaming.worker.state import STATE_NAME, STATE_SCHEMA, StoredGroup
+from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
+from tidemark.spark.streaming.worker.variables import DELTAS
 
-__all__ = ["WindowStatefulProcessor", "WindowGroupFunction"]
+__all__ = ["ProcessorCalls", "WindowGroupFunction"]
 
 
-class WindowStatefulProcessor(StatefulProcessor):
-    """The key groups in ``transformWithStateInPandas`` (a window of a chain, or any
-    window in the deltas layout): the group's state is a ValueState row, or a base and
-    deltas (:mod:`.deltas`), its timers Spark timers (one per time domain)."""
+class ProcessorCalls:
+    """What :class:`~.processor.WindowStatefulProcessor` runs once its first call loaded
+    it: the key groups, the group's state in the variables its ``init`` registered
+    (:mod:`.variables`), its timers the handle's Spark timers."""
 
-    def __init__(self, config: ProcessorConfig):
-        self._config = config
-
-    @functools.cached_property
-    def _groups(self) -> WindowGroups:
-        return WindowGroups(self._config)  # in the worker, at its first call
-
-    def init(self, handle: StatefulProcessorHandle) -> None:
-        self._handle = handle
-        layout, groups = self._config.state_layout, self._config.max_parallelism
-        if layout.name == DELTAS:
-            self._state: _GroupState = DeltaState(handle, groups, layout)
+    def __init__(self, config: ProcessorConfig, handle: StatefulProcessorHandle, variables: Any):
+        self._handle, self._groups = handle, WindowGroups(config)
+        self._unpacking = config.unpacking
+        if config.state_layout.name == DELTAS:
+            self._state: _GroupState = DeltaState(
+                variables, config.max_parallelism, config.state_layout
+            )
         else:
-            self._state = _OneRow(handle.getValueState(STATE_NAME, STATE_SCHEMA), groups)
+            self._state = _OneRow(variables, config.max_parallelism)
 
-    def handleInputRows(
-        self, key: Any, rows: Iterator[pd.DataFrame], timerValues: TimerValues
-    ) -> Iterator[pd.DataFrame]:
-        unpacking = self._config.unpacking
-        frames = rows if unpacking is None else unpacked_frames(rows, unpacking)
-        return self._groups.call(self._store(timerValues, None), frames)
+    def rows(self, rows: Iterator[pd.DataFrame], timers: TimerValues) -> Iterator[pd.DataFrame]:
+        """A call with the group's rows."""
+        frames = rows if self._unpacking is None else unpacked_frames(rows, self._unpacking)
+        return self._groups.call(self._store(timers, None), frames)
 
-    def handleExpiredTimer(
-        self, key: Any, timerValues: TimerValues, expiredTimerInfo: ExpiredTimerInfo
-    ) -> Iterator[pd.DataFrame]:
-        expired = expiredTimerInfo.getExpiryTimeInMs() if expiredTimerInfo else None
-        return self._groups.call(self._store(timerValues, expired), [])
-
-    def close(self) -> None:
-        pass
+    def expired(self, timers: TimerValues, expired: int | None) -> Iterator[pd.DataFrame]:
+        """A call for the group's Spark timer ``expired``."""
+        return self._groups.call(self._store(timers, expired), [])
 
     def _store(self, timers: TimerValues, expired: int | None) -> _HandleStore:
         holds_event_timers = self._groups.holds_event_timers

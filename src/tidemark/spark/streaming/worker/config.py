@@ -15,9 +15,9 @@ from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
 from tidemark.spark.lossless import PandasInput, PandasOutput
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
-from tidemark.spark.streaming.worker.deltas import StateLayout
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.packing import Unpacking
+from tidemark.spark.streaming.worker.variables import StateLayout
 
 __all__ = [
     "ProcessorConfig",

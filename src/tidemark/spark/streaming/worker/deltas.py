@@ -5,7 +5,7 @@ In the row layout (:mod:`.state`) a group's keys are one row, read and written w
 every call: a micro-batch's cost and the checkpoint follow the live state. Here, in
 ``transformWithStateInPandas``, a group keeps three state variables:
 
-* ``meta`` (``ValueState``, :data:`META_SCHEMA`): the ``max_parallelism`` the query
+* ``meta`` (``ValueState``, :data:`~.variables.META_SCHEMA`): the ``max_parallelism`` the query
   started with, the store's id (random, drawn at the group's first write), the version
   and its token (random, drawn at every write), the base's version, token, chunk count
   and bytes, the bytes of the deltas since the base, and what the row layout's row
@@ -40,8 +40,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql.types import BinaryType, IntegerType, LongType, StructField, StructType
-
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming.worker.state import (
     KeyTimers,
@@ -51,58 +49,15 @@ from tidemark.spark.streaming.worker.state import (
     load_keys,
     parallelism_changed,
 )
+from tidemark.spark.streaming.worker.variables import DeltaVariables, StateLayout
 
 __all__ = [
-    "ROW",
-    "DELTAS",
-    "LAYOUTS",
-    "StateLayout",
-    "META_NAME",
-    "DELTAS_NAME",
-    "BASE_NAME",
-    "META_SCHEMA",
     "DeltaState",
     "GroupCache",
     "CACHE",
     "apply_delta",
     "stored_keys",
 ]
-
-ROW = "row"
-"""The layout of a checkpoint written before layouts were recorded: one row per group."""
-DELTAS = "deltas"
-"""A base snapshot plus versioned deltas per group (this module)."""
-LAYOUTS = (ROW, DELTAS)
-
-META_NAME, DELTAS_NAME, BASE_NAME = "meta", "deltas", "base"
-"""The state variables' names (``stateVarName`` for ``spark.read.format("statestore")``)."""
-
-META_SCHEMA = StructType(
-    [
-        StructField("max_parallelism", LongType(), False),
-        StructField("store", LongType(), False),
-        StructField("version", LongType(), False),
-        StructField("token", LongType(), False),
-        StructField("base_version", LongType(), False),
-        StructField("base_token", LongType(), False),
-        StructField("base_chunks", IntegerType(), False),
-        StructField("base_bytes", LongType(), False),
-        StructField("delta_bytes", LongType(), False),
-        StructField("event_timer", LongType(), True),
-        StructField("processing_timer", LongType(), True),
-        StructField("watermark", LongType(), True),
-    ]
-)
-DELTA_KEY = StructType([StructField("version", LongType(), False)])
-DELTA_VALUE = StructType(
-    [
-        StructField("parent", LongType(), False),
-        StructField("token", LongType(), False),
-        StructField("keys", BinaryType(), False),
-    ]
-)
-BASE_KEY = StructType([StructField("chunk", IntegerType(), False)])
-BASE_VALUE = StructType([StructField("data", BinaryType(), False)])
 
 CHUNK_BYTES = 4 << 20
 """The most bytes of one base chunk (one ``MapState`` value)."""
@@ -119,35 +74,6 @@ def _spread(base_token: int) -> float:
     query, alike in size and growth, compact at different calls rather than all in the
     same micro-batch (one compaction rewrites a whole group)."""
     return 0.5 + (base_token % 1024) / 1024
-
-
-@dataclass(frozen=True)
-class StateLayout:
-    """How a query keeps its key groups' state, chosen when it first starts.
-
-    Attributes
-    ----------
-    name : {"row", "deltas"}
-        One row per group (:mod:`.state`), or a base plus deltas (this module).
-    cache_keys : int
-        Deltas: the most keys a Python worker keeps cached, over all groups
-        (``spark.tidemark.streaming.stateCacheKeys``).
-    compact_bytes : int
-        Deltas: the deltas of a group are folded into a new base once their bytes pass
-        both a share of the base's (:func:`_spread`) and this
-        (``spark.tidemark.streaming.stateCompactBytes``).
-    """
-
-    name: str = ROW
-    cache_keys: int = 2_000_000
-    compact_bytes: int = 1 << 20
-
-    def __post_init__(self) -> None:
-        if self.name not in LAYOUTS:
-            raise WindowSpecError(
-                f"`spark.tidemark.streaming.stateLayout` must be one of {list(LAYOUTS)}; "
-                f"got {self.name!r}"
-            )
 
 
 def _token() -> int:
@@ -225,14 +151,13 @@ def stored_keys(base: list[bytes], deltas: list[tuple[int, int, int, bytes]]) ->
 
 
 class DeltaState:
-    """A group's state in this layout, through a ``StatefulProcessorHandle``: what
-    :class:`~.bindings.WindowStatefulProcessor` reads (:meth:`read`) and writes
-    (:meth:`write`, :meth:`clear`) in each call, in that order."""
+    """A group's state in this layout, in the state variables registered with its
+    handle (:class:`~.variables.DeltaVariables`): what :class:`~.bindings.ProcessorCalls`
+    reads (:meth:`read`) and writes (:meth:`write`, :meth:`clear`) in each call, in that
+    order."""
 
-    def __init__(self, handle: Any, max_parallelism: int, layout: StateLayout):
-        self._meta = handle.getValueState(META_NAME, META_SCHEMA)
-        self._deltas = handle.getMapState(DELTAS_NAME, DELTA_KEY, DELTA_VALUE)
-        self._base = handle.getMapState(BASE_NAME, BASE_KEY, BASE_VALUE)
+    def __init__(self, variables: DeltaVariables, max_parallelism: int, layout: StateLayout):
+        self._meta, self._deltas, self._base = variables
         self._max_parallelism, self._layout = max_parallelism, layout
         self._read: list[Any] | None = None  # the meta of the call under way
 

@@ -6,7 +6,8 @@ Spark's state and timer calls cost about half a millisecond each (a socket round
 between the Python worker and the JVM), so tidemark does not keep a row per key. As
 Flink's ``KeyGroupRangeAssignment`` does, keys are hashed into a fixed number of key
 groups (``max_parallelism``), and Spark groups rows by key group: one processor call
-serves every key of a group in a micro-batch, and one row holds the whole group:
+serves every key of a group in a micro-batch, and one row holds the whole group
+(:data:`~.variables.STATE_SCHEMA`):
 
 * ``keys``: engine key -> :class:`StoredKey` (:func:`dump_keys`: the keys and the
   StoredKeys' fields as columns, pickled), whose ``key_state`` is the key's pickled
@@ -46,7 +47,6 @@ from operator import attrgetter, is_not
 from typing import Any, NamedTuple
 
 from pyspark import cloudpickle
-from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
 from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
@@ -54,8 +54,6 @@ from tidemark.spark.codec import row_reductions, rows_as_columns
 from tidemark.time import LONG_MIN
 
 __all__ = [
-    "STATE_NAME",
-    "STATE_SCHEMA",
     "StoredKey",
     "StoredGroup",
     "dump_key_state",
@@ -64,19 +62,6 @@ __all__ = [
     "dumps",
     "parallelism_changed",
 ]
-
-STATE_NAME = "tidemark"
-"""The ValueState's name (``stateVarName`` for ``spark.read.format("statestore")``)."""
-
-STATE_SCHEMA = StructType(
-    [
-        StructField("max_parallelism", LongType(), False),
-        StructField("keys", BinaryType(), False),
-        StructField("event_timer", LongType(), True),
-        StructField("processing_timer", LongType(), True),
-        StructField("watermark", LongType(), True),
-    ]
-)
 
 
 class StoredKey(NamedTuple):
