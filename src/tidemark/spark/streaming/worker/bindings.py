@@ -14,8 +14,8 @@ in ``transformWithStateInPandas`` (:class:`~.processor.WindowStatefulProcessor`,
 runs :class:`ProcessorCalls`): the group's row is a ValueState, its timers Spark timers
 (one per time domain). So does every window of a query in the deltas state layout
 (:mod:`.deltas`: a base and versioned deltas per group, in state variables of the same
-handle). All run the same key groups, so the
-equivalence of the streaming guide (``docs/streaming.md``) holds in each.
+handle). All run the same key groups, so the equivalence of the streaming guide
+(``docs/streaming.md``) holds in each.
 
 A timeout is due once Spark's clock passes it (``timeout < watermark``, or ``< batch
 time``); a Spark timer once the clock reaches it (``timer <= watermark``), so a group's
