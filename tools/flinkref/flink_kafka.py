@@ -3,7 +3,7 @@
 
     python tools/flinkref/flink_kafka.py BOOTSTRAP TOPIC BOUND_MS WINDOW_MS [MODE]
 
-Flink's own Kafka source (``flink-connector-kafka``, pinned in ``tools/kafka/versions.env``)
+Flink's own Kafka source (``flink-connector-kafka``, pinned in ``tools/versions.env``)
 reads the topic from its earliest to its latest offsets (bounded), with
 ``WatermarkStrategy.forBoundedOutOfOrderness(BOUND_MS)`` on the source (MODE
 ``per-partition``, the default: one watermark generator per partition, Flink's Kafka

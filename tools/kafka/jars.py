@@ -1,12 +1,14 @@
 """Fetch and cache the jars of tidemark's Kafka set-up with Maven (idempotent).
 
 Two sets, each from a small generated pom and ``mvn dependency:copy-dependencies``,
-under ``tools/kafka/.jars/<set>/`` (``make clean`` removes them; Maven's own cache is
-``~/.m2``):
+under ``tools/kafka/.jars/<set>/``, or ``$TIDEMARK_JARS_DIR/<set>/`` where that is set
+(``make clean`` removes the default folder; Maven's own cache is ``~/.m2``). The
+versions are pinned in ``tools/versions.env``:
 
-* ``connector``: Spark's Kafka source and sink (``SPARK_KAFKA`` in ``versions.env``),
-  without the jars the installed PySpark already ships (the same artifact in another
-  version would shadow or clash with Spark's);
+* ``connector``: Spark's Kafka source and sink, ``spark-sql-kafka-0-10_2.13`` at the
+  installed PySpark's version (``TIDEMARK_SPARK_KAFKA_VERSION`` names another where
+  Maven Central serves none for it), without the jars the installed PySpark already
+  ships (the same artifact in another version would shadow or clash with Spark's);
 * ``broker``: Apache Kafka's broker and tools (``KAFKA``, ``KAFKA_TOOLS``), run from
   their jars by ``broker.py``;
 * ``flink``: Flink's Kafka source (``FLINK_KAFKA``) and its ``kafka-clients``, for the
@@ -21,6 +23,7 @@ under ``tools/kafka/.jars/<set>/`` (``make clean`` removes them; Maven's own cac
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -29,7 +32,9 @@ import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-JARS = HERE / ".jars"
+JARS = Path(os.environ.get("TIDEMARK_JARS_DIR") or HERE / ".jars").resolve()
+PINS = HERE.parent / "versions.env"
+CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 SETS = {
     "connector": ("SPARK_KAFKA",),
     "broker": ("KAFKA", "KAFKA_TOOLS"),
@@ -44,15 +49,42 @@ UNREACHABLE = (
 )
 
 
+NOT_SERVED = (
+    "tools/kafka/jars.py: Maven Central serves no {coordinates}: Spark's Kafka connector "
+    "is published for a Spark release some time after PySpark {version} reached PyPI, and "
+    "the connector must be the session's Spark's own. Either install a PySpark whose "
+    "connector is served (tools/versions.env, PYSPARK_TESTED, lists the tested ones), or "
+    "name the nearest served release of the same minor at your own risk: "
+    "TIDEMARK_SPARK_KAFKA_VERSION=4.x.y make kafka-setup"
+)
+
+
+def _not_served(said: str) -> bool:
+    return "Could not find artifact" in said or "could not be resolved" in said
+
+
 def versions() -> dict[str, str]:
-    """The pins of ``versions.env``: name -> ``group:artifact:version``."""
+    """The pins of ``tools/versions.env`` (name -> value), with ``SPARK_KAFKA``: the
+    connector of the installed PySpark (``group:artifact:version``)."""
     pins = {}
-    for line in (HERE / "versions.env").read_text().splitlines():
+    for line in PINS.read_text().splitlines():
         line = line.strip()
         if line and not line.startswith("#"):
             name, _, value = line.partition("=")
             pins[name.strip()] = value.strip()
+    pins["SPARK_KAFKA"] = f"{CONNECTOR}:{spark_version()}"
     return pins
+
+
+def spark_version() -> str:
+    """The Spark version whose connector the set-up fetches: the installed PySpark's,
+    unless ``TIDEMARK_SPARK_KAFKA_VERSION`` names another."""
+    chosen = os.environ.get("TIDEMARK_SPARK_KAFKA_VERSION")
+    if chosen:
+        return chosen
+    import pyspark
+
+    return pyspark.__version__
 
 
 def _pom(coordinates: list[str]) -> str:
@@ -68,13 +100,19 @@ def _pom(coordinates: list[str]) -> str:
     )
 
 
+def folder(name: str) -> Path:
+    """Where set ``name``'s jars go: a folder per Spark version for the sets that run on
+    Spark (one machine may test several PySpark versions side by side)."""
+    return JARS / (f"{name}-{spark_version()}" if name in ON_SPARK else name)
+
+
 def _stamp(name: str, pins: dict[str, str]) -> str:
     return "\n".join(pins[key] for key in SETS[name]) + "\n"
 
 
 def fetched(name: str, pins: dict[str, str] | None = None) -> bool:
     """Whether set ``name`` is cached for the pinned versions."""
-    stamp = JARS / name / "versions.txt"
+    stamp = folder(name) / "versions.txt"
     return stamp.is_file() and stamp.read_text() == _stamp(name, pins or versions())
 
 
@@ -82,7 +120,7 @@ def fetch(name: str, pins: dict[str, str]) -> None:
     """Copy set ``name``'s jars and their runtime dependencies into ``.jars/<name>``."""
     if shutil.which("mvn") is None:
         sys.exit("tools/kafka/jars.py: needs Maven (`mvn`): apt-get install maven")
-    target = JARS / name
+    target = folder(name)
     shutil.rmtree(target, ignore_errors=True)
     target.mkdir(parents=True)
     coordinates = [pins[key] for key in SETS[name]]
@@ -96,6 +134,8 @@ def fetch(name: str, pins: dict[str, str]) -> None:
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         said = (done.stdout + done.stderr).strip()[-2000:]
+        if name == "connector" and _not_served(said):
+            sys.exit(NOT_SERVED.format(coordinates=pins["SPARK_KAFKA"], version=spark_version()))
         sys.exit(UNREACHABLE.format(what=", ".join(coordinates), said=said))
     if name in ON_SPARK:
         _drop_shipped(target)
@@ -118,7 +158,7 @@ def _drop_shipped(target: Path) -> None:
 
 def classpath(names: list[str]) -> list[str]:
     """The jar files of the sets ``names`` (fetched), for ``spark.jars`` or ``-cp``."""
-    return [str(j) for name in names for j in sorted((JARS / name).glob("*.jar"))]
+    return [str(j) for name in names for j in sorted(folder(name).glob("*.jar"))]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -145,7 +185,7 @@ def main(argv: list[str] | None = None) -> None:
             continue
         print(f"kafka-setup: fetching {name}: {', '.join(pins[k] for k in SETS[name])}")
         fetch(name, pins)
-        print(f"kafka-setup: {name}: {len(list((JARS / name).glob('*.jar')))} jars")
+        print(f"kafka-setup: {name}: {len(list(folder(name).glob('*.jar')))} jars")
 
 
 if __name__ == "__main__":
