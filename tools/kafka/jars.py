@@ -51,16 +51,16 @@ UNREACHABLE = (
 
 NOT_SERVED = (
     "tools/kafka/jars.py: Maven Central serves no {coordinates}: Spark's Kafka connector "
-    "is published for a Spark release some time after PySpark {version} reached PyPI, and "
-    "the connector must be the session's Spark's own. Either install a PySpark whose "
-    "connector is served (tools/versions.env, PYSPARK_TESTED, lists the tested ones), or "
-    "name the nearest served release of the same minor at your own risk: "
-    "TIDEMARK_SPARK_KAFKA_VERSION=4.x.y make kafka-setup"
+    "reaches Maven Central some time after its PySpark {version} reaches PyPI, and the "
+    "connector must be the session's Spark's own. Install a PySpark whose connector is "
+    "served (the default environment's, PYSPARK in tools/versions.env, is), or name a "
+    "served release, the nearest of the same minor, at your own risk: "
+    "TIDEMARK_SPARK_KAFKA_VERSION=4.2.0 make kafka-setup"
 )
 
 
 def _not_served(said: str) -> bool:
-    return "Could not find artifact" in said or "could not be resolved" in said
+    return "Could not find artifact" in said
 
 
 def versions() -> dict[str, str]:
