@@ -2,7 +2,7 @@
 # the documentation site. Each creates .venv and installs the package on first use.
 PYTHON ?= python3
 # PySpark: the default environment's version and the oldest tested, pinned in
-# tools/versions.env (why: docs/where-it-runs.md). `make test-pyspark PYSPARK=4.1.3` runs
+# tools/versions.env (why: docs/where-it-runs.md). `make test-pyspark PYSPARK=4.1.1` runs
 # the suite and the Kafka tests on another version, in a venv of its own.
 PINS           := tools/versions.env
 PYSPARK_PIN    := $(shell sed -n 's/^PYSPARK=//p' $(PINS))
@@ -44,7 +44,7 @@ test: java
 	$(PYTEST) -q -m "not slow and not flink and not beam and not kafka"
 
 # The suite and the Kafka tests (tables included) on another PySpark, in .venv-pyspark-V:
-# `make test-pyspark PYSPARK=4.1.3`; `make test-oldest` is CI's second run.
+# `make test-pyspark PYSPARK=4.1.1`; `make test-oldest` is CI's second run.
 test-pyspark:
 	$(MAKE) test test-kafka PYSPARK=$(PYSPARK) VENV=.venv-pyspark-$(PYSPARK)
 

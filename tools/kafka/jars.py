@@ -87,6 +87,16 @@ def spark_version() -> str:
     return pyspark.__version__
 
 
+# Maven's global settings for the fetch: every repository a fetched pom declares is read
+# from Maven Central (Spark 4.0's poms declare a Google Cloud mirror that a machine
+# reaching only Maven Central cannot resolve). The user's ~/.m2/settings.xml (a proxy, a
+# mirror of their own) still applies over it.
+CENTRAL_ONLY = (
+    "<settings><mirrors><mirror><id>central-only</id><mirrorOf>*</mirrorOf>"
+    "<url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>"
+)
+
+
 def _pom(coordinates: list[str]) -> str:
     dependencies = "".join(
         "<dependency><groupId>{}</groupId><artifactId>{}</artifactId>"
@@ -127,8 +137,10 @@ def fetch(name: str, pins: dict[str, str]) -> None:
     with tempfile.TemporaryDirectory() as work:
         pom = Path(work) / "pom.xml"
         pom.write_text(_pom(coordinates))
+        central = Path(work) / "central.xml"
+        central.write_text(CENTRAL_ONLY)
         command = [
-            "mvn", "-B", "-q", "-f", str(pom), "dependency:copy-dependencies",
+            "mvn", "-B", "-q", "-gs", str(central), "-f", str(pom), "dependency:copy-dependencies",
             "-DincludeScope=runtime", f"-DoutputDirectory={target}",
         ]  # fmt: skip
         done = subprocess.run(command, capture_output=True, text=True)
