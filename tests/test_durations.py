@@ -12,9 +12,12 @@ from __future__ import annotations
 import datetime
 import re
 
+import numpy as np
 import pytest
 
 import tidemark as tm
+from tidemark._engine.spec import count_window_spec
+from tidemark.testing import WindowOperatorHarness
 from tidemark.time import from_datetime, to_millis
 
 
@@ -105,3 +108,107 @@ def test_timedeltas_of_whole_milliseconds_pass_and_datetimes_still_floor():
     assert to_millis(datetime.timedelta(milliseconds=-1), "offset") == -1
     moment = datetime.datetime(2020, 5, 24, 4, 0, 0, 1999)  # a row's timestamp: floored
     assert from_datetime(moment) == 1_590_292_800_001
+
+
+# A NumPy integer (a number read from an array or a pandas frame) is the int it holds,
+# wherever a duration or a count is taken; a NumPy float or bool is refused as a Python
+# float or bool is (issue 47).
+@pytest.mark.parametrize(
+    ("make", "read", "expected"),
+    [
+        pytest.param(
+            lambda n: tm.TumblingEventTimeWindows.of(n), lambda a: a.size_ms, 5000, id="size"
+        ),
+        pytest.param(
+            lambda n: tm.SlidingEventTimeWindows.of(n, np.int32(1000), np.int16(-5)),
+            lambda a: (a.size_ms, a.slide_ms, a.offset_ms),
+            (5000, 1000, -5),
+            id="sliding-slide-offset",
+        ),
+        pytest.param(
+            lambda n: tm.EventTimeSessionWindows.with_gap(n), lambda a: a.gap_ms, 5000, id="gap"
+        ),
+        pytest.param(lambda n: tm.Duration(n), lambda d: d.millis, 5000, id="duration"),
+        pytest.param(lambda n: tm.Duration.of_seconds(n), lambda d: d.millis, 5_000_000, id="of"),
+        pytest.param(lambda n: tm.CountTrigger.of(n), lambda t: t.count, 5000, id="count-trigger"),
+        pytest.param(
+            lambda n: tm.CountEvictor.of(n), lambda e: e.max_count, 5000, id="count-evictor"
+        ),
+        pytest.param(lambda n: tm.AfterCount(n), lambda t: t.count, 5000, id="after-count"),
+        pytest.param(
+            lambda n: count_window_spec(n, np.uint8(2)),
+            lambda s: (s["evictor"].max_count, s["trigger"].count),
+            (5000, 2),
+            id="count-window",
+        ),
+    ],
+)
+def test_a_numpy_integer_is_taken_as_the_int_it_holds(make, read, expected):
+    made = make(np.int64(5000))
+    assert read(made) == expected
+    assert "int64" not in repr(made) and "np." not in repr(made)
+    got = read(made)
+    for value in got if isinstance(got, tuple) else (got,):
+        assert type(value) is int
+
+
+def test_a_pipeline_of_numpy_integers_runs_as_one_of_ints():
+    harness = WindowOperatorHarness(
+        tm.TumblingEventTimeWindows.of(np.int64(10)),
+        lambda a, b: a + b,
+        trigger=tm.PurgingTrigger.of(tm.CountTrigger.of(np.int64(2))),
+        allowed_lateness=np.int64(5),
+    )
+    for value, timestamp in [(1, 1), (2, 2), (3, 3)]:
+        harness.process_element(value, timestamp)
+    harness.process_watermark(20)
+    assert harness.output() == [(3, 9)]
+    assert harness.num_late_records_dropped == 0
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        pytest.param(
+            lambda: tm.TumblingEventTimeWindows.of(np.float64(5000)),
+            "`size` must be a Duration, a datetime.timedelta or int milliseconds; "
+            "got np.float64(5000.0) (float64)",
+            id="size-float",
+        ),
+        pytest.param(
+            lambda: tm.SlidingEventTimeWindows.of(5000, np.bool_(True)),
+            "`slide` must be a Duration, a datetime.timedelta or int milliseconds; "
+            "got np.True_ (bool)",
+            id="slide-bool",
+        ),
+        pytest.param(
+            lambda: tm.CountTrigger.of(np.float64(3)),
+            "`count` must be an int >= 1; got count=np.float64(3.0)",
+            id="count-float",
+        ),
+        pytest.param(
+            lambda: tm.CountEvictor.of(np.bool_(True)),
+            "`max_count` must be an int >= 0; got max_count=np.True_",
+            id="max-count-bool",
+        ),
+        pytest.param(
+            lambda: count_window_spec(np.float32(4), None),
+            "`size` must be an int >= 1; got size=np.float32(4.0)",
+            id="count-window-float",
+        ),
+    ],
+)
+def test_a_numpy_float_or_bool_is_refused_as_a_python_one_is(make, message):
+    with pytest.raises(tm.WindowSpecError, match=re.escape(message)):
+        make()
+
+
+def test_numpy_integer_counts_of_the_spark_layer_are_ints():
+    from tidemark.spark.partitions import _values
+    from tidemark.spark.streaming.driver.keygroups import check_max_parallelism
+
+    count = check_max_parallelism(np.int64(8))
+    assert (count, type(count)) == (8, int)
+    assert _values(np.int64(3)) == (0, 1, 2)
+    with pytest.raises(tm.WindowSpecError, match=re.escape("got max_parallelism=np.float64(8.0)")):
+        check_max_parallelism(np.float64(8))

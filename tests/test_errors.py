@@ -63,7 +63,9 @@ def _sum(a, b):
             id="size-type",
         ),
         pytest.param(
-            lambda: tm.CountTrigger.of(0), "`count` must be >= 1; got count=0", id="count-trigger"
+            lambda: tm.CountTrigger.of(0),
+            "`count` must be an int >= 1; got count=0",
+            id="count-trigger",
         ),
         pytest.param(
             lambda: tm.ContinuousEventTimeTrigger.of(0),

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemark.errors import WindowSpecError
-from tidemark.time import TimeLike, to_millis
+from tidemark.time import TimeLike, exact_int, to_millis
 from tidemark.windows import Window
 
 __all__ = [
@@ -132,10 +132,11 @@ class CountEvictor(_BeforeOrAfter):
     """
 
     def __init__(self, max_count: int, do_evict_after: bool = False):
-        if not isinstance(max_count, int) or isinstance(max_count, bool) or max_count < 0:
+        count = exact_int(max_count)
+        if count is None or count < 0:
             raise WindowSpecError(f"`max_count` must be an int >= 0; got max_count={max_count!r}")
         super().__init__(do_evict_after)
-        self.max_count = max_count
+        self.max_count = count
 
     @classmethod
     def of(cls, max_count: int, do_evict_after: bool = False) -> CountEvictor:

@@ -1,8 +1,9 @@
 """Time: durations and the millisecond conventions tidemark uses everywhere.
 
 Timestamps and watermarks are int milliseconds since the epoch (UTC). Every public time
-parameter accepts a :class:`Duration`, a :class:`datetime.timedelta` or int milliseconds;
-:func:`to_millis` normalises them once, at definition time. Inside a user's function an
+parameter accepts a :class:`Duration`, a :class:`datetime.timedelta` or int milliseconds
+(a NumPy integer is an int); :func:`to_millis` normalises them once, at definition time,
+and :func:`exact_int` is how every duration and count tells an int. Inside a user's function an
 element's timestamp column may arrive as a ``datetime`` while the engine's times
 (``window.start``, ``context.current_watermark()``) are int ms: :func:`to_datetime` and
 :func:`from_datetime` convert between the two, exactly.
@@ -26,6 +27,7 @@ __all__ = [
     "Duration",
     "TimeLike",
     "to_millis",
+    "exact_int",
     "to_datetime",
     "from_datetime",
     "java_mod",
@@ -70,7 +72,8 @@ class Duration:
     ZERO: ClassVar[Duration]
 
     def __post_init__(self) -> None:
-        if isinstance(self.millis, bool) or not isinstance(self.millis, numbers.Integral):
+        if isinstance(self.millis, bool) or not isinstance(self.millis, int):
+            # a NumPy integer too: stored as the int it is, so it compares and hashes as one
             object.__setattr__(self, "millis", _whole_millis(self.millis, 1, "Duration"))
 
     @classmethod
@@ -124,6 +127,23 @@ def _whole_millis(amount: Any, unit_ms: int, factory: str) -> int:
     return int(millis)
 
 
+def exact_int(value: Any) -> int | None:
+    """``value`` as a Python int when it is an integer, else None.
+
+    An integer is an ``int`` or anything registered as :class:`numbers.Integral` (NumPy's
+    ``np.int64``, ``np.uint8``, ...), never a bool (``True`` or ``np.bool_``) and never a
+    float, however whole (``5000.0``, ``np.float64(5000)``): a count or a number of
+    milliseconds read from a NumPy array or a pandas frame is accepted as the number it is.
+
+    >>> import numpy as np
+    >>> exact_int(np.int64(5000)), exact_int(7), exact_int(True), exact_int(np.float64(5))
+    (5000, 7, None, None)
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        return None
+    return int(value)
+
+
 TimeLike = Union[Duration, datetime.timedelta, int]  # noqa: UP007 (a runtime alias, 3.10)
 
 
@@ -133,7 +153,8 @@ def to_millis(value: TimeLike, name: str) -> int:
     Parameters
     ----------
     value : Duration, datetime.timedelta or int
-        The value the user passed; an int is taken as milliseconds.
+        The value the user passed; an int (a NumPy integer too, :func:`exact_int`) is
+        taken as milliseconds.
     name : str
         The parameter's name, for the error message.
 
@@ -141,6 +162,9 @@ def to_millis(value: TimeLike, name: str) -> int:
     --------
     >>> to_millis(datetime.timedelta(seconds=1.5), "size")
     1500
+    >>> import numpy as np
+    >>> to_millis(np.int64(5000), "size")
+    5000
     >>> to_millis("5s", "size")
     Traceback (most recent call last):
     ...
@@ -155,8 +179,9 @@ def to_millis(value: TimeLike, name: str) -> int:
                 "milliseconds (as Flink's), so it would be rounded; round the timedelta first"
             )
         return _floor_millis(value)
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
+    millis = exact_int(value)
+    if millis is not None:
+        return millis
     raise WindowSpecError(
         f"`{name}` must be a Duration, a datetime.timedelta or int milliseconds; "
         f"got {value!r} ({type(value).__name__})"

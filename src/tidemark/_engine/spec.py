@@ -21,6 +21,7 @@ from tidemark.evictors import CountEvictor, Evictor
 from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
+from tidemark.time import exact_int
 from tidemark.triggers import AnyTrigger, CountTrigger, PurgingTrigger, Trigger
 from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import AlignedLayout
@@ -234,15 +235,17 @@ def count_window_spec(size: int, slide: int | None) -> dict[str, Any]:
     WindowSpecError
         ``size`` or ``slide`` is not an int >= 1.
     """
-    if not isinstance(size, int) or size < 1:
+    whole_size = exact_int(size)
+    if whole_size is None or whole_size < 1:
         raise WindowSpecError(f"`size` must be an int >= 1; got size={size!r}")
     windows = GlobalWindows.create()
     if slide is None:
-        return {"assigner": windows, "trigger": PurgingTrigger.of(CountTrigger.of(size))}
-    if not isinstance(slide, int) or slide < 1:
+        return {"assigner": windows, "trigger": PurgingTrigger.of(CountTrigger.of(whole_size))}
+    whole_slide = exact_int(slide)
+    if whole_slide is None or whole_slide < 1:
         raise WindowSpecError(f"`slide` must be an int >= 1; got slide={slide!r}")
     return {
         "assigner": windows,
-        "trigger": CountTrigger.of(slide),
-        "evictor": CountEvictor.of(size),
+        "trigger": CountTrigger.of(whole_slide),
+        "evictor": CountEvictor.of(whole_size),
     }

@@ -35,6 +35,7 @@ from pyspark.sql import functions as F
 from tidemark.errors import InputDataError, WindowSpecError
 from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.surfacing import raise_error_column
+from tidemark.time import exact_int
 
 __all__ = [
     "source_partitions",
@@ -83,10 +84,11 @@ def source_partitions(
 def _values(partitions: Any) -> tuple[Hashable, ...] | None:
     if partitions is None:
         return None
-    if isinstance(partitions, int) and not isinstance(partitions, bool):
-        if partitions < 1:
+    count = exact_int(partitions)
+    if count is not None:
+        if count < 1:
             raise WindowSpecError(f"`partitions` must be >= 1; got partitions={partitions}")
-        return tuple(range(partitions))
+        return tuple(range(count))
     if isinstance(partitions, (str, bytes)) or not isinstance(partitions, (Sequence, range)):
         raise WindowSpecError(
             f"`partitions` must be a number of partitions (0..n-1) or a list of the "

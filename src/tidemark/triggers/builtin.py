@@ -11,7 +11,7 @@ from typing import Any
 
 from tidemark.errors import WindowSpecError
 from tidemark.state import ReducingStateDescriptor, ValueStateDescriptor
-from tidemark.time import LONG_MAX, TimeDomain, TimeLike, java_mod, to_millis
+from tidemark.time import LONG_MAX, TimeDomain, TimeLike, exact_int, java_mod, to_millis
 from tidemark.triggers.base import (
     _EVENT_TIME,
     _NO_DOMAIN,
@@ -158,13 +158,14 @@ class CountTrigger(Trigger[Window]):
     >>> CountTrigger.of(0)
     Traceback (most recent call last):
     ...
-    tidemark.errors.WindowSpecError: `count` must be >= 1; got count=0
+    tidemark.errors.WindowSpecError: `count` must be an int >= 1; got count=0
     """
 
     def __init__(self, count: int):
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise WindowSpecError(f"`count` must be >= 1; got count={count!r}")
-        self.count = count
+        whole = exact_int(count)
+        if whole is None or whole < 1:
+            raise WindowSpecError(f"`count` must be an int >= 1; got count={count!r}")
+        self.count = whole
         self._state = ReducingStateDescriptor("count", _sum)
 
     @classmethod

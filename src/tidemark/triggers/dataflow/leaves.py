@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from tidemark.errors import WindowSpecError
-from tidemark.time import TimeDomain, TimeLike, to_millis
+from tidemark.time import TimeDomain, TimeLike, exact_int, to_millis
 from tidemark.triggers.dataflow.base import (
     EVENT_TIME,
     EVENT_TIME_ONLY,
@@ -71,9 +71,10 @@ class AfterCount(DataflowTrigger):
     COUNT = StateTag("count", "sum")
 
     def __init__(self, count: int):
-        if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        whole = exact_int(count)
+        if whole is None or whole < 1:
             raise WindowSpecError(f"`count` must be an int >= 1; got count={count!r}")
-        self.count = count
+        self.count = whole
 
     def on_element_added(self, element: Any, window: Window, ctx: PaneTriggerContext) -> None:
         ctx.add_state(self.COUNT, 1)

@@ -42,6 +42,7 @@ from pyspark.sql import functions as F
 from tidemark.errors import WindowSpecError
 from tidemark.spark.confs import MAX_KEY_GROUPS, MAX_PARALLELISM
 from tidemark.spark.session import is_connect
+from tidemark.time import exact_int
 
 __all__ = [
     "KeyGroups",
@@ -148,22 +149,22 @@ class KeyGroups:
         if follows_session and recorded is not None:
             if recorded != session_max_parallelism(spark):
                 given = recorded
-        count = given if given is not None else session_max_parallelism(spark)
-        check_max_parallelism(count)
-        return cls(count, state_partitions_cap(spark, given))
+        count = check_max_parallelism(
+            given if given is not None else session_max_parallelism(spark)
+        )
+        return cls(count, state_partitions_cap(spark, count if given is not None else None))
 
 
-def check_max_parallelism(max_parallelism: int) -> None:
-    """Refuse a number of key groups outside Flink's range."""
-    if (
-        not isinstance(max_parallelism, int)
-        or isinstance(max_parallelism, bool)
-        or not 1 <= max_parallelism <= MAX_KEY_GROUPS
-    ):
+def check_max_parallelism(max_parallelism: int) -> int:
+    """A number of key groups as an int (a NumPy integer too), or refused outside
+    Flink's range."""
+    count = exact_int(max_parallelism)
+    if count is None or not 1 <= count <= MAX_KEY_GROUPS:
         raise WindowSpecError(
             f"`max_parallelism` must be an int in [1, {MAX_KEY_GROUPS}]; got "
             f"max_parallelism={max_parallelism!r}"
         )
+    return count
 
 
 _MASK = 0xFFFFFFFF
