@@ -256,12 +256,8 @@ class TumblingProcessingTimeWindows(_Tumbling):
 class _Sliding(WindowAssigner):
     def __init__(self, size: TimeLike, slide: TimeLike, offset: TimeLike = 0):
         self.size_ms = _positive(size, "size")
-        self.slide_ms = to_millis(slide, "slide")
-        if self.slide_ms <= 0 or self.slide_ms > self.size_ms:
-            raise WindowSpecError(
-                f"`slide` must be > 0 and <= `size`; got slide={self.slide_ms}ms, "
-                f"size={self.size_ms}ms"
-            )
+        # slide > size is allowed, as in Flink: sampling windows, with gaps between them
+        self.slide_ms = _positive(slide, "slide")
         self.offset_ms = to_millis(offset, "offset")
         _check_offset(self.offset_ms, self.slide_ms, "slide")
 
@@ -271,7 +267,11 @@ class _Sliding(WindowAssigner):
         return cls(size, slide, offset)
 
     def aligned_layout(self) -> AlignedLayout | None:
+        # Windows with gaps (slide > size) take the general path: every fast path (and
+        # pre-aggregation) assumes each timestamp is in at least one window.
         if not _keeps_assign_windows(self, _ALIGNED[self.is_event_time()][1]):
+            return None
+        if self.slide_ms > self.size_ms:
             return None
         return AlignedLayout(self.size_ms, self.slide_ms, self.offset_ms)
 
@@ -299,12 +299,21 @@ class _Sliding(WindowAssigner):
 class SlidingEventTimeWindows(_Sliding):
     """Overlapping event-time windows: each element is in ``size / slide`` windows.
 
+    With ``slide > size`` (as Flink allows) they are sampling windows, with a gap of
+    ``slide - size`` between one window's end and the next one's start: an element in a
+    gap is in no window. Flink loses it without counting it (unless it is late); tidemark
+    counts it in ``num_late_records_dropped`` (it is not late, so it never goes to the
+    late-data side output), in every mode.
+
     >>> SlidingEventTimeWindows.of(3000, 1000).assign_windows(None, 2500, None)
     [TimeWindow[2000, 5000), TimeWindow[1000, 4000), TimeWindow[0, 3000)]
+    >>> gaps = SlidingEventTimeWindows.of(1000, 3000)
+    >>> gaps.assign_windows(None, 3500, None), gaps.assign_windows(None, 4500, None)
+    ([TimeWindow[3000, 4000)], [])
     >>> SlidingEventTimeWindows.of(60_000, 0)
     Traceback (most recent call last):
     ...
-    tidemark.errors.WindowSpecError: `slide` must be > 0 and <= `size`; got slide=0ms, size=60000ms
+    tidemark.errors.WindowSpecError: `slide` must be > 0; got slide=0ms
     """
 
     def assign_windows(
@@ -320,7 +329,9 @@ class SlidingEventTimeWindows(_Sliding):
 
 
 class SlidingProcessingTimeWindows(_Sliding):
-    """Overlapping windows of processing time."""
+    """Overlapping windows of processing time; with ``slide > size``, sampling windows
+    (an element arriving in a gap is in no window and counted in
+    ``num_late_records_dropped``, as :class:`SlidingEventTimeWindows` says)."""
 
     def assign_windows(
         self, element: Any, timestamp: int | None, context: WindowAssignerContext

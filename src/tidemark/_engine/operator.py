@@ -10,7 +10,8 @@ key's merging window set; skip windows that are late (or that the driver closed)
 element to each remaining window's contents; ask the trigger; fire and/or purge;
 register the window's cleanup timer. An element that went into no window and is itself
 late (or reached only closed windows) goes to the late-data side output, or is counted
-as dropped. Timers fire in time order when the watermark (event time) or the clock
+as dropped; one in no window yet not late (a gap of sampling windows) is counted as
+dropped (Flink loses it uncounted). Timers fire in time order when the watermark (event time) or the clock
 (processing time) reaches them; a window's cleanup timer removes all its state.
 Lateness, cleanup, merging, firing, side outputs and timers are written here once; the
 paths and drivers call these helpers (the public methods without a leading underscore).
@@ -186,6 +187,8 @@ class WindowOperator:
             status = self._add_to_windows(key, ks, value, timestamp, windows)
         if status == REFUSED or (status == SKIPPED and self.is_element_late(timestamp)):
             status = self.late_element(value, timestamp)
+        elif status == SKIPPED:
+            self.count_dropped(value)
         self.driver.after_element(key, ks)
         if not ks.contents and ks.is_empty():
             self.keys.pop(key, None)
@@ -293,9 +296,18 @@ class WindowOperator:
             assert timestamp is not None
             self.side_outputs.setdefault(self.late_data_tag, []).append((value, timestamp))
             return SIDE_OUTPUT
+        self.count_dropped(value)
+        return DROPPED
+
+    def count_dropped(self, value: Any) -> None:
+        """Count ``value`` in ``num_late_records_dropped``: a late element without a
+        side output, or one the assigner placed in no window though it is not late (a
+        gap between sampling windows, sliding with ``slide > size``). Flink counts only
+        the late ones and loses the others uncounted; tidemark accounts for every
+        element (a result, a side output or this count). A gap element is not late, so
+        it never goes to the late-data side output."""
         weight = self.late_weight
         self.num_late_records_dropped += 1 if weight is None else weight(value)
-        return DROPPED
 
     # ------------------------------------------------------------------ merging
 

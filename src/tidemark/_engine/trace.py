@@ -19,9 +19,9 @@ Element status codes map to trace statuses as follows:
 ``DROPPED``               ``dropped``      late, counted in ``num_late_records_dropped``
 ``SKIPPED``               ``dropped``      in no live window yet not late (an assigner
                                            that leaves gaps, such as sliding windows
-                                           with ``size < slide``); its value reaches no
-                                           output, so the picture shows it as dropped,
-                                           though Flink's counter does not count it
+                                           with ``size < slide``); counted in
+                                           ``num_late_records_dropped``, though
+                                           Flink's counter does not count it
 ========================  ===============  ==========================================
 
 Firing kinds: ``early`` when the watermark is before the window's ``max_timestamp()``;
