@@ -496,7 +496,9 @@ class WindowResultStream(DataStream):
 
     def num_late_records_dropped(self) -> int:
         """How many late elements were dropped: late for every window they belonged to,
-        with no late-data side output to go to (Flink's ``numLateRecordsDropped``).
+        with no late-data side output to go to (Flink's ``numLateRecordsDropped``); and,
+        unlike Flink's, the elements that fell in a gap of sampling windows (sliding,
+        ``slide > size``) without being late, which Flink loses uncounted.
 
         Bounded input only: it runs the pipeline. A streaming query reports the count
         per batch on its ``"__late_records_dropped"`` output (see :meth:`write_outputs`).

@@ -11,7 +11,8 @@ does. The figures:
                                 row is no element)
 ``num_records_out``             results emitted by the windows that fired
 ``num_late_records_side_output`` late elements sent to the late-data side output
-``num_late_records_dropped``    late elements dropped (Flink's ``numLateRecordsDropped``)
+``num_late_records_dropped``    late elements dropped (Flink's ``numLateRecordsDropped``),
+                                and elements in a gap of sampling windows
 ``keys_in_state_change``        keys holding state after, less before (streaming)
 ``windows_in_state_change``     windows holding contents after, less before (streaming)
 ``watermark_ms``                the event-time watermark the calls ran under (streaming;
