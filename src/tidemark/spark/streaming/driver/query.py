@@ -32,6 +32,7 @@ A sink per output, written idempotently by batch id::
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -458,7 +459,7 @@ def _prepare_input(
     """The processor's input: key and value columns, ``__tm_ts``, and (event time) the
     watermark on Spark's clock, ``offset_ms`` ahead of the engine's."""
     names = _input_names(key_columns, value_columns)
-    timestamp = timestamp_ms(df.schema, timestamp_column, "timestamp_column")
+    timestamp = stream_timestamp_ms(df.schema, timestamp_column)
     columns = [processor_column(df, c) for c in names]
     if not time_mode.event_time:
         return df.select(*columns, timestamp.alias(TS))
@@ -483,6 +484,22 @@ def _prepare_input(
         return watermarked(df)
     marker = timestamp.isNotNull() & (timestamp >= F.lit(END_OF_INPUT_MS))
     return union_by_partition(df, partitions, timestamp, marker, watermarked)
+
+
+LAST_DATE = datetime.date(9999, 12, 31)
+"""A DATE column's largest value: on a stream, its end-of-input marker."""
+
+
+def stream_timestamp_ms(schema: StructType, column: str | None) -> Any:
+    """The event time of ``column`` in long ms as a stream reads it: as every mode does
+    (:func:`~tidemark.spark.timestamps.timestamp_ms`), except that a DATE column, whose
+    days (midnights) never reach :data:`END_OF_INPUT_MS` (9999-12-31T23:59:59.999Z),
+    ends its input with its largest value, :data:`LAST_DATE`: such a row is stamped
+    ``END_OF_INPUT_MS``, the end-of-input marker a timestamp column carries."""
+    ms = timestamp_ms(schema, column, "timestamp_column")
+    if column is None or type(schema[column].dataType).__name__ != "DateType":
+        return ms
+    return F.when(F.col(f"`{column}`") == F.lit(LAST_DATE), F.lit(END_OF_INPUT_MS)).otherwise(ms)
 
 
 # ---------------------------------------------------------------------- operator
