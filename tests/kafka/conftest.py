@@ -10,8 +10,8 @@ where that is a failure.
 
 from __future__ import annotations
 
+import functools
 import itertools
-import json
 import os
 import shutil
 import sys
@@ -21,8 +21,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tools" / "kafka"))
+sys.path.insert(0, str(ROOT / "docs" / "examples"))
 import broker as kafka_broker  # noqa: E402  (tools/kafka/broker.py)
 import jars as kafka_jars_set  # noqa: E402  (tools/kafka/jars.py)
+import kafka_fill  # noqa: E402  (docs/examples/kafka_fill.py)
 
 REQUIRED = os.environ.get("TIDEMARK_REQUIRE_KAFKA") == "1"
 _TOPICS = itertools.count()
@@ -103,17 +105,6 @@ def topic(bootstrap):
 @pytest.fixture
 def produce(spark, bootstrap):
     """``produce(topic, [(partition, value), ...])``: write records, a dict as JSON and a
-    str as it is, each partition's in the order given (one task writes them, in order)."""
-
-    def write(topic: str, records: list[tuple[int, object]]) -> None:
-        rows = [(p, v if isinstance(v, str) else json.dumps(v)) for p, v in records]
-        (
-            spark.createDataFrame(rows, "partition int, value string")
-            .coalesce(1)
-            .write.format("kafka")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("topic", topic)
-            .save()
-        )
-
-    return write
+    str as it is, each partition's in the order given: ``docs/examples/kafka_fill.py``,
+    the way ``docs/kafka.md`` gives."""
+    return functools.partial(kafka_fill.produce, spark, bootstrap)
