@@ -7,16 +7,15 @@ Dataflow trigger's panes, :mod:`~tidemark._engine.panes`).
 
 Per element (the general path): assign windows; for merging assigners add each to the
 key's merging window set; skip windows that are late (or that the driver closed); add the
-element to each remaining window's contents; ask the trigger; fire and/or purge;
-register the window's cleanup timer. An element that went into no window and is itself
-late (or reached only closed windows) goes to the late-data side output, or is counted
-as dropped; one in no window yet not late (a gap of sampling windows) is counted as
-dropped (Flink loses it uncounted). Timers fire in time order when the watermark (event time) or the clock
-(processing time) reaches them; a window's cleanup timer removes all its state.
-Lateness, cleanup, merging, firing, side outputs and timers are written here once; the
-paths and drivers call these helpers (the public methods without a leading underscore).
-The caller drives the operator; it never reads a clock of its own. The guide:
-``docs/internals.md``.
+element to each remaining window's contents; ask the trigger; fire and/or purge; register
+the window's cleanup timer. An element in no window goes, when late (or in closed windows
+only), to the late-data side output or the dropped count; when not (a gap of sampling
+windows, which Flink loses uncounted), to the dropped count. Timers fire in time order
+when the watermark (event time) or the clock (processing time) reaches them; a window's
+cleanup timer removes all its state. Lateness, cleanup, merging, firing, side outputs and
+timers are written here once; the paths and drivers call these helpers (the public methods
+without a leading underscore). The caller drives the operator; it never reads a clock of
+its own. The guide: ``docs/internals.md``.
 """
 
 from __future__ import annotations
@@ -165,8 +164,7 @@ class WindowOperator:
         return ks
 
     def assign_and_add(self, key: Any, value: Any, timestamp: int | None) -> int:
-        """The general path of one element: the assigner's windows, then
-        :meth:`add_assigned`."""
+        """The general path of one element: the assigner's windows, then :meth:`add_assigned`."""
         ks = self.keys.get(key)
         if ks is None:
             ks = self.keys[key] = KeyState()
@@ -185,10 +183,8 @@ class WindowOperator:
             status = self._add_to_merging_windows(key, ks, value, timestamp, windows)
         else:
             status = self._add_to_windows(key, ks, value, timestamp, windows)
-        if status == REFUSED or (status == SKIPPED and self.is_element_late(timestamp)):
-            status = self.late_element(value, timestamp)
-        elif status == SKIPPED:
-            self.count_dropped(value)
+        if status == REFUSED or status == SKIPPED:
+            status = self.late_element(value, timestamp, known_late=status == REFUSED)
         self.driver.after_element(key, ks)
         if not ks.contents and ks.is_empty():
             self.keys.pop(key, None)
@@ -290,24 +286,16 @@ class WindowOperator:
         for value, timestamp in zip(values, timestamps):
             element(key, value, timestamp)
 
-    def late_element(self, value: Any, timestamp: int | None) -> int:
-        """A late element: to the late-data side output, or counted as dropped."""
-        if self.late_data_tag is not None:
+    def late_element(self, value: Any, timestamp: int | None, known_late: bool = True) -> int:
+        """An element in no window (late if ``known_late``, else judged here): see the module."""
+        late = known_late or self.is_element_late(timestamp)
+        if late and self.late_data_tag is not None:
             assert timestamp is not None
             self.side_outputs.setdefault(self.late_data_tag, []).append((value, timestamp))
             return SIDE_OUTPUT
-        self.count_dropped(value)
-        return DROPPED
-
-    def count_dropped(self, value: Any) -> None:
-        """Count ``value`` in ``num_late_records_dropped``: a late element without a
-        side output, or one the assigner placed in no window though it is not late (a
-        gap between sampling windows, sliding with ``slide > size``). Flink counts only
-        the late ones and loses the others uncounted; tidemark accounts for every
-        element (a result, a side output or this count). A gap element is not late, so
-        it never goes to the late-data side output."""
         weight = self.late_weight
         self.num_late_records_dropped += 1 if weight is None else weight(value)
+        return DROPPED if late else SKIPPED
 
     # ------------------------------------------------------------------ merging
 

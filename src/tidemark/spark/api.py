@@ -495,10 +495,8 @@ class WindowResultStream(DataStream):
         return columns.main_output(self.combined_dataframe(), self._plan.output_schema)
 
     def num_late_records_dropped(self) -> int:
-        """How many late elements were dropped: late for every window they belonged to,
-        with no late-data side output to go to (Flink's ``numLateRecordsDropped``); and,
-        unlike Flink's, the elements that fell in a gap of sampling windows (sliding,
-        ``slide > size``) without being late, which Flink loses uncounted.
+        """How many elements were dropped: late ones with no late-data side output (Flink's
+        ``numLateRecordsDropped``), and those in a gap of sampling windows (Flink loses them).
 
         Bounded input only: it runs the pipeline. A streaming query reports the count
         per batch on its ``"__late_records_dropped"`` output (see :meth:`write_outputs`).
