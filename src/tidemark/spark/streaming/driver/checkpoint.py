@@ -40,7 +40,9 @@ from __future__ import annotations
 import enum
 import json
 import os
+import shutil
 import types
+import uuid
 import weakref
 from typing import Any
 
@@ -71,6 +73,9 @@ __all__ = [
     "stored_layout",
     "state_layout",
     "check_checkpoint_layout",
+    "read_record",
+    "create_record",
+    "qualified",
 ]
 
 GROUPS_FILE = "tidemark-max-parallelism"
@@ -391,6 +396,42 @@ def _write_line(spark: Any, path: str, line: str) -> None:
         _write_local(local, line)
 
 
+def read_record(spark: Any, path: str) -> list[str]:
+    """The lines of the record (a directory of text files) at ``path``; none when absent.
+    Laid out and read as the checkpoint's own records (module docstring)."""
+    return _read_lines(spark, path)
+
+
+def create_record(spark: Any, path: str, line: str) -> bool:
+    """Write ``line`` as the record at ``path`` unless one is there: False when it was.
+    Atomic on the driver's disk (a directory renamed into place) and where Hadoop's
+    ``create`` without overwrite is (HDFS); over Spark Connect a job writing with
+    ``errorifexists``, which checks first (two racing clients may both write)."""
+    if is_connect(spark):
+        frame = spark.createDataFrame([(line,)], "value string").coalesce(1)
+        try:
+            frame.write.mode("errorifexists").text(path)
+        except AnalysisException as exc:
+            if "PATH_ALREADY_EXISTS" not in str(exc) and "already exists" not in str(exc):
+                raise
+            return False
+        return True
+    local = _local_directory(spark, path)
+    if local is None:
+        return _HadoopFiles(spark, path).create_line(line)
+    return _create_local(local, line)
+
+
+def qualified(spark: Any, path: str) -> str:
+    """``path`` as the file system names it (scheme, absolute), to compare two paths;
+    over Spark Connect, which has no JVM on the client, as given."""
+    if is_connect(spark):
+        return path.rstrip("/")
+    hadoop_path = spark.sparkContext._jvm.org.apache.hadoop.fs.Path(path)
+    fs = hadoop_path.getFileSystem(spark._jsparkSession.sessionState().newHadoopConf())
+    return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
+
+
 _RESOLVED: weakref.WeakKeyDictionary[Any, dict[str, str | None]] = weakref.WeakKeyDictionary()
 """Per Spark context: a record's path -> its directory on the driver's disk, or None."""
 
@@ -441,6 +482,21 @@ def _write_local(directory: str, line: str) -> None:
     open(os.path.join(directory, "_SUCCESS"), "w").close()
 
 
+def _create_local(directory: str, line: str) -> bool:
+    """:func:`_write_local` into a directory of its own, renamed to ``directory``: the
+    rename fails when ``directory`` exists with a record in it (another writer's)."""
+    parent, name = os.path.split(directory.rstrip("/"))
+    os.makedirs(parent, exist_ok=True)
+    staged = os.path.join(parent, f".{name}-{uuid.uuid4().hex}")
+    _write_local(staged, line)
+    try:
+        os.rename(staged, directory)
+    except OSError:
+        shutil.rmtree(staged, ignore_errors=True)
+        return False
+    return True
+
+
 class _HadoopFiles:
     """A directory of text files on the file system of a classic session's JVM, laid
     out as Spark's text writer leaves it (``part-00000.txt`` and ``_SUCCESS``), so that
@@ -467,6 +523,22 @@ class _HadoopFiles:
                     stream.close()
                 lines.extend(text.splitlines())
         return lines
+
+    def create_line(self, line: str) -> bool:
+        """Write the record's part file unless it exists (False then)."""
+        self._fs.mkdirs(self._path)
+        part = self._jvm.org.apache.hadoop.fs.Path(self._path, "part-00000.txt")
+        try:
+            stream = self._fs.create(part, False)
+        except Exception as exc:  # py4j's error of Hadoop's FileAlreadyExistsException
+            if "FileAlreadyExists" in str(exc) or "already exists" in str(exc):
+                return False
+            raise
+        try:
+            stream.write(bytearray(f"{line}\n".encode()))
+        finally:
+            stream.close()
+        return True
 
     def write_line(self, line: str) -> None:
         self._fs.mkdirs(self._path)

@@ -4,7 +4,8 @@ sink with ``foreachBatch`` (the operator runs once per micro-batch, however many
 read it).
 
 Before the query starts, its checkpoint's records are compared with the window
-(:mod:`.checkpoint`: the number of key groups, the pipeline); the query then starts with
+(:mod:`.checkpoint`: the number of key groups, the pipeline) and each table sink claims
+its table for the query and output (:mod:`tidemark.spark.tables`); the query starts with
 its state partitions capped (:func:`~.keygroups.state_partitions_cap`) and observes
 each window's figures (:func:`observed_chain`, ``docs/watching.md``).
 """
@@ -50,6 +51,7 @@ from tidemark.spark.streaming.driver.query import (
 from tidemark.spark.streaming.driver.stopping import stop_signal
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.surfacing import TidemarkStreamingQuery
+from tidemark.spark.tables import claim_tables
 
 __all__ = ["select_output", "write_outputs", "observed_chain", "observation_name"]
 
@@ -105,7 +107,10 @@ def write_outputs(
         writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
         replayed after a failure replaces its own rows. Several sinks read one cached
         computation of the micro-batch; a single sink gets it uncached (persist it to
-        read it more than once without computing it again).
+        read it more than once without computing it again). A table sink
+        (:mod:`tidemark.spark.sinks`) claims its table for this query and output before
+        the query starts: two outputs naming one table, or a table another query or
+        output holds, are refused.
     checkpoint : str
         The query's checkpoint location (state, timers, watermark, offsets). Its
         records must match the window: the number of key groups it started with (give
@@ -149,7 +154,14 @@ def write_outputs(
     check_checkpoint_clock(spark, checkpoint, window.spark_offset_ms)
     check_checkpoint_layout(spark, checkpoint, window.state_layout.name)
     check_checkpoint(spark, checkpoint, window.key_groups.count, window.pipeline)
-    splitter = _BatchSplitter(dict(sinks), {**window.side_schemas, **(schemas or {})})
+    all_schemas = {**window.side_schemas, **(schemas or {})}
+    claim_tables(
+        spark,
+        sinks,
+        checkpoint,
+        lambda name: select_output(window, name, all_schemas.get(name)).schema,
+    )
+    splitter = _BatchSplitter(dict(sinks), all_schemas)
     writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
     writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
