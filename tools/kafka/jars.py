@@ -11,11 +11,18 @@ versions are pinned in ``tools/versions.env``:
   ships (the same artifact in another version would shadow or clash with Spark's);
 * ``broker``: Apache Kafka's broker and tools (``KAFKA``, ``KAFKA_TOOLS``), run from
   their jars by ``broker.py``;
+* ``delta``: Delta Lake, ``io.delta:delta-spark_<minor>_2.13`` (``DELTA``) for the
+  installed PySpark's minor, where Delta publishes one (``DELTA_SPARK``);
+* ``iceberg``: Apache Iceberg, ``org.apache.iceberg:iceberg-spark-runtime-<minor>_2.13``
+  at the release pinned for that minor (``ICEBERG_SPARK_<minor>``), where there is one;
 * ``flink``: Flink's Kafka source (``FLINK_KAFKA``) and its ``kafka-clients``, for the
   check against real Flink (``tools/flinkref/flink_kafka.py``); fetched only when named,
   as Flink's own jars come with ``tools/flinkref/setup.sh``.
 
-    python tools/kafka/jars.py                          # fetch what is missing
+    python tools/kafka/jars.py                          # fetch what is missing: connector,
+                                                        # broker, and delta and iceberg where
+                                                        # the installed PySpark has them
+    python tools/kafka/jars.py delta iceberg            # the table formats alone
     python tools/kafka/jars.py flink                    # the same for the flink set
     python tools/kafka/jars.py --classpath connector     # print spark.jars
 """
@@ -39,9 +46,13 @@ SETS = {
     "connector": ("SPARK_KAFKA",),
     "broker": ("KAFKA", "KAFKA_TOOLS"),
     "flink": ("FLINK_KAFKA",),
+    "delta": ("DELTA_JAR",),
+    "iceberg": ("ICEBERG_JAR",),
 }
 DEFAULT = ("connector", "broker")
-ON_SPARK = ("connector",)
+FORMATS = ("delta", "iceberg")
+"""Fetched by default where the installed PySpark's minor has a release of them."""
+ON_SPARK = ("connector", "delta", "iceberg")
 UNREACHABLE = (
     "tools/kafka/jars.py: Maven could not fetch {what} from Maven Central "
     "(https://repo.maven.apache.org/maven2). Check that this machine reaches it (a proxy "
@@ -59,6 +70,12 @@ NOT_SERVED = (
 )
 
 
+NO_FORMAT = (
+    "tools/kafka/jars.py: {name} publishes no release for Spark {minor} (the installed "
+    "PySpark {version}); tools/versions.env lists the minors it serves"
+)
+
+
 def _not_served(said: str) -> bool:
     return "Could not find artifact" in said
 
@@ -73,7 +90,32 @@ def versions() -> dict[str, str]:
             name, _, value = line.partition("=")
             pins[name.strip()] = value.strip()
     pins["SPARK_KAFKA"] = f"{CONNECTOR}:{spark_version()}"
+    minor = installed_minor()
+    if minor in pins.get("DELTA_SPARK", "").split():
+        pins["DELTA_JAR"] = f"io.delta:delta-spark_{minor}_2.13:{pins['DELTA']}"
+    iceberg = pins.get(f"ICEBERG_SPARK_{minor.replace('.', '_')}")
+    if iceberg:
+        pins["ICEBERG_JAR"] = f"org.apache.iceberg:iceberg-spark-runtime-{minor}_2.13:{iceberg}"
     return pins
+
+
+def installed_minor() -> str:
+    """The installed PySpark's minor, ``4.2``: the table formats' jars are built per minor."""
+    import pyspark
+
+    return ".".join(pyspark.__version__.split(".")[:2])
+
+
+def served(name: str, pins: dict[str, str] | None = None) -> bool:
+    """Whether set ``name`` has a release for the installed PySpark (a table format
+    may not)."""
+    pins = pins or versions()
+    return all(key in pins for key in SETS[name])
+
+
+def default_sets(pins: dict[str, str]) -> list[str]:
+    """What ``jars.py`` fetches when no set is named."""
+    return [*DEFAULT, *(name for name in FORMATS if served(name, pins))]
 
 
 def spark_version() -> str:
@@ -95,6 +137,12 @@ CENTRAL_ONLY = (
     "<settings><mirrors><mirror><id>central-only</id><mirrorOf>*</mirrorOf>"
     "<url>https://repo.maven.apache.org/maven2</url></mirror></mirrors></settings>"
 )
+
+
+def _pyspark() -> str:
+    import pyspark
+
+    return pyspark.__version__
 
 
 def _pom(coordinates: list[str]) -> str:
@@ -122,8 +170,9 @@ def _stamp(name: str, pins: dict[str, str]) -> str:
 
 def fetched(name: str, pins: dict[str, str] | None = None) -> bool:
     """Whether set ``name`` is cached for the pinned versions."""
+    pins = pins or versions()
     stamp = folder(name) / "versions.txt"
-    return stamp.is_file() and stamp.read_text() == _stamp(name, pins or versions())
+    return served(name, pins) and stamp.is_file() and stamp.read_text() == _stamp(name, pins)
 
 
 def fetch(name: str, pins: dict[str, str]) -> None:
@@ -182,13 +231,18 @@ def main(argv: list[str] | None = None) -> None:
     if set(args.sets) - set(SETS):
         parser.error(f"SET must be one of {list(SETS)}, not {args.sets}")
     pins = versions()
+    unserved = [n for n in [*args.sets, *(args.classpath or [])] if not served(n, pins)]
+    if unserved:
+        sys.exit(
+            NO_FORMAT.format(name=", ".join(unserved), minor=installed_minor(), version=_pyspark())
+        )
     if args.classpath:
         missing = [n for n in args.classpath if not fetched(n, pins)]
         if missing:
             sys.exit(f"not fetched: {missing}; run `make kafka-setup`")
         print(",".join(classpath(args.classpath)))
         return
-    names = args.sets or DEFAULT
+    names = args.sets or default_sets(pins)
     if args.check:
         sys.exit(0 if all(fetched(n, pins) for n in names) else 1)
     for name in names:
