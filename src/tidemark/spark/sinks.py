@@ -254,9 +254,9 @@ def iceberg_table(name: str) -> IcebergTable:
     ``org.apache.iceberg:iceberg-spark-runtime-<Spark minor>_2.13`` on its class path
     (Spark 4.0 or 4.1, :data:`ICEBERG_SPARK`) and the catalog, e.g.
     ``spark.sql.catalog.lake=org.apache.iceberg.spark.SparkCatalog`` with its
-    ``.type`` and ``.warehouse``. Expiring snapshots keeps the latest ones, which hold
-    the last batch; a compaction's snapshot after it does not, so restart a query
-    before compacting its table, not during.
+    ``.type`` and ``.warehouse``. An expired snapshot takes its properties with it:
+    keep the latest one the query committed (``expire_snapshots`` with ``retain_last``),
+    above all between a failure and its restart.
     """
     if not isinstance(name, str) or not name:
         raise WindowSpecError(f"`name` must be a table name (str); got {name!r}")
