@@ -161,7 +161,10 @@ def _pom(coordinates: list[str]) -> str:
 def folder(name: str) -> Path:
     """Where set ``name``'s jars go: a folder per Spark version for the sets that run on
     Spark (one machine may test several PySpark versions side by side)."""
-    return JARS / (f"{name}-{spark_version()}" if name in ON_SPARK else name)
+    if name == "connector":
+        return JARS / f"{name}-{spark_version()}"
+    # the table formats' jars follow the installed PySpark, whatever connector is named
+    return JARS / (f"{name}-{_pyspark()}" if name in ON_SPARK else name)
 
 
 def _stamp(name: str, pins: dict[str, str]) -> str:
