@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "docs" / "examples"))
 import broker as kafka_broker  # noqa: E402  (tools/kafka/broker.py)
 import jars as kafka_jars_set  # noqa: E402  (tools/kafka/jars.py)
 import kafka_fill  # noqa: E402  (docs/examples/kafka_fill.py)
+import kafka_job  # noqa: E402  (the session's settings, shared with the killed job)
 
 REQUIRED = os.environ.get("TIDEMARK_REQUIRE_KAFKA") == "1"
 _TOPICS = itertools.count()
@@ -66,9 +67,34 @@ def bootstrap(kafka_jars, tmp_path_factory) -> str:
     kafka_broker.stop(directory)
 
 
+FORMAT_NAMES = {"delta": "Delta Lake", "iceberg": "Apache Iceberg"}
+
+
+def require_format(name: str) -> None:
+    """Skip a test of table format ``name`` where the installed PySpark's minor has no
+    release of it (always: nothing to fetch); where it has one, a missing jar is
+    :func:`unavailable` (a failure under ``make test-kafka``)."""
+    if name == "parquet":
+        return
+    if not kafka_jars_set.served(name):
+        pytest.skip(
+            f"{FORMAT_NAMES[name]} publishes no release for Spark "
+            f"{kafka_jars_set.installed_minor()} (tools/versions.env)"
+        )
+    if not kafka_jars_set.fetched(name):
+        unavailable(f"the {name} jars are not fetched: run `python tools/kafka/jars.py`")
+
+
 @pytest.fixture(scope="session")
-def spark(kafka_jars):
-    """A local[2] session with Spark's Kafka connector on its class path."""
+def warehouse(tmp_path_factory) -> str:
+    """The directory of the sessions' Iceberg catalog ``tmk`` (a Hadoop catalog)."""
+    return str(tmp_path_factory.mktemp("iceberg-warehouse"))
+
+
+@pytest.fixture(scope="session")
+def spark(kafka_jars, warehouse):
+    """A local[2] session with Spark's Kafka connector on its class path, and the table
+    formats whose jars are fetched (``kafka_job.session_conf``)."""
     from pyspark.sql import SparkSession
 
     from tidemark.spark.session import get_spark
@@ -80,11 +106,7 @@ def spark(kafka_jars):
     session = get_spark(
         master="local[2]",
         app_name="tidemark-kafka-tests",
-        conf={
-            "spark.jars": ",".join(kafka_jars),
-            "spark.sql.shuffle.partitions": "2",
-            "spark.default.parallelism": "2",
-        },
+        conf=kafka_job.session_conf(warehouse),
     )
     yield session
     session.stop()
