@@ -50,6 +50,8 @@ def session_conf(warehouse: str) -> dict[str, str]:
         conf[catalog] = "org.apache.iceberg.spark.SparkCatalog"
         conf[f"{catalog}.type"] = "hadoop"
         conf[f"{catalog}.warehouse"] = warehouse
+        # the tests' session reads tables the job's process writes: no stale cached table
+        conf[f"{catalog}.cache-enabled"] = "false"
     return conf
 
 
