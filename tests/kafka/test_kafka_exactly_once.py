@@ -33,6 +33,7 @@ from pathlib import Path
 import pytest
 from conftest import require_format
 from kafka_job import iceberg_name
+from pyspark.sql import functions as F
 
 from tidemark.spark.sinks import BATCH_ID
 from tidemark.spark.streaming import END_OF_INPUT_MS
@@ -107,7 +108,7 @@ def _batch_written(spark, fmt: str, out: Path, topic: str, batch: int) -> bool:
         return any(f'"version":{batch},' in line for f in log for line in
                    f.read_text().splitlines() if line.startswith('{"txn"'))  # fmt: skip
     snapshots = spark.table(f"{iceberg_name(topic, 'sessions')}.snapshots")
-    return snapshots.where(snapshots.summary[BATCH_ID] == str(batch)).count() == 1
+    return snapshots.where(F.col("summary")[BATCH_ID] == str(batch)).count() == 1
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "delta", "iceberg"])
