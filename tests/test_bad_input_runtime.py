@@ -91,6 +91,17 @@ def test_a_worker_traceback_reads_back_as_the_tidemark_error_it_ends_with():
     assert WORKER_NOTE in error.__notes__
 
 
+def test_a_foreach_batch_failure_reads_back_without_the_sqlstates_spark_adds():
+    # a streaming query's raise_error, as a foreachBatch failure reports it
+    spark_error = RuntimeError(
+        "[USER_RAISED_EXCEPTION] tidemark.errors.InputDataError: null key in column 'user'"
+        ". Fill in. SQLSTATE: P0001\n SQLSTATE: 39000 SQLSTATE: XXKST\n\tat org.apache"
+    )
+    error = tidemark_error_of(spark_error)
+    assert type(error) is tm.InputDataError
+    assert str(error) == "null key in column 'user'. Fill in."
+
+
 def test_spark_sql_raise_error_text_reads_back_without_its_sqlstate():
     spark_error = RuntimeError(
         "[USER_RAISED_EXCEPTION] tidemark.errors.InputDataError: null timestamp in column "

@@ -46,8 +46,11 @@ WORKER_NOTE = (
 # Spark SQL's raise_error (the SQL fast path) carries the same prefix in its message.
 _RAISED = re.compile(r"tidemark\.errors\.([A-Za-z]+): ")
 # What follows a message in Spark's text: a Java frame, a blank line, Spark's trailers.
-_TRAILER = re.compile(r"^\s*(at |Caused by|\.\.\. \d+ more|=== |JVM stacktrace)|^\s*$")
-_SQLSTATE = re.compile(r"\s*SQLSTATE: \w+\s*$")
+# (A streaming query's foreachBatch failure adds Spark's SQLSTATEs on a line of their own.)
+_TRAILER = re.compile(
+    r"^\s*(at |Caused by|\.\.\. \d+ more|=== |JVM stacktrace)|^(\s*SQLSTATE: \w+)*\s*$"
+)
+_SQLSTATE = re.compile(r"(\s*SQLSTATE: \w+)+\s*$")
 
 
 def tidemark_error_of(exc: BaseException) -> TidemarkError | None:

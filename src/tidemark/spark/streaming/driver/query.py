@@ -43,8 +43,9 @@ from pyspark.sql.types import StructType
 
 from tidemark._engine.operator import WindowOperator
 from tidemark.assigners import WindowAssigner
-from tidemark.errors import WindowSpecError
+from tidemark.errors import InputDataError, WindowSpecError
 from tidemark.outputs import OutputTag
+from tidemark.spark.batch.worker import NULL_KEY_ADVICE
 from tidemark.spark.columns import (
     ALL_KEY,
     KEY_GROUP,
@@ -84,6 +85,7 @@ from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInpu
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.variables import DELTAS, STATE_SCHEMA, StateLayout
+from tidemark.spark.surfacing import raise_error_column
 from tidemark.spark.timestamps import processor_column, timestamp_ms
 
 __all__ = [
@@ -460,6 +462,7 @@ def _prepare_input(
     watermark on Spark's clock, ``offset_ms`` ahead of the engine's."""
     names = _input_names(key_columns, value_columns)
     timestamp = stream_timestamp_ms(df.schema, timestamp_column)
+    df = _refusing_null_keys(df, key_columns, [*names, timestamp_column], timestamp)
     columns = [processor_column(df, c) for c in names]
     if not time_mode.event_time:
         return df.select(*columns, timestamp.alias(TS))
@@ -500,6 +503,31 @@ def stream_timestamp_ms(schema: StructType, column: str | None) -> Any:
     if column is None or type(schema[column].dataType).__name__ != "DateType":
         return ms
     return F.when(F.col(f"`{column}`") == F.lit(LAST_DATE), F.lit(END_OF_INPUT_MS)).otherwise(ms)
+
+
+def _refusing_null_keys(
+    df: DataFrame, key_columns: list[str], shown: list[str | None], timestamp: Any
+) -> DataFrame:
+    """``df`` failing on a row whose key column is null, as BATCH and replays do (Flink:
+    "Assigned key must not be null"), with the column and the row (``shown``'s columns)
+    in the message; an end-of-input marker's key is never read, so it may be null.
+
+    Checked in Spark SQL, before the rows reach a key group: a null key would otherwise
+    be the engine's key None, and fail the engine's timers later in another way."""
+    example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in dict.fromkeys(shown) if c]))
+    marker = F.coalesce(timestamp >= F.lit(END_OF_INPUT_MS), F.lit(False))
+    for key in key_columns:
+        if key.startswith("__tm_"):  # window_all's constant, a key function's pickle
+            continue
+        column = F.col(f"`{key}`")
+        message = F.concat(
+            F.lit(f"null key in column {key!r}: every element needs a key; example row: "),
+            example,
+            F.lit(f". {NULL_KEY_ADVICE}"),
+        )
+        failing = raise_error_column(InputDataError, message)
+        df = df.withColumn(key, F.when(column.isNull() & ~marker, failing).otherwise(column))
+    return df
 
 
 # ---------------------------------------------------------------------- operator
