@@ -134,7 +134,10 @@ class WatermarkStrategy:
         return WatermarkStrategy(self.out_of_orderness_ms, extract, self.idleness_ms)
 
     def with_idleness(self, idle_timeout: TimeLike) -> WatermarkStrategy:
-        """Let the watermark advance when input stays idle for ``idle_timeout``."""
+        """Mark an input idle after ``idle_timeout`` without records, as Flink's
+        ``withIdleness``: an idle input is left out of a minimum over inputs (a source's
+        partitions, :class:`PartitionWatermarks`); no watermark advances by itself, and
+        when every input is idle the watermark stands still."""
         millis = to_millis(idle_timeout, "idle_timeout")
         if millis <= 0:
             raise WindowSpecError(f"`idle_timeout` must be > 0; got idle_timeout={millis}ms")
@@ -162,8 +165,9 @@ class PartitionWatermarks:
     ``strategy.with_idleness(t)``, a partition none of whose elements arrived in the last
     ``t`` ms of arrival (processing) time is idle and left out of the minimum (a
     partition with no element yet counts from the first arrival of the stream); when
-    every partition is idle the watermark stands still. An element of an idle partition
-    is judged by the watermark without it; its partition counts again after it.
+    every partition is idle the watermark stands still, where it was just before the
+    last of them went idle (the minimum over those). An element of an idle partition is
+    judged by the watermark without it; its partition counts again after it.
 
     Idleness is judged at each arrival: :meth:`watermark_at` is the watermark in force
     for an element arriving at ``arrival_ms``. (Flink judges it on a periodic timer, by
@@ -261,7 +265,23 @@ class PartitionWatermarks:
         if self._first_arrival is None and arrival_ms is not None:
             self._first_arrival = arrival_ms
         active = [p for p in self._max if not self.is_idle(p, arrival_ms)]
+        if not active and self._max:
+            # Every partition is idle: the watermark stands where it was just before the
+            # last of them went idle, the minimum over those last active (Flink emits
+            # it on its periodic timer in between, whether or not an element arrived).
+            active = self._last_active()
         if active:
             lowest = min(self.partition_watermark(p) for p in active)
             self._watermark = max(self._watermark, lowest)
         return self._watermark
+
+    def _last_active(self) -> list[Hashable]:
+        """The partitions that went idle last: those whose last element (or, without
+        one, the stream's first) arrived latest."""
+        since = {
+            p: a if a is not None else self._first_arrival for p, a in self._last_arrival.items()
+        }
+        if any(a is None for a in since.values()):
+            return []
+        latest = max(since.values())  # type: ignore[type-var]
+        return [p for p, a in since.items() if a == latest]

@@ -7,13 +7,12 @@ micro-batches are the scenario's and the results are compared with the engine fe
 same batches and the watermark after each: per partition (Flink's Kafka source) nothing
 is late; with Spark's one watermark the lagging partition's elements are late.
 
-An idle partition: with ``with_idleness`` the watermark moves on and windows close;
-without, they wait for it, as in Flink.
+An idle partition holds the watermark, as in Flink without idleness; ``with_idleness``
+on a stream read by partition is refused (Spark cannot leave one input out of its
+minimum), and a replay of the recorded topic gives Flink's idleness.
 """
 
 from __future__ import annotations
-
-import time
 
 import pytest
 from lagging_topic import collecting, stream_lagging_topic, windows
@@ -59,39 +58,27 @@ def _idle_records():
     return rows + [(3, {"key": "k3", "ts": s * 1000}) for s in range(4)]
 
 
-def test_idle_partition_closes_windows_only_with_idleness(
+def test_idle_partition_holds_the_watermark_and_idleness_is_refused(
     spark, bootstrap, topic, produce, tmp_path
 ):
-    """Two queries side by side on a topic whose partition 3 went quiet: the one with
-    ``with_idleness`` closes its windows; the one without still waits after as long."""
+    """A topic whose partition 3 went quiet: without idleness it holds the watermark and
+    no window closes, as in Flink. ``with_idleness`` on the stream read by partition is
+    refused, naming the fix: Spark cannot leave one input out of its minimum, and
+    tidemark's former wall-clock advance made rows late that Flink keeps (issue 47)."""
     name = topic(PARTITIONS)
     produce(name, _idle_records())
-    strategies = {"idle": STRATEGY.with_idleness(2_000), "waiting": STRATEGY}
-    collected: dict[str, list] = {"idle": [], "waiting": [], "late": []}
-    queries = []
-    for variant, strategy in strategies.items():
-        result, late = windows(spark, bootstrap, name, per_partition=True, strategy=strategy)
-        queries.append(
-            result.write_outputs(
-                {"main": collecting(collected, variant), late: collecting(collected, "late")},
-                checkpoint=str(tmp_path / f"checkpoint-{variant}"),
-                trigger={"processingTime": "500 milliseconds"},
-            )
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not collected["idle"] and time.monotonic() < deadline:
-            time.sleep(0.5)
-            assert all(q.exception() is None for q in queries)
-        time.sleep(2)  # a few more triggers for the waiting query
-    finally:
-        for query in queries:
-            query.stop()
-    first = sorted(r for r in collected["idle"] if r[1] == 0)
-    assert first == [(f"k{p}", 0, WINDOW_MS, 5 if p < 3 else 4) for p in range(4)]
+    with pytest.raises(tm.WindowSpecError, match=r"^`with_idleness` on a stream read by"):
+        windows(spark, bootstrap, name, per_partition=True, strategy=STRATEGY.with_idleness(2_000))
+    collected: dict[str, list] = {"waiting": [], "late": []}
+    result, late = windows(spark, bootstrap, name, per_partition=True, strategy=STRATEGY)
+    query = result.write_outputs(
+        {"main": collecting(collected, "waiting"), late: collecting(collected, "late")},
+        checkpoint=str(tmp_path / "checkpoint-waiting"),
+        trigger={"availableNow": True},
+    )
+    assert query.awaitTermination(120)
     # partition 3 holds the watermark at 3 s - 2 s - 1 = 999 ms: nothing closes, as in Flink
-    assert BOUND_MS == 2_000 and collected["waiting"] == []
-    assert collected["late"] == []
+    assert BOUND_MS == 2_000 and collected == {"waiting": [], "late": []}
 
 
 def test_replay_of_the_recorded_topic_equals_the_engine(spark, bootstrap, topic, produce):

@@ -200,7 +200,7 @@ class WindowedStream:
 
     Every combination the engine supports runs on bounded and streaming DataFrames,
     windows on a window's results included; what a stream does not run (chains in
-    processing time or with idleness) and how it runs the rest: ``docs/streaming.md``.
+    processing time; idleness on a stream read by partition) and how it runs the rest: ``docs/streaming.md``.
     """
 
     def __init__(

@@ -86,7 +86,8 @@ def from_dataframe(
         The column holding each row's source partition (Kafka's ``partition``): the
         watermark is then Flink's per-partition one, the minimum over the partitions of
         each one's own ``max_ts(p) - out_of_orderness - 1``, an idle partition left out
-        under ``with_idleness`` (``docs/kafka.md``). Streaming and replay; BATCH has no
+        under ``with_idleness`` in a replay (``docs/kafka.md``; a stream refuses
+        ``with_idleness`` with ``partition_column``). Streaming and replay; BATCH has no
         watermarks.
     partitions : int or list, optional
         The partitions there are: a number ``n`` (values ``0 .. n-1``, Kafka's) or the
@@ -119,7 +120,8 @@ def from_dataframe(
         assigner beside a ``timestamp`` column), or a ``timestamp_unit`` that is not one
         of the four (or given for a column that is not integral, or with integral
         ``processing_time`` / ``watermark`` columns), or a ``shift_spark_clock`` that is
-        not a bool; ``partitions`` without ``partition_column``, or missing on a stream.
+        not a bool; ``partitions`` without ``partition_column``, or missing on a stream;
+        ``with_idleness`` with ``partition_column`` on a stream.
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
@@ -148,6 +150,19 @@ def from_dataframe(
         raise WindowSpecError(
             "`watermark` replays recorded watermarks and `partition_column` computes "
             "per-partition ones: give one of them"
+        )
+    if by_partition and df.isStreaming and strategy.idleness_ms is not None:
+        raise WindowSpecError(
+            "`with_idleness` on a stream read by partition (`partition_column`) is not "
+            "supported: Flink leaves an idle partition out of the minimum watermark, and a "
+            "Spark query cannot leave one of its inputs out of its minimum (tidemark "
+            "advanced the watermark with processing time instead, which made rows late that "
+            "Flink keeps); got idle_timeout="
+            f"{strategy.idleness_ms}ms, partitions={list(by_partition.values or ())}. Drop "
+            "with_idleness (an idle partition then holds the watermark, as in Flink without "
+            "idleness; end a bounded input with an end-of-input row), or replay the "
+            "recorded topic (read_kafka(..., streaming=False) with order_by and "
+            "processing_time) for Flink's idleness"
         )
     if by_partition and order and strategy.idleness_ms is not None and processing_time is None:
         raise WindowSpecError(

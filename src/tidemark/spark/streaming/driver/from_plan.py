@@ -134,11 +134,16 @@ def _window_frame(
         keys = list(op.key.columns)
     mode = _served_time_mode(op, timestamp, source.strategy.out_of_orderness_ms)
     check_partitions(source.partitions, mode)
+    # Flink's idleness only leaves an idle input out of a minimum over inputs; the
+    # watermark of one input never moves for it. A stream not read by partition is one
+    # input, so its idleness changes nothing (a stream read by partition refuses it,
+    # sources.py): no idle clock, and the query keeps its time mode.
+    idleness_ms = None
     combining = pre_aggregation(
         op,
         time_mode=mode,
         reads_window=earlier is not None,
-        idleness_ms=source.strategy.idleness_ms,
+        idleness_ms=idleness_ms,
         partitions=source.partitions,
         spark_offset_ms=spark_offset_ms,
     )
@@ -153,7 +158,7 @@ def _window_frame(
         result_to_row=functools.partial(result_row, op.output_schema.fieldNames()),
         late_tag=op.late_tag,
         time_mode=mode,
-        idleness_ms=source.strategy.idleness_ms,
+        idleness_ms=idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
         checkpoint=checkpoint,
