@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -27,9 +28,18 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from tidemark.errors import InputDataError, SessionSetupError, WindowSpecError
 from tidemark.spark.codec import parse_schema
+from tidemark.spark.partitions import PARTITION_COUNT, PARTITION_SOURCE
+from tidemark.spark.session import is_connect
 from tidemark.spark.surfacing import raise_error_column
 
-__all__ = ["read_kafka", "KafkaRecords", "KAFKA_COLUMNS", "MALFORMED_SCHEMA", "CONNECTOR"]
+__all__ = [
+    "read_kafka",
+    "topic_partitions",
+    "KafkaRecords",
+    "KAFKA_COLUMNS",
+    "MALFORMED_SCHEMA",
+    "CONNECTOR",
+]
 
 CONNECTOR = "org.apache.spark:spark-sql-kafka-0-10_2.13"
 """Spark's Kafka connector (Maven coordinates without the version: the session's Spark's)."""
@@ -97,15 +107,27 @@ def read_kafka(
         A streaming DataFrame (``readStream``), else the topic's records up to now.
     options : dict, optional
         More options of Spark's Kafka source; ``startingOffsets`` defaults to
-        ``"earliest"`` (every record the topic holds).
+        ``"earliest"`` (every record the topic holds). The ``kafka.*`` ones also serve
+        the look-up of the topic's partitions (:func:`topic_partitions`), which waits
+        ``kafka.default.api.timeout.ms`` (default 60 s) at most.
 
     Returns
     -------
     KafkaRecords
+        Its ``partition`` column records the topic's partition count (metadata), which
+        ``from_dataframe(..., partitions=)`` must equal.
+
+    Raises
+    ------
+    WindowSpecError
+        The topic does not exist.
+    InputDataError
+        The brokers did not answer within the time limit.
     """
     fields = _schema(schema, spark)
     _check(fields, timestamp, on_malformed)
     raw = _load(spark, bootstrap_servers, topic, streaming, options or {})
+    count = topic_partitions(spark, bootstrap_servers, topic, options or {})
     parsed = raw.select(
         F.col("topic"),
         F.col("partition"),
@@ -116,7 +138,12 @@ def read_kafka(
     ).withColumn("json", F.from_json("value", _with_corrupt(fields), _PERMISSIVE))
     error = _error(timestamp)
     values = [F.col(f"json.`{f.name}`").alias(f.name) for f in fields.fields]
-    kafka = [F.col(c) for c in ("partition", "offset")] + [F.col("kafka_timestamp")]
+    # the topic's partitions, for from_dataframe to check `partitions` against
+    counted = (
+        {} if count is None else {PARTITION_COUNT: count, PARTITION_SOURCE: f"topic {topic!r}"}
+    )
+    partition = F.col("partition").alias("partition", metadata=counted)
+    kafka = [partition, F.col("offset"), F.col("kafka_timestamp")]
     good = parsed.where(_failing(error) if on_malformed == "fail" else error.isNull())
     malformed = parsed.where(error.isNotNull()).select(
         "topic", "partition", "offset", "kafka_timestamp", "key", "value", error.alias("error")
@@ -169,6 +196,54 @@ def _load(spark: Any, servers: str, topic: str, streaming: bool, options: dict[s
             "spark.jars listing its jars; `make kafka-setup` caches them in "
             "tools/kafka/.jars/connector)"
         ) from exc
+
+
+def topic_partitions(spark: Any, servers: str, topic: str, options: dict[str, str]) -> int | None:
+    """The number of partitions ``topic`` has now, asked of the brokers with Kafka's own
+    client (the connector's) on the driver; None over Spark Connect (no driver JVM).
+
+    Raises
+    ------
+    WindowSpecError
+        The topic does not exist (Spark would fail later with its whole plan, never
+        naming the topic).
+    InputDataError
+        The brokers did not answer within ``kafka.default.api.timeout.ms`` (default
+        60 s): Spark's own source would wait without end (``availableNow`` included).
+    """
+    if is_connect(spark):
+        return None
+    jvm = spark._jvm
+    settings = jvm.java.util.Properties()
+    for name, value in options.items():
+        if name.startswith("kafka."):  # the client's own settings (security, timeouts)
+            settings.put(name[len("kafka.") :], str(value))
+    settings.put("bootstrap.servers", servers)
+    for name in ("key.deserializer", "value.deserializer"):
+        settings.put(name, "org.apache.kafka.common.serialization.ByteArrayDeserializer")
+    timeout_ms = int(options.get("kafka.default.api.timeout.ms", _LOOKUP_TIMEOUT_MS))
+    consumer = jvm.org.apache.kafka.clients.consumer.KafkaConsumer(settings)
+    try:
+        found = consumer.partitionsFor(topic, jvm.java.time.Duration.ofMillis(timeout_ms))
+    except Py4JJavaError as exc:
+        if "TimeoutException" not in str(exc):
+            raise
+        raise InputDataError(
+            f"Kafka's brokers at {servers} did not answer within {timeout_ms}ms when asked "
+            f"for topic {topic!r}: check `bootstrap_servers` and that the brokers are up "
+            "(the limit is option kafka.default.api.timeout.ms)"
+        ) from None
+    finally:
+        consumer.close()
+    if found is None or found.isEmpty():
+        raise WindowSpecError(
+            f"`topic` {topic!r} does not exist on the brokers at {servers}: create it, or "
+            "name a topic that exists"
+        )
+    return int(found.size())
+
+
+_LOOKUP_TIMEOUT_MS = 60_000
 
 
 def _with_corrupt(fields: StructType) -> StructType:

@@ -43,9 +43,17 @@ __all__ = [
     "check_watermark_policy",
     "check_partitions",
     "WATERMARK_POLICY_CONF",
+    "PARTITION_COUNT",
+    "PARTITION_SOURCE",
 ]
 
 WATERMARK_POLICY_CONF = "spark.sql.streaming.multipleWatermarkPolicy"
+
+PARTITION_COUNT = "tidemark.partitions"
+"""Metadata of a partition column whose source knows its partitions (``read_kafka``:
+the topic's count when it was read, values ``0 .. n-1``): ``partitions`` must be them."""
+PARTITION_SOURCE = "tidemark.partitions.source"
+"""Metadata naming that source for messages (``topic 'clicks'``)."""
 
 _KINDS = ("IntegerType", "LongType", "ShortType", "ByteType", "StringType")
 
@@ -78,7 +86,33 @@ def source_partitions(
             "fixed when it starts; give the number of Kafka partitions (partitions=4 for "
             "0..3) or the list of values of `partition_column`"
         )
+    if values is not None:
+        _check_known(df.schema[column].metadata or {}, values)
     return SourcePartitions(column, values)
+
+
+def _check_known(metadata: dict[str, Any], values: tuple[Hashable, ...]) -> None:
+    """Refuse ``partitions`` other than those the source has: a listed partition without
+    rows would hold the watermark at its minimum for ever, so no window would fire."""
+    count = metadata.get(PARTITION_COUNT)
+    if count is None or set(values) == set(range(count)):
+        return
+    source = metadata.get(PARTITION_SOURCE, "the source")
+    extra = sorted(set(values) - set(range(count)), key=str)
+    missing = sorted(set(range(count)) - set(values))
+    problems = []
+    if extra:
+        problems.append(
+            f"{extra} it does not have (they would never hold a row, so the watermark, "
+            "their minimum, would never rise and no window would fire)"
+        )
+    if missing:
+        problems.append(f"not its {missing} (their rows would fail the query)")
+    raise WindowSpecError(
+        f"`partitions` must be the partitions {source} has, 0..{count - 1}; got "
+        f"partitions={list(values)}, which lists {' and '.join(problems)}: give "
+        f"partitions={count}"
+    )
 
 
 def _values(partitions: Any) -> tuple[Hashable, ...] | None:
