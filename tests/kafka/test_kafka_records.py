@@ -37,8 +37,23 @@ def _read(spark, bootstrap, name, **kwargs):
         ('{"key": "c", "ts": "noon"}', "its value is not a JSON object of the schema"),
         ('{"key": "c"}', "it has no event time: field 'ts' is missing or null"),
         ("", "it has no value"),
+        (
+            '{"key": 123, "ts": 3000}',
+            "its field 'key' is a string in the schema and a JSON BIGINT in the value",
+        ),
+        (
+            '{"key": {"id": 7}, "ts": 3000}',
+            "its field 'key' is a string in the schema and a JSON OBJECT<id: BIGINT> in the value",
+        ),
     ],
-    ids=["bad_json", "wrong_type", "missing_timestamp", "empty"],
+    ids=[
+        "bad_json",
+        "wrong_type",
+        "missing_timestamp",
+        "empty",
+        "number_in_string",
+        "object_in_string",
+    ],
 )
 def test_malformed_record_is_an_error_naming_partition_and_offset(
     spark, bootstrap, topic, produce, value, reason
@@ -91,6 +106,28 @@ def test_side_output_keeps_malformed_records_apart(spark, bootstrap, topic, prod
     assert bad == [
         (0, 1, '{"key": "c"}', "it has no event time"),
         (1, 1, "{not json", "its value is not a J"),
+    ]
+
+
+def test_a_string_field_takes_only_json_strings(spark, bootstrap, topic, produce):
+    """Spark's from_json reads any JSON value into a string field ('123', '{"id":7}'):
+    such a record is malformed, nested string fields too; a JSON null is a null."""
+    name = topic(1)
+    values = [
+        '{"who": {"name": "ann"}, "ts": 1}',
+        '{"who": {"name": null}, "ts": 2}',
+        '{"who": {"name": 7}, "ts": 3}',
+        '{"who": {"name": "bob"}, "key": [1], "ts": 4}',
+    ]
+    produce(name, [(0, v) for v in values])
+    records = read_kafka(
+        spark, bootstrap_servers=bootstrap, topic=name, timestamp="ts", streaming=False,
+        schema="who struct<name: string>, key string, ts long", on_malformed="side_output",
+    )  # fmt: skip
+    assert sorted((r.ts, r.who.name) for r in records.rows.collect()) == [(1, "ann"), (2, None)]
+    assert sorted((r.offset, r.error) for r in records.malformed.collect()) == [
+        (2, "its field 'who.name' is a string in the schema and a JSON BIGINT in the value"),
+        (3, "its field 'key' is a string in the schema and a JSON ARRAY<BIGINT> in the value"),
     ]
 
 

@@ -7,7 +7,8 @@ carry per-partition watermarks (``from_dataframe(..., partition_column="partitio
 and a replay of a recorded topic can order rows as they arrived.
 
 A record is *malformed* when its value is missing, is not a JSON object of the schema
-(bad JSON, or a field of the wrong type), or lacks the event-time field. By default a
+(bad JSON, or a field of the wrong type: a JSON number or object in a string field too,
+which Spark's ``from_json`` would read as its text), or lacks the event-time field. By default a
 malformed record fails the job with :class:`~tidemark.errors.InputDataError` naming its
 topic, partition and offset; with ``on_malformed="side_output"`` it goes to
 :attr:`KafkaRecords.malformed` instead. It is never skipped silently.
@@ -136,7 +137,7 @@ def read_kafka(
         F.col("key").cast(StringType()).alias("key"),
         F.col("value").cast(StringType()).alias("value"),
     ).withColumn("json", F.from_json("value", _with_corrupt(fields), _PERMISSIVE))
-    error = _error(timestamp)
+    error = _error(timestamp, fields)
     values = [F.col(f"json.`{f.name}`").alias(f.name) for f in fields.fields]
     # the topic's partitions, for from_dataframe to check `partitions` against
     counted = (
@@ -250,9 +251,9 @@ def _with_corrupt(fields: StructType) -> StructType:
     return StructType([*fields.fields, StructField(_CORRUPT, StringType())])
 
 
-def _error(timestamp: str) -> Any:
+def _error(timestamp: str, fields: StructType) -> Any:
     """What is wrong with a record (null when nothing is)."""
-    return (
+    error = (
         F.when(F.col("json").isNull(), F.lit("it has no value (a null or empty record)"))
         .when(
             F.col(f"json.{_CORRUPT}").isNotNull(),
@@ -266,6 +267,45 @@ def _error(timestamp: str) -> Any:
             F.lit(f"it has no event time: field {timestamp!r} is missing or null"),
         )
     )
+    not_strings = _not_strings(fields)
+    return error if not_strings is None else F.coalesce(error, not_strings)
+
+
+def _not_strings(fields: StructType) -> Any:
+    """The first string field of the schema (nested in structs too) whose JSON value is
+    not a JSON string, named with what it is; null when there is none.
+
+    Spark's ``from_json`` reads any JSON value into a string field (``123`` as
+    ``"123"``, an object as its text); the value is read again as a variant to tell."""
+    paths = _string_paths(fields, "$", ())
+    if not paths:
+        return None
+    variant = F.try_parse_json(F.col("value"))
+    wrong = []
+    for path, name in paths:
+        kind = F.schema_of_variant(F.try_variant_get(variant, path, "variant"))
+        message = F.concat(
+            F.lit(f"its field {name!r} is a string in the schema and a JSON "),
+            kind,
+            F.lit(" in the value"),
+        )
+        wrong.append(F.when(kind.isNotNull() & ~kind.isin("STRING", "VOID"), message))
+    return F.coalesce(*wrong)
+
+
+def _string_paths(fields: StructType, path: str, names: tuple[str, ...]) -> list[tuple[str, str]]:
+    """(variant path, dotted name) of each string field, nested in structs too."""
+    found = []
+    for field in fields.fields:
+        inner = f"{path}['{field.name}']" if "'" not in field.name else None
+        if inner is None:
+            continue  # a name the variant path cannot quote: left to from_json
+        dotted = (*names, field.name)
+        if isinstance(field.dataType, StringType):
+            found.append((inner, ".".join(dotted)))
+        elif isinstance(field.dataType, StructType):
+            found.extend(_string_paths(field.dataType, inner, dotted))
+    return found
 
 
 def _failing(error: Any) -> Any:
