@@ -215,8 +215,10 @@ def window_stream(
         a processing-time trigger (see the streaming guide).
     idleness_ms : int, optional
         Event time only: let the watermark advance with processing time once it stood
-        still this long (see the streaming guide); the query then runs in Spark's
-        ProcessingTime mode and needs a processing-time trigger.
+        still this long (:mod:`~..worker.clock`); the query then runs in Spark's
+        ProcessingTime mode and needs a processing-time trigger. This goes beyond Flink,
+        whose idleness never moves a watermark, so ``from_dataframe``'s pipelines no
+        longer ask for it (issue 47, ``docs/streaming.md``).
     engine_key : callable, optional
         Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
     max_parallelism : int, optional
