@@ -16,7 +16,6 @@ from typing import Any
 import pandas as pd
 import pytest
 from pyspark import cloudpickle
-from pyspark.sql.streaming.stateful_processor_util import TransformWithStateInPandasUdfUtils
 from spark_state_fakes import StateHandle, TimerValues
 
 from tidemark import TumblingEventTimeWindows
@@ -361,30 +360,48 @@ def test_a_processor_unpickled_as_in_a_task_runs_as_the_one_built(layout):
 
 _PLANNER = """
 import pickle, sys
-udf = pickle.loads(sys.stdin.buffer.read())
+import pyspark.sql.streaming.stateful_processor  # PySpark's own (4.0's loads numpy)
+heavy = ("pandas", "pyarrow", "numpy", "tidemark._engine", "tidemark.spark.codec")
+def loaded():
+    return {m for m in sys.modules if m.split(".")[0] in heavy or m in heavy}
+pyspark_loads = loaded()
+shipped = pickle.loads(sys.stdin.buffer.read())
 registered = []
 class Handle:
     def getValueState(self, name, schema):
         registered.append(("value", name, schema.simpleString()))
     def getMapState(self, name, key, value):
         registered.append(("map", name, key.simpleString(), value.simpleString()))
-udf.__self__._stateful_processor.init(Handle())
-heavy = ("pandas", "pyarrow", "numpy", "tidemark._engine", "tidemark.spark.codec")
-print(sorted(m for m in sys.modules if m.split(".")[0] in heavy or m in heavy))
+# the processor in the function Spark ships (4.1+), or the processor alone (4.0)
+getattr(getattr(shipped, "__self__", None), "_stateful_processor", shipped).init(Handle())
+print(sorted(loaded() - pyspark_loads))
 print(registered)
 """
+
+
+def _shipped(processor: WindowStatefulProcessor) -> Any:
+    """What Spark pickles for the processor: the bound method of PySpark's own wrapper
+    (4.1+); PySpark 4.0 has no wrapper class and ships a closure over the processor, so
+    there the processor alone is pickled (its closure's other cells are PySpark's)."""
+    try:
+        from pyspark.sql.streaming.stateful_processor_util import (
+            TransformWithStateInPandasUdfUtils,
+        )
+    except ImportError:  # PySpark 4.0
+        return processor
+    return TransformWithStateInPandasUdfUtils(processor, "EventTime").transformWithStateUDF
 
 
 @pytest.mark.parametrize("layout", [StateLayout(ROW), LAYOUT])
 def test_spark_plans_the_processor_without_pandas_or_the_engine(layout):
     """At a query's first micro-batch Spark unpickles the processor (in the function it
     ships) in a new Python process on the driver and runs only its ``init``, to learn
-    its state variables: that process loads neither pandas, pyarrow nor the engine."""
+    its state variables: that process loads neither pandas, pyarrow nor the engine
+    (beyond what PySpark's own stateful processor module loads: numpy on 4.0)."""
     processor, _ = _processor(layout)
-    udf = TransformWithStateInPandasUdfUtils(processor, "EventTime").transformWithStateUDF
     done = subprocess.run(
         [sys.executable, "-c", _PLANNER],
-        input=cloudpickle.dumps(udf),
+        input=cloudpickle.dumps(_shipped(processor)),
         capture_output=True,
         check=True,
         timeout=120,
