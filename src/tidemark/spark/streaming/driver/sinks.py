@@ -161,7 +161,9 @@ def write_outputs(
         checkpoint,
         lambda name: select_output(window, name, all_schemas.get(name)).schema,
     )
-    splitter = _BatchSplitter(dict(sinks), all_schemas)
+    splitter = _BatchSplitter(
+        dict(sinks), all_schemas, cache_always=observation_counts_each_read(spark.version)
+    )
     writer = observed_chain(window.frame, window.depth).writeStream.foreachBatch(splitter)
     writer = writer.option("checkpointLocation", checkpoint)
     if trigger:
@@ -215,12 +217,31 @@ def _partitions_capped(spark: Any, cap: int) -> Iterator[None]:
         conf.set(SHUFFLE_PARTITIONS, before)
 
 
-class _BatchSplitter:
-    """foreachBatch function: each micro-batch is computed once, then split by output."""
+def observation_counts_each_read(spark_version: str) -> bool:
+    """Whether this Spark sums a micro-batch's observed figures over every read of the
+    batch in ``foreachBatch``: 4.1 and 4.2 do (a sink reading its batch twice reported
+    each figure twice), 4.0 and 4.3 report one computation's.
 
-    def __init__(self, sinks: dict[str, Any], schemas: dict[str, StructType]):
+    >>> [observation_counts_each_read(v) for v in ("4.0.4", "4.1.3", "4.2.0", "4.3.0")]
+    [False, True, True, False]
+    """
+    major_minor = tuple(int(part) for part in spark_version.split(".")[:2])
+    return (4, 1) <= major_minor < (4, 3)
+
+
+class _BatchSplitter:
+    """foreachBatch function: each micro-batch is computed once, then split by output.
+
+    ``cache_always``: cache the batch for a single sink too, where Spark would count the
+    figures again at each read (:func:`observation_counts_each_read`); a read of the
+    cache does not run the observation again."""
+
+    def __init__(
+        self, sinks: dict[str, Any], schemas: dict[str, StructType], cache_always: bool = False
+    ):
         self._sinks = sinks
         self._schemas = schemas
+        self._cache_always = cache_always
         self._failure: BaseException | None = None
 
     def last_failure(self) -> BaseException | None:
@@ -233,8 +254,9 @@ class _BatchSplitter:
         # once; one sink reads the batch as it comes (caching and releasing it costs
         # every micro-batch time of its own, benchmarks/README.md). A sink that reads its
         # batch twice recomputes it as any foreachBatch batch: the same rows, from the
-        # same input, state version, watermark and batch clock.
-        shared = len(self._sinks) > 1
+        # same input, state version, watermark and batch clock; but Spark 4.1 and 4.2
+        # would count its figures twice, so there one sink reads a cache too.
+        shared = len(self._sinks) > 1 or self._cache_always
         if shared:
             batch.persist()
         try:
