@@ -107,7 +107,8 @@ def write_outputs(
         writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
         replayed after a failure replaces its own rows. Several sinks read one cached
         computation of the micro-batch; a single sink gets it uncached (persist it to
-        read it more than once without computing it again). A table sink
+        read it more than once without computing it again), but cached on Spark 4.1
+        and 4.2, where a second read would count the figures again. A table sink
         (:mod:`tidemark.spark.sinks`) claims its table for this query and output before
         the query starts: two outputs naming one table, or a table another query or
         output holds, are refused.
