@@ -360,7 +360,12 @@ def test_a_processor_unpickled_as_in_a_task_runs_as_the_one_built(layout):
 
 _PLANNER = """
 import pickle, sys
-import pyspark.sql.streaming.stateful_processor  # PySpark's own (4.0's loads numpy)
+# PySpark's own modules of the shipped function (4.0's load numpy)
+import pyspark.sql.streaming.stateful_processor
+try:
+    import pyspark.sql.streaming.stateful_processor_util
+except ImportError:
+    pass
 heavy = ("pandas", "pyarrow", "numpy", "tidemark._engine", "tidemark.spark.codec")
 def loaded():
     return {m for m in sys.modules if m.split(".")[0] in heavy or m in heavy}
