@@ -39,7 +39,7 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 from tidemark._engine.create import partials_operator
 from tidemark._engine.partials import stream_serves
 from tidemark._engine.spec import OperatorSpec
-from tidemark.spark.columns import PARTIAL
+from tidemark.spark.columns import KEY_GROUP, PARTIAL
 from tidemark.spark.confs import STREAMING_PRE_AGGREGATE, STREAMING_PRE_AGGREGATE_KEYED
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
 from tidemark.spark.streaming.worker.combine import PartitionCombiner
@@ -64,7 +64,13 @@ class PreAggregation:
     ) -> tuple[DataFrame, ProcessorConfig]:
         """``prepared`` (the key groups' input) folded per input partition, and
         ``config`` reading its partials and merging them."""
-        fields = [StructField(f.name, f.dataType, True, f.metadata) for f in prepared.schema]
+        # a partial's row has nulls where an element has values, but always a key group:
+        # the key group keeps its nullability, which Spark 4.1 and 4.2 keep in the state's
+        # key schema and compare at a restart (one that switches the step must restart)
+        fields = [
+            StructField(f.name, f.dataType, f.nullable or f.name != KEY_GROUP, f.metadata)
+            for f in prepared.schema
+        ]
         schema = StructType([*fields, StructField(PARTIAL, BinaryType(), True)])
         combined = prepared.mapInPandas(PartitionCombiner(config, self.spec), schema)
         merging = replace(
