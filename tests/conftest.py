@@ -50,3 +50,15 @@ def _collect_garbage_between_tests(request: pytest.FixtureRequest):
     yield
     if request.node.get_closest_marker("spark") is not None:
         gc.collect()
+
+
+@pytest.fixture(autouse=True)
+def _stop_queries_left_running(request: pytest.FixtureRequest):
+    """Stop the streaming queries a test leaves running (one that failed before its own
+    ``stop``, or a query started where a refusal was expected): left running, they fail
+    every later test that asserts ``spark.streams.active == []``, and take the cores."""
+    yield
+    if "spark" not in request.fixturenames:
+        return
+    for query in request.getfixturevalue("spark").streams.active:
+        query.stop()

@@ -130,9 +130,13 @@ def test_two_windows_in_one_query_are_refused_naming_the_fix(spark, tmp_path):
     (tmp_path / "in").mkdir()
     first = combined_stream(spark, LATENESS, tmp_path / "in")
     second = combined_stream(spark, LATENESS, tmp_path / "in")
-    with pytest.raises(WindowSpecError, match="one window .or one chain. per query"):
-        both = dataclasses.replace(first, frame=first.frame.unionByName(second.frame))
-        write_outputs(both, {"main": lambda d, b: None}, str(tmp_path / "checkpoint"))
+    both = dataclasses.replace(first, frame=first.frame.unionByName(second.frame))
+    try:
+        with pytest.raises(WindowSpecError, match="one window .or one chain. per query"):
+            write_outputs(both, {"main": lambda d, b: None}, str(tmp_path / "checkpoint"))
+    finally:  # a query started in error would fail later tests' spark.streams.active == []
+        for query in spark.streams.active:
+            query.stop()
 
 
 def test_batch_dataframe_is_rejected(spark):

@@ -570,7 +570,11 @@ def key_group_operator(
     )
 
 
-_STATEFUL_NODES = ("TransformWithStateInPySpark ", "FlatMapGroupsInPandasWithState ")
+_STATEFUL_NODES = (
+    "TransformWithStateInPySpark ",  # Spark 4.1+
+    "TransformWithStateInPandas ",  # the same node's name on Spark 4.0
+    "FlatMapGroupsInPandasWithState ",
+)
 
 
 def check_one_window(window: StreamingWindow) -> None:
