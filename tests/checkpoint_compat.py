@@ -10,6 +10,15 @@ which streams the first two input files of :data:`FILES` (one per micro-batch) t
 :func:`pipeline` and stops; the directory (inputs, checkpoint, outputs) was copied into
 ``tests/data/checkpoint_v0_1``. ``tests/test_streaming_restart_compat.py`` restarts it on
 this code with the third file. Only the public API is used, so both releases run it.
+
+The same script keeps checkpoints of a supported PySpark minor before the newest, to
+restart on the running one (a platform upgrade): ``tests/data/checkpoint_pyspark_4_0_row``
+and ``..._deltas`` were written with PySpark 4.0.4 by this code, one per state layout::
+
+    .venv-pyspark-4.0.4/bin/python tests/checkpoint_compat.py \
+        /tmp/tidemark-checkpoint-v0 --layout deltas
+
+(``--layout row`` for the other), the directory then copied as above.
 """
 
 from __future__ import annotations
@@ -26,6 +35,8 @@ PLACEHOLDER = "/tmp/tidemark-checkpoint-v0"
 """The directory the fixture was made in; its paths in the checkpoint are rewritten."""
 
 LATE = tm.OutputTag("late")
+LAYOUT_CONF = "spark.tidemark.streaming.stateLayout"
+"""The session setting that chooses a new checkpoint's state layout."""
 END_OF_INPUT_MS = 253_402_300_799_999
 
 FILES = [
@@ -117,8 +128,11 @@ if __name__ == "__main__":
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     target = Path(sys.argv[1])
     with_panes = "--panes" in sys.argv[2:]
+    conf = {"spark.sql.shuffle.partitions": "2"}
+    if "--layout" in sys.argv[2:]:
+        conf[LAYOUT_CONF] = sys.argv[sys.argv.index("--layout") + 1]
     (target / "in").mkdir(parents=True)
-    session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
+    session = get_spark(master="local[2]", conf=conf)
     for index in (0, 1):
         write_input(target / "in", index)
         start(session, target, with_panes).awaitTermination()
