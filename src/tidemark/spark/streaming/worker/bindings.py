@@ -35,11 +35,14 @@ from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.deltas import DeltaState
 from tidemark.spark.streaming.worker.groups import WindowGroups
 from tidemark.spark.streaming.worker.packing import unpacked_frames
+from tidemark.spark.streaming.worker.pyspark40 import patch as patch_pyspark40
 from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
 from tidemark.spark.streaming.worker.variables import DELTAS
 
 __all__ = ["ProcessorCalls", "WindowGroupFunction"]
+
+patch_pyspark40()  # before Spark reads a batch for the function (see its module)
 
 
 class ProcessorCalls:
