@@ -21,10 +21,12 @@ PANES_FIXTURE = Path(__file__).parent / "data" / "checkpoint_v0_2_panes"
 """Written by release 0.1.0 at dd4fa98 (``checkpoint_compat.py ... --panes``): a Dataflow
 trigger in RETRACTING mode, its pane records, trigger counts, timers and retractions."""
 
-UPGRADE_FIXTURES = {"deltas": Path(__file__).parent / "data" / "checkpoint_pyspark_4_0_deltas"}
-"""Checkpoints written by this code on an older supported PySpark, per state layout
-(``checkpoint_compat.py ... --layout LAYOUT``, as :mod:`checkpoint_compat` says): the
-deltas layout's on PySpark 4.0.4, the oldest."""
+UPGRADE_FIXTURES = {
+    layout: Path(__file__).parent / "data" / f"checkpoint_pyspark_4_0_{layout}"
+    for layout in ("deltas", "row")
+}
+"""Checkpoints written by this code on PySpark 4.0.4, the oldest supported, one per state
+layout (``checkpoint_compat.py ... --layout LAYOUT``, as :mod:`checkpoint_compat` says)."""
 
 pytestmark = pytest.mark.spark
 
@@ -103,8 +105,8 @@ def test_a_checkpoint_with_panes_of_the_previous_release_restarts_exactly(spark,
 
 
 @pytest.mark.parametrize("layout", sorted(UPGRADE_FIXTURES))
-def test_a_checkpoint_of_an_older_pyspark_restarts_on_this_one_exactly(spark, tmp_path, layout):
-    """A platform upgrade: a query that ran on an older PySpark restarts on the running
+def test_a_checkpoint_of_the_oldest_pyspark_restarts_on_this_one_exactly(spark, tmp_path, layout):
+    """A platform upgrade: a query that ran on PySpark 4.0 restarts on the running
     PySpark with one more input file; its outputs over both runs equal those of all three
     files run here from a fresh checkpoint in the same layout (the restart takes the
     layout its checkpoint records, whatever the session asks)."""
