@@ -1,14 +1,15 @@
-"""A work-around for PySpark 4.0's ``applyInPandasWithState`` (the row state layout).
+"""A work-around for PySpark 4.0's and 4.1's ``applyInPandasWithState`` (the row state
+layout).
 
-PySpark 4.0 reads where each group's rows lie in an Arrow batch (``startOffset``,
+PySpark 4.0 and 4.1 (measured on 4.0.4 and 4.1.3) read where each group's rows lie in an Arrow batch (``startOffset``,
 ``numRows`` of the batch's state column) through its pandas conversion, which gives
 those int fields as floats where the state column has null rows, as it has in every
 batch with more rows than groups (measured with pyarrow 26.0.1, pandas 2.3.3);
 ``RecordBatch.slice`` then refuses them (``TypeError: 'float' object cannot be
 interpreted as an integer``) and every micro-batch fails, for any
-``applyInPandasWithState`` function, tidemark's or not. PySpark 4.1 converts them as
-ints. Where the running PySpark is 4.0, :func:`patch` wraps that conversion so the two
-fields come back as ints; it runs when the worker loads the window's function
+``applyInPandasWithState`` function, tidemark's or not. PySpark 4.2 reads them
+otherwise. Where the running PySpark is 4.0 or 4.1, :func:`patch` wraps that conversion
+so the two fields come back as ints; it runs when the worker loads the window's function
 (:mod:`.bindings`), before Spark reads a batch.
 """
 
@@ -25,12 +26,12 @@ _OFFSETS = ("startOffset", "numRows")
 
 
 def needs_patch(version: str = pyspark.__version__) -> bool:
-    """Whether this PySpark reads the offsets as floats (4.0.x).
+    """Whether this PySpark reads the offsets as floats (4.0.x, 4.1.x).
 
     >>> [needs_patch(v) for v in ("4.0.4", "4.1.3", "4.2.0")]
-    [True, False, False]
+    [True, True, False]
     """
-    return version.split(".")[:2] == ["4", "0"]
+    return version.split(".")[:2] in (["4", "0"], ["4", "1"])
 
 
 def int_offsets(info: Any) -> Any:
@@ -47,7 +48,8 @@ def int_offsets(info: Any) -> Any:
 
 
 def patch() -> None:
-    """Wrap PySpark 4.0's conversion of the state column (once; elsewhere nothing)."""
+    """Wrap PySpark 4.0's and 4.1's conversion of the state column (once; elsewhere
+    nothing)."""
     if not needs_patch():
         return
     from pyspark.sql.pandas.serializers import ApplyInPandasWithStateSerializer as serializer
