@@ -107,8 +107,8 @@ def write_outputs(
         writes by ``batch_id`` (overwrite a batch's partition) is idempotent: a batch
         replayed after a failure replaces its own rows. Several sinks read one cached
         computation of the micro-batch; a single sink gets it uncached (persist it to
-        read it more than once without computing it again), but cached on Spark 4.1
-        and 4.2, where a second read would count the figures again. A table sink
+        read it more than once without computing it again), but cached on Spark before
+        4.3, where a second read would count the figures again. A table sink
         (:mod:`tidemark.spark.sinks`) claims its table for this query and output before
         the query starts: two outputs naming one table, or a table another query or
         output holds, are refused.
@@ -220,14 +220,14 @@ def _partitions_capped(spark: Any, cap: int) -> Iterator[None]:
 
 def observation_counts_each_read(spark_version: str) -> bool:
     """Whether this Spark sums a micro-batch's observed figures over every read of the
-    batch in ``foreachBatch``: 4.1 and 4.2 do (a sink reading its batch twice reported
-    each figure twice), 4.0 and 4.3 report one computation's.
+    batch in ``foreachBatch``: 4.0 to 4.2 do (a sink reading its batch twice reported
+    each figure twice on 4.0.4, 4.1.3, 4.2.0), 4.3 reports one computation's.
 
     >>> [observation_counts_each_read(v) for v in ("4.0.4", "4.1.3", "4.2.0", "4.3.0")]
-    [False, True, True, False]
+    [True, True, True, False]
     """
     major_minor = tuple(int(part) for part in spark_version.split(".")[:2])
-    return (4, 1) <= major_minor < (4, 3)
+    return major_minor < (4, 3)
 
 
 class _BatchSplitter:
@@ -255,7 +255,7 @@ class _BatchSplitter:
         # once; one sink reads the batch as it comes (caching and releasing it costs
         # every micro-batch time of its own, benchmarks/README.md). A sink that reads its
         # batch twice recomputes it as any foreachBatch batch: the same rows, from the
-        # same input, state version, watermark and batch clock; but Spark 4.1 and 4.2
+        # same input, state version, watermark and batch clock; but Spark before 4.3
         # would count its figures twice, so there one sink reads a cache too.
         shared = len(self._sinks) > 1 or self._cache_always
         if shared:
