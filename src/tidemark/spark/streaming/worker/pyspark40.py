@@ -54,7 +54,8 @@ def patch() -> None:
         return
     from pyspark.sql.pandas.serializers import ApplyInPandasWithStateSerializer as serializer
 
-    original = serializer.arrow_to_pandas
+    # 4.0's and 4.1's serializer has the method; 4.2's stubs do not
+    original = serializer.arrow_to_pandas  # type: ignore[attr-defined]
     if getattr(original, "_tidemark_int_offsets", False):
         return
 
@@ -69,4 +70,4 @@ def patch() -> None:
         return converted.map(int_offsets)
 
     arrow_to_pandas._tidemark_int_offsets = True  # type: ignore[attr-defined]
-    serializer.arrow_to_pandas = arrow_to_pandas  # type: ignore[method-assign]
+    serializer.arrow_to_pandas = arrow_to_pandas  # type: ignore[attr-defined,method-assign,assignment]
