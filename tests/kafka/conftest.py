@@ -42,6 +42,16 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 )
 
 
+def read_keys(spark, bootstrap, name, **kwargs):
+    """``read_kafka`` of topic ``name``'s records ``{"key": ..., "ts": ...}``."""
+    from tidemark.spark.kafka import read_kafka
+
+    return read_kafka(
+        spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
+        timestamp="ts", **kwargs,
+    )  # fmt: skip
+
+
 def unavailable(reason: str) -> None:
     if REQUIRED:
         pytest.fail(f"{reason}; `make test-kafka` needs it")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from conftest import read_keys
 from partition_scenarios import _Count
 
 import tidemark as tm
@@ -21,13 +22,6 @@ from tidemark.spark.sinks import BATCH_HEADER, kafka_sink
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 GOOD = [(0, {"key": "a", "ts": 1_000}), (1, {"key": "b", "ts": 2_000})]
-
-
-def _read(spark, bootstrap, name, **kwargs):
-    return read_kafka(
-        spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
-        timestamp="ts", **kwargs,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -60,7 +54,7 @@ def test_malformed_record_is_an_error_naming_partition_and_offset(
 ):
     name = topic(2)
     produce(name, [*GOOD, (1, {"key": "b", "ts": 3_000}), (1, value)])
-    records = _read(spark, bootstrap, name, streaming=False)
+    records = read_keys(spark, bootstrap, name, streaming=False)
     with pytest.raises(InputDataError) as raised, tm.raising_tidemark_errors():
         records.rows.collect()
     message = str(raised.value)
@@ -71,7 +65,7 @@ def test_malformed_record_is_an_error_naming_partition_and_offset(
 def test_malformed_record_fails_a_streaming_query(spark, bootstrap, topic, produce, tmp_path):
     name = topic(2)
     produce(name, [*GOOD, (0, '{"key": "c"}')])
-    records = _read(spark, bootstrap, name)
+    records = read_keys(spark, bootstrap, name)
     result = (
         tm.from_dataframe(
             records.rows,
@@ -97,7 +91,7 @@ def test_malformed_record_fails_a_streaming_query(spark, bootstrap, topic, produ
 def test_side_output_keeps_malformed_records_apart(spark, bootstrap, topic, produce):
     name = topic(2)
     produce(name, [*GOOD, (1, "{not json"), (0, '{"key": "c"}')])
-    records = _read(spark, bootstrap, name, streaming=False, on_malformed="side_output")
+    records = read_keys(spark, bootstrap, name, streaming=False, on_malformed="side_output")
     rows = sorted((r.key, r.ts, r.partition, r.offset) for r in records.rows.collect())
     assert rows == [("a", 1_000, 0, 0), ("b", 2_000, 1, 0)]
     bad = sorted(
@@ -145,7 +139,7 @@ def test_read_kafka_arguments_are_checked(spark):
 def test_kafka_sink_writes_results_with_their_batch_id(spark, bootstrap, topic, produce):
     name, results = topic(2), topic(1)
     produce(name, GOOD)
-    records = _read(spark, bootstrap, name, streaming=False)
+    records = read_keys(spark, bootstrap, name, streaming=False)
     sink = kafka_sink(bootstrap, results, key="key")
     sink(records.rows.select("key", "ts"), 7)
     back = (

@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import read_keys
 
 import tidemark as tm
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.spark.kafka import read_kafka
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "kafka"))
 import broker as kafka_broker  # noqa: E402
@@ -27,13 +27,6 @@ import broker as kafka_broker  # noqa: E402
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 BOUNDED = tm.WatermarkStrategy.for_bounded_out_of_orderness(0)
-
-
-def _read(spark, bootstrap, name, **kwargs):
-    return read_kafka(
-        spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
-        timestamp="ts", **kwargs,
-    )  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -48,7 +41,7 @@ def test_partitions_other_than_the_topics_are_refused(
     spark, bootstrap, topic, partitions, listed, streaming
 ):
     name = topic(4)
-    rows = _read(spark, bootstrap, name, streaming=streaming).rows
+    rows = read_keys(spark, bootstrap, name, streaming=streaming).rows
     with pytest.raises(WindowSpecError) as info:
         tm.from_dataframe(
             rows,
@@ -67,7 +60,7 @@ def test_the_topics_partitions_fire_windows(spark, bootstrap, topic, produce, tm
     """partitions=4 on a topic of four: each partition's watermark rises, windows fire."""
     name = topic(4)
     produce(name, [(p, {"key": "k", "ts": ts}) for p in range(4) for ts in (1_000, 12_000)])
-    rows = _read(spark, bootstrap, name).rows
+    rows = read_keys(spark, bootstrap, name).rows
     stream = tm.from_dataframe(
         rows,
         "ts",
@@ -89,7 +82,7 @@ def test_the_topics_partitions_fire_windows(spark, bootstrap, topic, produce, tm
 
 def test_a_missing_topic_is_named(spark, bootstrap):
     with pytest.raises(WindowSpecError) as info:
-        _read(spark, bootstrap, "no-such-topic")
+        read_keys(spark, bootstrap, "no-such-topic")
     assert str(info.value) == (
         f"`topic` 'no-such-topic' does not exist on the brokers at {bootstrap}: create it, "
         "or name a topic that exists"
@@ -100,7 +93,7 @@ def test_brokers_that_do_not_answer_fail_after_the_time_limit(spark):
     nowhere = f"127.0.0.1:{kafka_broker.free_port()}"
     started = time.monotonic()
     with pytest.raises(InputDataError) as info:
-        _read(spark, nowhere, "clicks", options={"kafka.default.api.timeout.ms": "3000"})
+        read_keys(spark, nowhere, "clicks", options={"kafka.default.api.timeout.ms": "3000"})
     assert time.monotonic() - started < 60
     assert str(info.value) == (
         f"Kafka's brokers at {nowhere} did not answer within 3000ms when asked for topic "
