@@ -174,9 +174,12 @@ def _conf_reads(tree: ast.Module) -> list[ast.expr]:
 
 
 def _read_name(module: object, arg: ast.expr) -> object:
-    """The conf name an argument is: a literal, or a module-level name (or attribute)."""
+    """The conf name an argument is: a literal, an f-string (its literal parts, each
+    formatted part as ``{}``), or a module-level name (or attribute)."""
     if isinstance(arg, ast.Constant):
         return arg.value
+    if isinstance(arg, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in arg.values)
     if isinstance(arg, ast.Attribute):
         return getattr(_read_name(module, arg.value), arg.attr)
     assert isinstance(arg, ast.Name), ast.dump(arg)
