@@ -111,7 +111,7 @@ lint: $(STAMP)
 # reference from the docstrings; the pages' code runs in `make test` (tests/test_docs*.py).
 DOCS_STAMP := $(VENV)/.installed-docs
 $(DOCS_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[test,docs]'
+	$(BIN)/python -m pip install --quiet -e '.[test,docs]' 'pyspark[connect]==$(PYSPARK)'
 	@touch $@
 
 docs: $(DOCS_STAMP)
