@@ -49,6 +49,33 @@ def test_workers_with_a_version_outside_the_pin_are_told_theirs_and_the_pin(spar
     assert "pip install 'pandas" in message
 
 
+def test_a_streaming_query_checks_its_workers_before_it_starts(spark, tmp_path, monkeypatch):
+    """write_outputs checks the workers before Spark plans the query, whose planner runs
+    the window's processor in a process of the workers' Python."""
+    import tidemark as tm
+    from tidemark.spark import execution
+
+    def refuse(session):
+        raise SessionSetupError("Spark's Python workers cannot import 'tidemark'")
+
+    monkeypatch.setattr(execution, "ensure_workers_import_tidemark", refuse)
+    (tmp_path / "in").mkdir()
+    source = spark.readStream.schema("k string, ts long").json(str(tmp_path / "in"))
+    result = (
+        tm.from_dataframe(
+            source,
+            timestamp="ts",
+            watermark_strategy=tm.WatermarkStrategy.for_bounded_out_of_orderness(0),
+        )
+        .key_by("k")
+        .window(tm.TumblingEventTimeWindows.of(1_000))
+        .sum("ts")
+    )
+    with pytest.raises(SessionSetupError, match="cannot import 'tidemark'"):
+        result.write_outputs({"main": lambda df, b: None}, checkpoint=str(tmp_path / "ck"))
+    assert spark.streams.active == []
+
+
 def test_workers_that_import_tidemark_pass(spark):
     ensure_workers_import_tidemark(spark)
     ensure_workers_import_tidemark(spark)  # cached: no second job

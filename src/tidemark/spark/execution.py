@@ -166,7 +166,11 @@ def streaming_window(op: WindowOp, checkpoint: str | None = None) -> StreamingWi
     windows = _streaming.setdefault(op, {})
     window = windows.get(checkpoint)
     if window is None:
-        confs.check_all(op.source.df.sparkSession)
+        spark = op.source.df.sparkSession
+        confs.check_all(spark)
+        # before the query: Spark's planner runs the processor in a Python process of the
+        # workers' Python, which would fail there with a bare ModuleNotFoundError
+        ensure_workers_import_tidemark(spark)
         window = windows[checkpoint] = run_streaming_window(op, checkpoint)
     return window
 
