@@ -365,6 +365,21 @@ def write_batch_file(directory: Path, index: int, rows: list, timestamp_type: st
     os.replace(tmp, directory / f"batch-{index:04d}.json")
 
 
+def keyed_file_stream(spark: Any, directory: Path, batches: list[list[tuple]]) -> Any:
+    """A file stream of ``(k, ts, n)`` rows, each batch of ``batches`` one file and one
+    micro-batch (the file source orders by mtime, so each file's is its index)."""
+    directory.mkdir()
+    for n, batch in enumerate(batches):
+        path = directory / f"batch-{n:03d}.json"
+        path.write_text("".join(json.dumps({"k": k, "ts": t, "n": v}) + "\n" for k, t, v in batch))
+        os.utime(path, (1_000_000 + n, 1_000_000 + n))
+    return (
+        spark.readStream.schema("k string, ts long, n long")
+        .option("maxFilesPerTrigger", 1)
+        .json(str(directory))
+    )
+
+
 def combined_stream(spark: Any, scenario: Scenario, input_dir: Path) -> Any:
     schema = f"key string, v long, ts {scenario.timestamp_type}"
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(input_dir))

@@ -14,10 +14,8 @@ The stream's results equal the engine's fed the rows in the file's order.
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
+from streaming_scenarios import keyed_file_stream
 
 import tidemark as tm
 from tidemark.spark.streaming import END_OF_INPUT_MS
@@ -42,17 +40,7 @@ def _engine(batches):
 
 
 def _stream(spark, tmp_path, batches):
-    directory = tmp_path / "in"
-    directory.mkdir()
-    for n, batch in enumerate([*batches, [("_end", END_OF_INPUT_MS, 0)]]):
-        path = directory / f"batch-{n:03d}.json"
-        path.write_text("".join(json.dumps({"k": k, "ts": t, "n": v}) + "\n" for k, t, v in batch))
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
-    source = (
-        spark.readStream.schema("k string, ts long, n long")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(directory))
-    )
+    source = keyed_file_stream(spark, tmp_path / "in", [*batches, [("_end", END_OF_INPUT_MS, 0)]])
     result = (
         tm.from_dataframe(
             source,

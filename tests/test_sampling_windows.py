@@ -18,10 +18,8 @@ Windows of 10 s every 30 s, one key ``a``::
 
 from __future__ import annotations
 
-import json
-import os
-
 import pytest
+from streaming_scenarios import keyed_file_stream
 
 import tidemark as tm
 from tidemark._engine.trace import Tracer
@@ -184,17 +182,7 @@ def test_gap_elements_are_counted_on_a_stream(spark, tmp_path):
         [("a", 25 * S, 1000), ("a", 41 * S, 10000)],
         [("_end", END_OF_INPUT_MS, 0)],
     ]
-    directory = tmp_path / "in"
-    directory.mkdir()
-    for n, batch in enumerate(batches):
-        path = directory / f"batch-{n:03d}.json"
-        path.write_text("".join(json.dumps({"k": k, "ts": t, "n": v}) + "\n" for k, t, v in batch))
-        os.utime(path, (1_000_000 + n, 1_000_000 + n))  # the file source orders by mtime
-    source = (
-        spark.readStream.schema("k string, ts long, n long")
-        .option("maxFilesPerTrigger", 1)
-        .json(str(directory))
-    )
+    source = keyed_file_stream(spark, tmp_path / "in", batches)
     got = _outputs(
         _pipeline(source),
         checkpoint=str(tmp_path / "checkpoint"),
