@@ -20,6 +20,7 @@ __all__ = [
     "WindowResultError",
     "UnsupportedMergeError",
     "SessionSetupError",
+    "ExplainError",
     "TidemarkWarning",
 ]
 
@@ -34,6 +35,11 @@ class WindowSpecError(TidemarkError, ValueError):
 
 class InputDataError(TidemarkError, ValueError):
     """An input row or element cannot be processed (missing timestamp, null key, ...)."""
+
+
+class ExplainError(TidemarkError, ValueError):
+    """A question to :func:`tidemark.explain.explain_events` cannot be answered as asked
+    (a key without events, a window not of the key's, an unknown mode, ...)."""
 
 
 class TidemarkWarning(UserWarning):

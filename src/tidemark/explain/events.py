@@ -21,7 +21,7 @@ was at the end: which one holds the watermark, and whether it is idle.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Element",
@@ -70,7 +70,7 @@ class EndOfInput:
     """A bounded input ends: the watermark jumps to +inf (``LONG_MAX``)."""
 
 
-Event = Union[Element, Watermark, ProcessingTime, MicroBatch, EndOfInput]
+Event = Element | Watermark | ProcessingTime | MicroBatch | EndOfInput
 
 
 @dataclass(frozen=True)

@@ -11,21 +11,30 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
+from tidemark.errors import ExplainError
 from tidemark.evictors import Evictor
+from tidemark.explain.events import Element as ExplainedElement
+from tidemark.explain.events import ProcessingTime
+from tidemark.explain.events import Watermark as ExplainedWatermark
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode, PaneInfo
 from tidemark.ranges import out_of_range_error
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import AnyTrigger
 
+if TYPE_CHECKING:
+    from tidemark.explain import Explanation
+
 __all__ = ["WindowOperatorHarness", "Watermark"]
+
+_CLOCK = object()  # the key of a clock's event among those fed: every key's
 
 
 class Watermark:
@@ -71,6 +80,10 @@ class WindowOperatorHarness:
     slice_incremental : bool
         Slice sliding windows of a reduce or aggregate function too (see
         ``OperatorSpec.slice_incremental``).
+    explain : bool
+        Record the events as fed (each element with its key, the watermarks, the
+        processing time) so that :meth:`explain` can answer why a key's window fired or
+        not (``docs/why-no-result.md``). Off by default: it keeps every element.
 
     Examples
     --------
@@ -101,6 +114,7 @@ class WindowOperatorHarness:
         batch_mode: bool = False,
         accumulation_mode: AccumulationMode | None = None,
         slice_incremental: bool = False,
+        explain: bool = False,
     ):
         if isinstance(function, tuple):
             logic = window_logic(*function)
@@ -119,9 +133,12 @@ class WindowOperatorHarness:
             accumulation_mode=accumulation_mode,
             slice_incremental=slice_incremental,
         )
+        self._spec = spec
         self._operator = create_window_operator(spec, tracer=tracer)
         self._events: list[Any] = []
         self._seen = 0
+        # (key, event) as fed, the clocks' with key _CLOCK: explain()'s input
+        self._fed: list[tuple[Any, Any]] | None = [] if explain else None
 
     @property
     def operator(self) -> WindowOperator:
@@ -133,6 +150,8 @@ class WindowOperatorHarness:
         bounds = self._operator.assigner.timestamp_range()
         if timestamp is not None and not bounds[0] <= timestamp <= bounds[1]:
             raise out_of_range_error(self._operator.assigner, timestamp, bounds, value)
+        if self._fed is not None:
+            self._fed.append((key, ExplainedElement(value, timestamp)))
         self._operator.process_element(key, value, timestamp)
         self._collect()
 
@@ -145,12 +164,16 @@ class WindowOperatorHarness:
         """
         if timestamp <= self._operator.current_watermark:
             return
+        if self._fed is not None:
+            self._fed.append((_CLOCK, ExplainedWatermark(timestamp)))
         self._operator.process_watermark(timestamp)
         self._collect()
         self._events.append(Watermark(timestamp))
 
     def set_processing_time(self, timestamp: int) -> None:
         """Set the processing-time clock; due processing-time timers fire in time order."""
+        if self._fed is not None:
+            self._fed.append((_CLOCK, ProcessingTime(timestamp)))
         self._operator.advance_processing_time(timestamp)
         self._collect()
 
@@ -206,6 +229,46 @@ class WindowOperatorHarness:
         op = self._operator
         return pickle.dumps(
             (op.keys, op.current_watermark, op.current_processing_time, op.num_late_records_dropped)
+        )
+
+    def explain(
+        self,
+        key: Any = None,
+        *,
+        window: tuple[int, int] | None = None,
+        timestamp: int | None = None,
+        time_range: tuple[int, int] | None = None,
+        time_zone: str | None = None,
+        partitions: Sequence[Any] = (),
+        idleness: bool | None = None,
+    ) -> Explanation:
+        """Why ``key``'s windows fired or not, from the events fed so far (the harness
+        must be made with ``explain=True``): :func:`tidemark.explain.explain_events` on
+        the key's elements and the clocks, in the order they were fed.
+
+        Not supported
+        -------------
+        - A harness :meth:`restore` d from a snapshot: the events before it are not known.
+        """
+        from tidemark.explain import explain_events
+
+        if self._fed is None:
+            raise ExplainError(
+                "`explain` needs the events as fed: make the harness with explain=True; "
+                "got a harness made without it"
+            )
+        events = [event for k, event in self._fed if k is _CLOCK or k == key]
+        return explain_events(
+            self._spec,
+            key,
+            events,
+            mode="engine",
+            window=window,
+            timestamp=timestamp,
+            time_range=time_range,
+            time_zone=time_zone,
+            partitions=partitions,
+            idleness=idleness,
         )
 
     def restore(self, snapshot: bytes) -> None:

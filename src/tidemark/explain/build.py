@@ -1,0 +1,348 @@
+"""From a replay's raw record to the facts: firings, windows and elements' fates.
+
+Every fact here is read off the :class:`~tidemark.explain.replay.Recorder`: a firing's
+cause from the step that fired it (an element, a timer of either clock, the end of
+input); a window's status from the elements its contents still hold and the firings
+that saw them; an element's fate from the status ``process_element`` returned and the
+firings, evictions and cleanups that reached it, exactly one fate per element.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from tidemark._engine.status import DROPPED, SIDE_OUTPUT, SKIPPED
+from tidemark.explain.facts import Bounds, ElementFact, FiringFact, WindowFact
+from tidemark.explain.replay import ElementRecord, FiringRecord, Recorder
+from tidemark.explain.timefmt import TimeText
+from tidemark.explain.waits import WaitContext, count_of, trigger_kinds, window_waits
+from tidemark.panes import PaneTiming
+from tidemark.time import LONG_MAX, TimeDomain
+from tidemark.windows import TimeWindow, Window
+
+__all__ = ["bounds", "firing_facts", "window_facts", "element_facts"]
+
+_RESULT_CHARS = 60
+
+
+def bounds(window: Window) -> Bounds:
+    """``(start, end)`` of a time window, ``(None, None)`` for the global window."""
+    if isinstance(window, TimeWindow):
+        return window.start, window.end
+    return None, None
+
+
+def _result_text(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 1] + "…"
+
+
+# ---------------------------------------------------------------------------- firings
+
+
+def firing_facts(rec: Recorder, times: TimeText) -> tuple[FiringFact, ...]:
+    """Every firing of the replay, in order, with its cause and pane timing."""
+    facts = []
+    on_time: set[Window] = set()
+    panes: dict[Window, int] = {}
+    for index, firing in enumerate(rec.firings):
+        window = firing.window
+        timing = _timing(rec, firing, on_time)
+        pane = firing.pane.index if firing.pane is not None and firing.pane.index >= 0 else None
+        if pane is None:
+            pane = panes.get(window, 0)
+        if not firing.retraction:
+            panes[window] = panes.get(window, 0) + 1
+        cause, detail = _cause(rec, firing, times)
+        step = firing.step
+        facts.append(
+            FiringFact(
+                index=index,
+                window=bounds(window),
+                arrival=step[1] if step[0] == "element" else None,
+                elements_seen=firing.elements_seen,
+                batch=firing.batch,
+                watermark=firing.watermark,
+                processing_time=firing.processing_time,
+                timing=timing,
+                pane=pane,
+                cause=cause,
+                detail=detail,
+                elements=tuple(firing.elements),
+                results=tuple(_result_text(v) for v in firing.values),
+                retraction=firing.retraction,
+                values=tuple(firing.values),
+            )
+        )
+    return tuple(facts)
+
+
+def _timing(rec: Recorder, firing: FiringRecord, on_time: set[Window]) -> str:
+    """Beam's pane timing: a Dataflow pane's own; else judged by the watermark (the
+    processing-time clock for processing-time windows), as the tracer judges it."""
+    pane = firing.pane
+    if pane is not None and pane.timing is not PaneTiming.UNKNOWN:
+        return pane.timing.value.lower()
+    window = firing.window
+    clock = firing.watermark if rec.op.is_event_time else firing.processing_time
+    if clock < window.max_timestamp():
+        return "early"
+    if firing.step[0] == "element" or window in on_time:
+        return "late"
+    on_time.add(window)
+    return "on_time"
+
+
+def _cause(rec: Recorder, firing: FiringRecord, t: TimeText) -> tuple[str, str]:
+    window, step, timer = firing.window, firing.step, firing.timer
+    end = window.max_timestamp()
+    if step[0] == "end_of_input":
+        return "end_of_input", "the input ended: the watermark jumped to +inf"
+    if timer is not None and timer[0] is TimeDomain.PROCESSING_TIME:
+        return "processing_time_timer", (
+            f"the processing-time clock reached {t.at(firing.processing_time)}, past the "
+            f"timer at {t.at(timer[1])}"
+        )
+    if timer is not None:
+        time = timer[1]
+        what = (
+            "its end timer (end - 1)"
+            if time == end
+            else "its cleanup timer (end - 1 + allowed lateness)"
+            if time == rec.op.cleanup_time(window)
+            else "the trigger's timer"
+        )
+        return "event_time_timer", (
+            f"the watermark reached {t.at(firing.watermark)}, past {what} at {t.at(time)}"
+        )
+    if step[0] == "element":
+        element = rec.elements[step[1]]
+        if rec.op.is_event_time and end <= element.watermark:
+            return "late_element", (
+                f"element #{element.index} ({element.label!r} at {t.at(element.timestamp)}) "
+                f"came after the watermark ({t.at(element.watermark)}) had passed the "
+                f"window's end, within the allowed lateness "
+                f"({t.span(rec.op.allowed_lateness_ms)})"
+            )
+        return "element", _element_fire_text(rec, element)
+    return "event_time_timer", f"the watermark reached {t.at(firing.watermark)}"
+
+
+def _element_fire_text(rec: Recorder, element: ElementRecord) -> str:
+    trigger = rec.op.trigger
+    what = f"element #{element.index} ({element.label!r})"
+    if "count" in trigger_kinds(trigger):
+        return f"{what} brought the count to {count_of(trigger)}: {trigger!r} fired"
+    return f"{what} made the trigger {trigger!r} fire"
+
+
+# ---------------------------------------------------------------------------- windows
+
+
+def _final(rec: Recorder, window: Window) -> Window:
+    while window in rec.merged_into:
+        window = rec.merged_into[window]
+    return window
+
+
+def _live_members(rec: Recorder, window: Window) -> list[int]:
+    """The elements ``window``'s contents still hold at the end."""
+    ks = rec.op.keys.get(rec.key)
+    if ks is None:
+        return []
+    state_window = ks.merging.get(window) if rec.op.is_merging else window
+    if state_window is None or state_window not in ks.contents:
+        return []
+    return [i for i in rec.membership.get(state_window, []) if i >= 0]
+
+
+def _window_elements(rec: Recorder, window: Window) -> list[int]:
+    own = list(rec.windows.get(window, []))
+    for source, target in rec.merged_into.items():
+        if target == window:
+            own += _window_elements(rec, source)
+    return sorted(set(own))
+
+
+def window_facts(
+    rec: Recorder,
+    firings: Sequence[FiringFact],
+    ctx: WaitContext,
+) -> tuple[WindowFact, ...]:
+    """Every window the key's elements went into, in order of their bounds."""
+    facts = []
+    for window in sorted(rec.windows, key=_order):
+        fired = tuple(f.index for f in firings if f.window == bounds(window) and not f.retraction)
+        facts.append(_window_fact(rec, window, fired, firings, ctx))
+    return tuple(facts)
+
+
+def _order(window: Window) -> tuple[int, int]:
+    start, end = bounds(window)
+    return (start if start is not None else LONG_MAX, end if end is not None else LONG_MAX)
+
+
+def _window_fact(
+    rec: Recorder,
+    window: Window,
+    fired: tuple[int, ...],
+    firings: Sequence[FiringFact],
+    ctx: WaitContext,
+) -> WindowFact:
+    elements = _window_elements(rec, window)
+    cleanup = rec.op.cleanup_time(window)
+    common: dict[str, Any] = dict(
+        window=bounds(window),
+        elements=tuple(elements),
+        firings=fired,
+        cleanup_time=None if cleanup >= LONG_MAX else cleanup,
+        merged_from=tuple(bounds(w) for w, r in rec.merged_into.items() if r == window),
+    )
+    if window in rec.merged_into:
+        target = _final(rec, window)
+        detail = f"merged into the session {ctx.times.window(bounds(target))}"
+        return WindowFact(status="merged", merged_into=bounds(target), detail=detail, **common)
+    seen = {i for f in fired for i in firings[f].elements}
+    live = _live_members(rec, window)
+    unfired_live = [i for i in live if i not in seen]
+    evicted = {e.index for e in rec.elements if e.evicted is not None}
+    lost = [i for i in elements if i not in seen and i not in live and i not in evicted]
+    if unfired_live or (window in _restored_open(rec) and not fired):
+        ks = rec.op.keys.get(rec.key)
+        waits = window_waits(rec.op.trigger, ks, window, cleanup, ctx)
+        return WindowFact(
+            status="open",
+            waiting=waits[0] if waits else None,
+            waits=waits,
+            detail=_open_detail(unfired_live, waits),
+            **common,
+        )
+    if lost:
+        detail = _purged_detail(rec, window, lost, ctx.times)
+        return WindowFact(status="purged", detail=detail, **common)
+    status = "fired" if fired else "purged"
+    return WindowFact(status=status, detail="", **common)
+
+
+def _restored_open(rec: Recorder) -> set[Window]:
+    ks = rec.op.keys.get(rec.key)
+    if ks is None:
+        return set()
+    return {w for w in rec.windows if not rec.windows[w] and w in (ks.merging or ks.contents)}
+
+
+def _open_detail(unfired: list[int], waits: Sequence[Any]) -> str:
+    held = f"holds {len(unfired)} element(s) no result saw yet"
+    if not waits:
+        return held
+    return f"{held}; it waits for " + "; or ".join(w.detail for w in waits)
+
+
+def _purged_detail(rec: Recorder, window: Window, lost: list[int], t: TimeText) -> str:
+    if window in rec.cleared:
+        return (
+            f"its state was cleared when the watermark reached {t.at(rec.cleared[window])} "
+            f"(cleanup at {t.at(rec.op.cleanup_time(window))}) before the trigger fired "
+            f"element(s) {lost}"
+        )
+    return f"its contents were purged by the trigger without a result of element(s) {lost}"
+
+
+# ---------------------------------------------------------------------------- elements
+
+
+def element_facts(
+    rec: Recorder,
+    firings: Sequence[FiringFact],
+    windows: Sequence[WindowFact],
+    times: TimeText,
+) -> tuple[ElementFact, ...]:
+    """Every element of the key with its one fate."""
+    in_firings: dict[int, list[int]] = {}
+    for firing in firings:
+        for index in firing.elements:
+            in_firings.setdefault(index, []).append(firing.index)
+    open_elements = {i for w in windows if w.status == "open" for i in _live_of(rec, w)}
+    return tuple(
+        _element_fact(rec, e, tuple(in_firings.get(e.index, ())), open_elements, times)
+        for e in rec.elements
+    )
+
+
+def _live_of(rec: Recorder, fact: WindowFact) -> list[int]:
+    for window in rec.windows:
+        if bounds(window) == fact.window and window not in rec.merged_into:
+            return _live_members(rec, window)
+    return []
+
+
+def _element_fact(
+    rec: Recorder,
+    e: ElementRecord,
+    fired: tuple[int, ...],
+    open_elements: set[int],
+    t: TimeText,
+) -> ElementFact:
+    finals = []
+    for window in e.windows:
+        final = bounds(_final(rec, window))
+        if final not in finals:
+            finals.append(final)
+    merged = next((_final(rec, w) for w in e.windows if w in rec.merged_into), None)
+    fate, detail = _fate(rec, e, fired, open_elements, t)
+    return ElementFact(
+        arrival=e.index,
+        timestamp=e.timestamp,
+        label=e.label,
+        batch=e.batch,
+        watermark=e.watermark,
+        processing_time=e.processing_time,
+        fate=fate,
+        detail=detail,
+        windows=tuple(finals),
+        firings=fired,
+        late_windows=tuple(bounds(w) for w in e.late_windows),
+        evicted_by=e.evicted[0] if e.evicted else None,
+        evicted_when=e.evicted[1] if e.evicted else None,
+        merged_into=bounds(merged) if merged is not None else None,
+    )
+
+
+def _fate(
+    rec: Recorder,
+    e: ElementRecord,
+    fired: tuple[int, ...],
+    open_elements: set[int],
+    t: TimeText,
+) -> tuple[str, str]:
+    if e.code in (SIDE_OUTPUT, DROPPED):
+        return _late_fate(rec, e, t)
+    if e.code == SKIPPED:
+        return "skipped", (
+            f"its timestamp {t.at(e.timestamp)} falls in no window of {rec.op.assigner!r} "
+            "(a gap between windows); counted in num_late_records_dropped"
+        )
+    if fired:
+        return "in_result", f"in the result of firing(s) {list(fired)}"
+    if e.evicted is not None:
+        evictor, when = e.evicted
+        return "evicted", f"{evictor} removed it {when} the window function ran"
+    if e.index in open_elements:
+        return "open", "in a window that has not fired yet"
+    return "purged", "its window's contents went without a result of it"
+
+
+def _late_fate(rec: Recorder, e: ElementRecord, t: TimeText) -> tuple[str, str]:
+    lateness = rec.op.allowed_lateness_ms
+    ends = ", ".join(
+        f"{t.window(bounds(w))} (cleanup at {t.at(rec.op.cleanup_time(w))})" for w in e.late_windows
+    )
+    why = (
+        f"late: the watermark was {t.at(e.watermark)} when it arrived, past the cleanup time "
+        f"(end - 1 + allowed lateness {t.span(lateness)}) of its window(s) {ends}"
+    )
+    if e.code == SIDE_OUTPUT:
+        tag = rec.op.late_data_tag
+        return "late_side_output", f"{why}; sent to the late-data side output {tag!r}"
+    return "late_dropped", f"{why}; no late-data side output: counted in num_late_records_dropped"

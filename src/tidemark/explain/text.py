@@ -1,0 +1,138 @@
+"""An explanation in words: the verdict per window and element first, then the facts.
+
+The answer opens with one summary line (the key, what fired, what did not, the
+watermark and what holds it), then a paragraph per window (the focused one alone when
+the question named one), then the elements that are in no result: late, evicted,
+skipped, purged or still waiting. Times are ints for small values and ISO 8601 in the
+explanation's zone for epoch ms; intervals are half-open ``[start, end)``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from tidemark.explain.facts import ElementFact, Explanation, FiringFact, WindowFact
+from tidemark.explain.timefmt import TimeText
+from tidemark.explain.waits import holder_text
+
+__all__ = ["explanation_text"]
+
+#: At most this many windows and elements are written out; the rest are counted.
+MAX_LISTED = 12
+
+_VERDICT = {
+    "fired": "FIRED",
+    "open": "NOT FIRED YET",
+    "purged": "NO RESULT",
+    "merged": "MERGED",
+}
+_FATE = {
+    "in_result": "in a result",
+    "late_side_output": "late, to the side output",
+    "late_dropped": "late, dropped",
+    "skipped": "in no window",
+    "evicted": "evicted",
+    "open": "waiting in an open window",
+    "purged": "purged without a result",
+}
+
+
+def explanation_text(x: Explanation) -> str:
+    t = TimeText(x.time_zone)
+    lines = [_summary(x, t), _clocks(x, t), ""]
+    windows = _windows_in_focus(x)
+    for fact in windows[:MAX_LISTED]:
+        lines += _window_lines(x, fact, t)
+    if len(windows) > MAX_LISTED:
+        lines.append(f"... and {len(windows) - MAX_LISTED} more window(s)")
+    elements = _elements_in_focus(x, windows)
+    if elements:
+        lines += ["", "Elements in no result:" if x.focus_timestamp is None else "Elements:"]
+        for element in elements[:MAX_LISTED]:
+            lines.append("  " + _element_line(element, t))
+        if len(elements) > MAX_LISTED:
+            lines.append(f"  ... and {len(elements) - MAX_LISTED} more element(s)")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _summary(x: Explanation, t: TimeText) -> str:
+    statuses = Counter(w.status for w in x.windows if w.status != "merged")
+    fates = Counter(e.fate for e in x.elements)
+    windows = ", ".join(f"{n} {s}" for s, n in statuses.items()) or "none"
+    elements = ", ".join(f"{n} {_FATE[f]}" for f, n in fates.items()) or "none"
+    return (
+        f"Key {x.key!r} ({x.mode}): windows: {windows}; {len(x.elements)} element(s): {elements}."
+    )
+
+
+def _clocks(x: Explanation, t: TimeText) -> str:
+    end = "the input ended" if x.ended else "the input has not ended"
+    line = f"Watermark now {t.at(x.watermark)}"
+    if x.processing_time:
+        line += f", processing time {t.at(x.processing_time)}"
+    line += f"; {end}."
+    if x.holder is not None:
+        line += " " + holder_text(x.holder, x.idleness, t)[0].upper()
+        line += holder_text(x.holder, x.idleness, t)[1:] + "."
+    return line
+
+
+def _windows_in_focus(x: Explanation) -> list[WindowFact]:
+    if x.focus_window is not None:
+        return [x.window(*x.focus_window)]
+    if x.focus_timestamp is not None:
+        wanted = {w for e in x.elements_at(x.focus_timestamp) for w in e.windows}
+        return [w for w in x.windows if w.window in wanted]
+    return [w for w in x.windows if w.status != "merged"] + [
+        w for w in x.windows if w.status == "merged"
+    ]
+
+
+def _elements_in_focus(x: Explanation, windows: Sequence[WindowFact]) -> list[ElementFact]:
+    if x.focus_timestamp is not None:
+        return list(x.elements_at(x.focus_timestamp))
+    if x.focus_window is not None:
+        inside = set(windows[0].elements)
+        late = [e for e in x.elements if x.focus_window in e.late_windows]
+        listed = [e for e in x.elements if e.arrival in inside and e.fate != "in_result"]
+        return listed + late
+    return [e for e in x.elements if e.fate != "in_result"]
+
+
+def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
+    head = f"{t.window(w.window)}: {_VERDICT[w.status]}"
+    firings = [x.firings[i] for i in w.firings]
+    if w.status == "fired" or (firings and w.status != "merged"):
+        head += f" ({len(firings)} firing(s))"
+    if w.status in ("open", "purged", "merged") and w.detail:
+        head += f": {w.detail}"
+    lines = [head, f"  {len(w.elements)} element(s): {_element_list(x, w.elements, t)}"]
+    lines += [f"  {_firing_line(f, t)}" for f in firings[:MAX_LISTED]]
+    if len(firings) > MAX_LISTED:
+        lines.append(f"  ... and {len(firings) - MAX_LISTED} more firing(s)")
+    if w.merged_from:
+        merged = ", ".join(t.window(b) for b in w.merged_from)
+        lines.append(f"  merged from {merged}")
+    return lines
+
+
+def _element_list(x: Explanation, arrivals: Sequence[int], t: TimeText) -> str:
+    by_arrival = {e.arrival: e for e in x.elements}
+    shown = [by_arrival[i] for i in arrivals[:8] if i in by_arrival]
+    text = ", ".join(f"#{e.arrival} {e.label!r}@{t.at(e.timestamp)}" for e in shown)
+    return text + (f", ... ({len(arrivals) - 8} more)" if len(arrivals) > 8 else "")
+
+
+def _firing_line(f: FiringFact, t: TimeText) -> str:
+    when = f"watermark {t.at(f.watermark)}"
+    if f.batch is not None:
+        when = f"micro-batch {f.batch}, {when}"
+    results = "; ".join(f.results) if f.results else "no result"
+    kind = "retraction" if f.retraction else f.timing.replace("_", "-")
+    return f"{kind} pane {f.pane} at {when}: {f.detail} -> {results}"
+
+
+def _element_line(e: ElementFact, t: TimeText) -> str:
+    where = f" (micro-batch {e.batch})" if e.batch is not None else ""
+    return f"#{e.arrival} {e.label!r}@{t.at(e.timestamp)}{where}: {e.fate.upper()}: {e.detail}"
