@@ -341,6 +341,9 @@ def _late_fate(rec: Recorder, e: ElementRecord, t: TimeText) -> tuple[str, str]:
     why = (
         f"late: the watermark was {t.at(e.watermark)} when it arrived, past the cleanup time "
         f"(end - 1 + allowed lateness {t.span(lateness)}) of its window(s) {ends}"
+        if ends
+        else f"late: the watermark was {t.at(e.watermark)} when it arrived, at or past its "
+        f"timestamp + allowed lateness ({t.span(lateness)}), and it falls in no window"
     )
     if e.code == SIDE_OUTPUT:
         tag = rec.op.late_data_tag

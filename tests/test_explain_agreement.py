@@ -1,0 +1,212 @@
+"""An explanation is checked, not narrated: it agrees with the engine's own run.
+
+Over randomized scenarios of the differential suite (:mod:`differential`: random
+assigners, Flink triggers, evictors, lateness, side outputs, window functions and keys
+over a stream of many keys), each stream is fed in arrival order (the replay's
+semantics, as ``differential.reference_replay``) to
+
+- the normal harness (fast paths on): the outputs users get;
+- an operator of the same spec with a :class:`~tidemark._engine.trace.Tracer`: the
+  engine's firings per key, as ``tidemark.timeline`` draws them;
+- :func:`tidemark.explain.explain_events`, per key, with that key's elements and every
+  watermark.
+
+For every key, the firings the explanation claims (window, watermark, pane timing,
+results) equal the tracer's, in order; over all keys, the results equal the harness's;
+every element has one fate, and the fates match the harness's side output and
+``num_late_records_dropped``; the elements a firing names are the ones the window
+function saw (a process function's result lists them). Each scenario runs twice: to
+the end of input, and cut at a random point before it (windows still open).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from collections import Counter
+from typing import Any
+
+import differential as d
+
+from tidemark._engine.create import create_window_operator
+from tidemark._engine.trace import Tracer
+from tidemark.explain import Element, EndOfInput, Explanation, Watermark, explain_events
+from tidemark.explain.facts import FATES
+from tidemark.time import LONG_MAX, LONG_MIN
+
+SEED = int(os.environ.get("TIDEMARK_EXPLAIN_SEED", "50"))
+SCENARIOS = 400  # each run twice: to the end of input, and cut before it
+_RESULT_CHARS = 40  # the tracer's cut of a firing's text
+
+
+def sampling(scenario: dict[str, Any], index: int) -> dict[str, Any]:
+    """Every third sliding scenario as sampling windows (``size < slide``, gaps between
+    windows: elements in none), which the differential generator does not make."""
+    assigner = scenario["assigner"]
+    if assigner["type"] != "sliding" or index % 3 or assigner["slide"] < 2:
+        return scenario
+    return {**scenario, "assigner": {**assigner, "size": assigner["slide"] - 1}}
+
+
+def steps(scenario: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """``("element", row)`` and ``("watermark", t)`` in the order the replay feeds them
+    (``differential.reference_replay``'s order; the test checks it gives its outcome)."""
+    out: list[tuple[Any, ...]] = []
+    ooo = scenario["out_of_orderness"]
+    watermark, max_ts = LONG_MIN, None
+    for row in scenario["rows"]:
+        if ooo is None and row[4] > watermark:
+            watermark = row[4]
+            out.append(("watermark", watermark))
+        out.append(("element", row))
+        if ooo is not None:
+            max_ts = row[2] if max_ts is None else max(max_ts, row[2])
+            if max_ts - ooo - 1 > watermark:
+                watermark = max_ts - ooo - 1
+                out.append(("watermark", watermark))
+    return out
+
+
+def run_harness(scenario: dict[str, Any], fed: list[tuple[Any, ...]], ended: bool) -> Any:
+    h = d.harness(scenario)
+    for kind, item in fed:
+        if kind == "element":
+            h.process_element(d._element(item), item[2])
+        else:
+            h.process_watermark(item)
+    if ended:
+        h.process_watermark(LONG_MAX)
+    return h
+
+
+def traced_firings(spec: Any, select: Any, fed: list[tuple[Any, ...]], ended: bool) -> Any:
+    tracer = Tracer(describe=d.normal)
+    op = create_window_operator(spec, tracer=tracer)
+    for kind, item in fed:
+        if kind == "element":
+            element = d._element(item)
+            key = select(element) if select else None
+            tracer.process_element(op, key, element, item[2], str(item[3]))
+        elif item > op.current_watermark:
+            tracer.process_watermark(op, item)
+    if ended:
+        tracer.finish(op)
+    firings: dict[Any, list[tuple[Any, ...]]] = {}
+    for f in tracer.trace()["firings"]:
+        key = tuple(f["key"]) if isinstance(f["key"], list) else f["key"]
+        firings.setdefault(key, []).append(
+            ((f["start"], f["end"]), f["watermark"], f["kind"], f["result"])
+        )
+    return firings
+
+
+def key_events(select: Any, fed: list[tuple[Any, ...]], ended: bool) -> dict[Any, list[Any]]:
+    """Per key: its elements and every watermark, in order."""
+    keys: dict[Any, None] = {}
+    for kind, item in fed:
+        if kind == "element":
+            keys[select(d._element(item)) if select else None] = None
+    events: dict[Any, list[Any]] = {key: [] for key in keys}
+    for kind, item in fed:
+        if kind == "watermark":
+            for bucket in events.values():
+                bucket.append(Watermark(item))
+            continue
+        element = d._element(item)
+        key = select(element) if select else None
+        events[key].append(Element(element, item[2], str(item[3])))
+    if ended:
+        for bucket in events.values():
+            bucket.append(EndOfInput())
+    return events
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= _RESULT_CHARS else text[: _RESULT_CHARS - 1] + "…"
+
+
+def claimed(x: Explanation) -> list[tuple[Any, ...]]:
+    return [
+        (f.window, f.watermark, f.timing, _cut("; ".join(d.normal(v) for v in f.values)))
+        for f in x.firings
+    ]
+
+
+def check_fates(x: Explanation, rows: list[Any]) -> None:
+    """One fate per element, consistent with the firings and windows."""
+    named = {i for f in x.firings for i in f.elements}
+    open_windows = {i for w in x.windows if w.status == "open" for i in w.elements}
+    for e in x.elements:
+        assert e.fate in FATES
+        assert (e.fate == "in_result") == (e.arrival in named), e
+        if e.fate == "open":
+            assert e.arrival in open_windows, e
+        if e.fate == "evicted":
+            assert e.evicted_by is not None, e
+        if e.fate.startswith("late_"):  # its windows were late (a gap: none)
+            assert not e.windows and (e.late_windows or "no window" in e.detail), e
+
+
+def check_contents(scenario: dict[str, Any], x: Explanation, rows: list[Any]) -> None:
+    """The elements a firing names are those its window function saw."""
+    if scenario["function"] not in ("process", "aggregate_process"):
+        return
+    for f in x.firings:
+        for value in f.values:
+            seen = json.loads(value)
+            named = [rows[i] for i in f.elements]
+            if scenario["function"] == "process":
+                got = sorted(map(tuple, seen["items"]), key=repr)
+                assert got == sorted(((r.v, r.ts) for r in named), key=repr), (f, seen)
+            else:
+                assert seen["items"] == [[sum(r.v for r in named), len(named)]], (f, seen)
+
+
+def agree(scenario: dict[str, Any], fed: list[tuple[Any, ...]], ended: bool) -> Counter:
+    h = run_harness(scenario, fed, ended)
+    spec, select = h.operator.spec, d.key_selector(scenario)
+    traced = traced_firings(spec, select, fed, ended)
+    counts: Counter = Counter()
+    results: Counter = Counter()
+    for key, events in key_events(select, fed, ended).items():
+        x = explain_events(spec, key, events, mode="replay")
+        assert claimed(x) == traced.get(key, []), (scenario["name"], key)
+        rows = [e.value for e in events if isinstance(e, Element)]
+        check_fates(x, rows)
+        check_contents(scenario, x, rows)
+        for f in x.firings:
+            end = f.window[1]
+            ts = LONG_MAX if end is None else end - 1
+            results.update((d.normal(v), ts, None) for v in f.values)
+        counts.update(e.fate for e in x.elements)
+        counts["keys"] += 1
+        counts["firings"] += len(x.firings)
+    outcome = d.harness_outcome(h, placed=False)
+    assert results == outcome["main"], scenario["name"]
+    assert counts["late_side_output"] == sum(outcome["late"].values()), scenario["name"]
+    assert counts["late_dropped"] + counts["skipped"] == outcome["dropped"], scenario["name"]
+    assert sum(counts[f] for f in FATES) == sum(1 for kind, _ in fed if kind == "element")
+    return counts
+
+
+def test_explanations_agree_with_the_engine() -> None:
+    rng = random.Random(SEED)
+    totals: Counter = Counter()
+    for index in range(SCENARIOS):
+        scenario = sampling(d.random_scenario(rng, index), index)
+        fed = steps(scenario)
+        h = run_harness(scenario, fed, ended=True)
+        assert d.harness_outcome(h, placed=True) == d.reference_replay(scenario)
+        totals += agree(scenario, fed, ended=True)
+        cut = fed[: rng.randrange(1, len(fed) + 1)]
+        totals += agree(scenario, cut, ended=False)
+        totals["runs"] += 2
+    elements = sum(totals[f] for f in FATES)
+    print(
+        f"\nexplain agreement: {SCENARIOS} scenarios, {totals['runs']} runs, "
+        f"{totals['keys']} keys, {elements} elements, {totals['firings']} firings; "
+        f"fates {dict((f, totals[f]) for f in FATES)}"
+    )
+    for fate in FATES:  # the generator reaches every fate
+        assert totals[fate] > 0, fate
