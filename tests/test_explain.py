@@ -211,7 +211,7 @@ def test_a_partition_holding_the_watermark() -> None:
     assert x.holder == partitions[1]
     wait = x.window(0, 5_000).waiting
     assert wait is not None and wait.kind == "event_time_timer" and wait.holder == partitions[1]
-    assert "partition 1 holds the watermark at 2999" in x.text()
+    assert "Partition 1 holds the watermark at 2999: it last saw event time 3000" in x.text()
     assert "idleness is off" in x.text()
 
 
@@ -256,7 +256,7 @@ def test_to_dict_is_json_and_focus() -> None:
     x = h.explain(window=(10, 20))
     json.dumps(x.to_dict())
     assert x.focus_window == (10, 20)
-    assert x.text().splitlines()[3].startswith("[10, 20): NOT FIRED YET")
+    assert x.text().splitlines()[2] == "[10, 20): NOT FIRED YET"
     by_ts = h.explain(timestamp=1)
     assert "#0 '1'@1: IN_RESULT" in by_ts.text()
     ranged = h.explain(time_range=(10, 20))
@@ -293,3 +293,55 @@ def test_errors_name_the_parameter() -> None:
     h = WindowOperatorHarness(tm.TumblingEventTimeWindows.of(10), add)
     with pytest.raises(ExplainError, match=r"make the harness with explain=True"):
         h.explain()
+
+
+# ---------------------------------------------------------------------------- pictures
+
+
+def test_picture_marks_the_window_and_the_holder(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tidemark.explain.picture import explanation_trace
+    from tidemark.timeline import validate_trace
+
+    spec = OperatorSpec(tm.TumblingEventTimeWindows.of(5_000), window_logic(add))
+    partitions = [
+        PartitionState(0, max_event_time=9_000, watermark=8_999),
+        PartitionState(1, max_event_time=3_000, watermark=2_999),
+    ]
+    x = explain_events(spec, "k", _held_events(), mode="streaming", partitions=partitions)
+    trace = explanation_trace(x)
+    validate_trace(trace)
+    assert trace["focus"]["start"] == 0 and "NOT FIRED YET" in trace["focus"]["note"]
+    assert trace["watermark_note"] == "watermark 2999, held by partition 1"
+    assert [p["ts"] for p in trace["partition_watermarks"]] == [8_999, 2_999]
+    for suffix in ("png", "html"):
+        path = x.picture(tmp_path / f"why.{suffix}")
+        assert path.stat().st_size > 1000
+    html = (tmp_path / "why.html").read_text()
+    assert "held by partition 1" in html and "NOT FIRED YET" in html
+
+
+def test_picture_needs_event_time(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    h = harness(tm.TumblingProcessingTimeWindows.of(10))
+    feed(h, ("pt", 3), (1, None))
+    with pytest.raises(ExplainError, match=r"`picture` draws event time"):
+        h.explain().picture(tmp_path / "x.png")
+
+
+def test_a_focus_must_be_a_listed_window() -> None:
+    from tidemark.timeline import TraceError, validate_trace
+
+    trace = {"elements": [], "watermarks": [], "windows": [], "firings": []}
+    trace["focus"] = {"key": "k", "start": 0, "end": 10, "note": "why"}
+    with pytest.raises(TraceError, match=r"trace\['focus'\] must be one of trace\['windows'\]"):
+        validate_trace(trace)
+
+
+def test_tidemark_explain_is_loaded_when_asked() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tidemark; assert 'tidemark.explain' not in sys.modules; "
+        "assert tidemark.explain.explain_events.__name__ == 'explain_events'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

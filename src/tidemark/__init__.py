@@ -184,6 +184,11 @@ def __getattr__(name: str) -> Any:
         import importlib
 
         return importlib.import_module("tidemark.timeline")
+    if name == "explain":
+        # "Why did this window (not) fire?" (docs/why-no-result.md): loaded when asked.
+        import importlib
+
+        return importlib.import_module("tidemark.explain")
     if name == "from_dataframe":
         from tidemark.spark import sources
 

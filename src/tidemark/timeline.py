@@ -181,6 +181,23 @@ def _check_partition_watermarks(top: Mapping[str, Any], n: int) -> None:
             raise TraceError(f"partition {partition!r}'s watermarks: {exc}") from None
 
 
+def _check_focus(
+    top: Mapping[str, Any], windows: set[tuple[Hashable, int | None, int | None]]
+) -> None:
+    """The optional ``focus`` (one listed window, marked, with a note) and
+    ``watermark_note`` (text at the watermark's last step): an explanation's picture."""
+    if "watermark_note" in top:
+        _str(top, "watermark_note", "trace")
+    if "focus" not in top:
+        return
+    where = "trace['focus']"
+    rec = _record(top["focus"], where, ("key", "start", "end", "note"))
+    _str(rec, "note", where)
+    ident = _window_id(rec, where)
+    if ident not in windows:
+        raise TraceError(f"{where} must be one of trace['windows']; got {ident!r}")
+
+
 def _window_id(rec: Mapping[str, Any], where: str) -> tuple[Hashable, int | None, int | None]:
     start = _int(rec, "start", where, none_ok=True)
     end = _int(rec, "end", where, none_ok=True)
@@ -250,7 +267,7 @@ def validate_trace(trace: object) -> None:
     trace['elements'][0]['status'] must be one of 'on_time', 'late_firing', 'side_output', \
 'dropped'; got 'late'
     """
-    optional = ("title", "time_zone", "partition_watermarks")
+    optional = ("title", "time_zone", "partition_watermarks", "focus", "watermark_note")
     top = _record(trace, "trace", ("elements", "watermarks", "windows", "firings"), optional)
     if top.get("title") is not None:
         _str(top, "title", "trace")
@@ -259,8 +276,10 @@ def validate_trace(trace: object) -> None:
     elements = _list(top, "elements")
     _check_elements(elements)
     _check_watermarks(_list(top, "watermarks"), len(elements))
-    _check_firings(_list(top, "firings"), len(elements), _check_windows(_list(top, "windows")))
+    windows = _check_windows(_list(top, "windows"))
+    _check_firings(_list(top, "firings"), len(elements), windows)
     _check_partition_watermarks(top, len(elements))
+    _check_focus(top, windows)
 
 
 def _zone(name: str) -> tzinfo:

@@ -9,6 +9,8 @@ from typing import Any
 from tidemark._timeline_draw.scene import (
     BAND_COLOURS,
     FIG_W,
+    FOCUS_COLOUR,
+    FOCUS_EDGE,
     KIND_STYLE,
     LABEL_ROW_IN,
     LEFT,
@@ -99,6 +101,8 @@ def _svg_lane(scene: Scene, lane: Lane, box: Box, last: bool) -> list[str]:
         out.append(
             _svg_text(sx((b.x0 + b.x1) / 2), ly, b.label, 8, text_anchor="middle", fill="#333355")
         )
+    if scene.focus is not None and scene.focus.lane == lane.name:
+        out += _svg_focus(scene, sx, (x0, top, h))
     out += _svg_axes(scene, sx, sy, (x0, top, w, h), last)
     if scene.watermark:
         pts = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in scene.watermark)
@@ -112,8 +116,34 @@ def _svg_lane(scene: Scene, lane: Lane, box: Box, last: bool) -> list[str]:
         ex, ey = sx(scene.end_of_input[0]), sy(scene.end_of_input[1])
         out.append(_svg_marker(">", ex, ey, 4.5, WATERMARK_COLOUR, WATERMARK_COLOUR))
         out.append(_svg_text(ex + 8, ey + 3.5, "+∞", 8))
+    if scene.watermark_note is not None:
+        nx, ny, note = scene.watermark_note
+        out.append(_svg_text(sx(scene.clip(nx)) + 8, sy(ny) + 3, note, 8, font_weight="bold"))
     out += _svg_points(lane, sx, sy)
     return out
+
+
+def _svg_focus(scene: Scene, sx: Any, frame: tuple[float, float, float]) -> list[str]:
+    """The window a question is about: outlined, its note in the lane's title row."""
+    focus = scene.focus
+    assert focus is not None
+    x0, top, h = frame
+    right_edge = (FIG_W - RIGHT) * _PX
+    left, right = sx(scene.clip(focus.x0)), sx(scene.clip(focus.x1))
+    return [
+        f'<rect x="{left:.1f}" y="{top:.1f}" width="{right - left:.1f}" height="{h:.1f}" '
+        f'fill="{FOCUS_COLOUR}" fill-opacity="0.22" stroke="{FOCUS_EDGE}" stroke-width="2.2">'
+        f"<title>{escape(focus.note)}</title></rect>",
+        _svg_text(
+            right_edge,
+            top - 6,
+            focus.note,
+            8.5,
+            text_anchor="end",
+            font_weight="bold",
+            fill="#7a5200",
+        ),
+    ]
 
 
 def _svg_partition_lines(scene: Scene, sx: Any, sy: Any) -> list[str]:

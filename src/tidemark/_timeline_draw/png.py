@@ -9,6 +9,8 @@ from typing import Any
 from tidemark._timeline_draw.scene import (
     BAND_COLOURS,
     FIG_W,
+    FOCUS_COLOUR,
+    FOCUS_EDGE,
     KIND_STYLE,
     LABEL_ROW_IN,
     LEFT,
@@ -31,6 +33,8 @@ def _draw_lane_mpl(ax: Any, scene: Scene, lane: Lane, box: Box) -> None:
     ax.set_xlim(*scene.xlim)
     ax.set_ylim(lo, hi)
     _draw_bands(ax, lane, box)
+    if scene.focus is not None and scene.focus.lane == lane.name:
+        _draw_focus(ax, scene)
     _draw_watermark(ax, scene)
     _draw_dots(ax, lane)
     _draw_marks(ax, lane)
@@ -63,6 +67,34 @@ def _draw_bands(ax: Any, lane: Lane, box: Box) -> None:
         )
 
 
+def _draw_focus(ax: Any, scene: Scene) -> None:
+    """The window a question is about: outlined, its note in the lane's title row."""
+    focus = scene.focus
+    assert focus is not None
+    ax.axvspan(focus.x0, focus.x1, fc=FOCUS_COLOUR, alpha=0.22, ec=FOCUS_EDGE, lw=2.2, zorder=1)
+    ax.set_title(focus.note, loc="right", fontsize=8.5, fontweight="bold", color="#7a5200", pad=4)
+
+
+def _draw_watermark_note(ax: Any, scene: Scene) -> None:
+    if scene.watermark_note is None:
+        return
+    x, y, text = scene.watermark_note
+    ax.annotate(
+        text,
+        (scene.clip(x), y),
+        xytext=(8, 0),
+        textcoords="offset points",
+        ha="left",
+        va="center",
+        fontsize=8,
+        fontweight="bold",
+        color=WATERMARK_COLOUR,
+        zorder=7,
+        annotation_clip=False,
+        bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": WATERMARK_COLOUR, "lw": 0.8},
+    )
+
+
 def _draw_watermark(ax: Any, scene: Scene) -> None:
     """The watermark's line, and its end of input (+inf)."""
     if scene.watermark:
@@ -84,6 +116,7 @@ def _draw_watermark(ax: Any, scene: Scene) -> None:
             color=WATERMARK_COLOUR,
             annotation_clip=False,
         )
+    _draw_watermark_note(ax, scene)
 
 
 def _draw_dots(ax: Any, lane: Lane) -> None:

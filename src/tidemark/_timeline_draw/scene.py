@@ -15,6 +15,7 @@ from tidemark.timeline import ELEMENT_STATUSES, FIRING_KINDS
 
 __all__ = [
     "Scene",
+    "Focus",
     "Lane",
     "Box",
     "make_scene",
@@ -23,6 +24,8 @@ __all__ = [
     "STATUS_STYLE",
     "KIND_STYLE",
     "BAND_COLOURS",
+    "FOCUS_COLOUR",
+    "FOCUS_EDGE",
     "WATERMARK_COLOUR",
     "FIG_W",
     "LEFT",
@@ -78,6 +81,7 @@ KIND_STYLE = {
     "retraction": ("#d62728", "<", "retraction of an earlier result"),
 }
 BAND_COLOURS = ("#4c72b0", "#55a8a0")
+FOCUS_COLOUR, FOCUS_EDGE = "#ffd54f", "#e6a100"  # the window a question is about
 WATERMARK_COLOUR = "#222222"
 _PARTITION_COLOURS = ("#17becf", "#bcbd22", "#e377c2", "#8c564b", "#7f7f7f", "#aec7e8")
 
@@ -190,6 +194,16 @@ class _Mark:
 
 
 @dataclass(frozen=True)
+class Focus:
+    """The window a question is about (a trace's ``focus``): outlined, with its note."""
+
+    lane: str
+    x0: float
+    x1: float
+    note: str
+
+
+@dataclass(frozen=True)
 class Lane:
     name: str
     dots: tuple[_Dot, ...]
@@ -215,6 +229,9 @@ class Scene:
     kinds: tuple[str, ...]
     # a source read in partitions: (partition name, its own watermark's step line)
     partitions: tuple[tuple[str, tuple[tuple[float, float], ...]], ...] = ()
+    focus: Focus | None = None
+    # text at the watermark's last step: (x, y, text)
+    watermark_note: tuple[float, float, str] | None = None
 
     def clip(self, x: float) -> float:
         return min(max(x, self.xlim[0]), self.xlim[1])
@@ -383,7 +400,29 @@ def make_scene(trace: Mapping[str, Any], title: str | None) -> Scene:
         statuses=tuple(s for s in ELEMENT_STATUSES if s in present),
         kinds=tuple(k for k in FIRING_KINDS if k in fired),
         partitions=_partition_lines(trace, xlim),
+        focus=_focus(trace, xlim),
+        watermark_note=_watermark_note(trace, line),
     )
+
+
+def _focus(trace: Mapping[str, Any], xlim: tuple[float, float]) -> Focus | None:
+    focus = trace.get("focus")
+    if focus is None:
+        return None
+    key = tuple(focus["key"]) if isinstance(focus["key"], list) else focus["key"]
+    start, end = focus["start"], focus["end"]
+    x0, x1 = (xlim[0], xlim[1]) if start is None or end is None else (start, end)
+    return Focus(_lane_name(key), x0, x1, focus["note"])
+
+
+def _watermark_note(
+    trace: Mapping[str, Any], line: tuple[tuple[float, float], ...]
+) -> tuple[float, float, str] | None:
+    note = trace.get("watermark_note")
+    if note is None or not line:
+        return None
+    x, y = line[-1]  # the top of the last step: above every element
+    return x, y, note
 
 
 def _partition_lines(

@@ -233,10 +233,9 @@ def _restored_open(rec: Recorder) -> set[Window]:
 
 
 def _open_detail(unfired: list[int], waits: Sequence[Any]) -> str:
-    held = f"holds {len(unfired)} element(s) no result saw yet"
     if not waits:
-        return held
-    return f"{held}; it waits for " + "; or ".join(w.detail for w in waits)
+        return f"holds {len(unfired)} element(s) no result saw yet"
+    return "waits for " + "; or for ".join(w.detail for w in waits)
 
 
 def _purged_detail(rec: Recorder, window: Window, lost: list[int], t: TimeText) -> str:
@@ -339,7 +338,7 @@ def _late_fate(rec: Recorder, e: ElementRecord, t: TimeText) -> tuple[str, str]:
         f"{t.window(bounds(w))} (cleanup at {t.at(rec.op.cleanup_time(w))})" for w in e.late_windows
     )
     why = (
-        f"late: the watermark was {t.at(e.watermark)} when it arrived, past the cleanup time "
+        f"late: the watermark was {t.at(e.watermark)} when it arrived, at or past the cleanup time "
         f"(end - 1 + allowed lateness {t.span(lateness)}) of its window(s) {ends}"
         if ends
         else f"late: the watermark was {t.at(e.watermark)} when it arrived, at or past its "

@@ -21,6 +21,7 @@ __all__ = ["explanation_text"]
 #: At most this many windows and elements are written out; the rest are counted.
 MAX_LISTED = 12
 
+_STATUS = {"fired": "fired", "open": "not fired yet", "purged": "without a result"}
 _VERDICT = {
     "fired": "FIRED",
     "open": "NOT FIRED YET",
@@ -29,8 +30,8 @@ _VERDICT = {
 }
 _FATE = {
     "in_result": "in a result",
-    "late_side_output": "late, to the side output",
-    "late_dropped": "late, dropped",
+    "late_side_output": "late to the side output",
+    "late_dropped": "late and dropped",
     "skipped": "in no window",
     "evicted": "evicted",
     "open": "waiting in an open window",
@@ -40,7 +41,7 @@ _FATE = {
 
 def explanation_text(x: Explanation) -> str:
     t = TimeText(x.time_zone)
-    lines = [_summary(x, t), _clocks(x, t), ""]
+    lines = [_summary(x, t), ""]
     windows = _windows_in_focus(x)
     for fact in windows[:MAX_LISTED]:
         lines += _window_lines(x, fact, t)
@@ -48,33 +49,38 @@ def explanation_text(x: Explanation) -> str:
         lines.append(f"... and {len(windows) - MAX_LISTED} more window(s)")
     elements = _elements_in_focus(x, windows)
     if elements:
-        lines += ["", "Elements in no result:" if x.focus_timestamp is None else "Elements:"]
+        title = "Elements:" if x.focus_timestamp is not None else "Elements in no result:"
+        lines += ["", title]
         for element in elements[:MAX_LISTED]:
             lines.append("  " + _element_line(element, t))
         if len(elements) > MAX_LISTED:
             lines.append(f"  ... and {len(elements) - MAX_LISTED} more element(s)")
+    lines += ["", _clocks(x, t)]
     return "\n".join(lines).rstrip() + "\n"
 
 
 def _summary(x: Explanation, t: TimeText) -> str:
     statuses = Counter(w.status for w in x.windows if w.status != "merged")
     fates = Counter(e.fate for e in x.elements)
-    windows = ", ".join(f"{n} {s}" for s, n in statuses.items()) or "none"
+    windows = ", ".join(f"{n} {_STATUS[s]}" for s, n in statuses.items()) or "none"
     elements = ", ".join(f"{n} {_FATE[f]}" for f, n in fates.items()) or "none"
-    return (
-        f"Key {x.key!r} ({x.mode}): windows: {windows}; {len(x.elements)} element(s): {elements}."
-    )
+    line = f"Key {x.key!r} ({x.mode}): windows {windows}; elements {elements}."
+    if x.holder is not None:
+        line += f" Partition {x.holder.partition!r} holds the watermark back."
+    return line
 
 
 def _clocks(x: Explanation, t: TimeText) -> str:
     end = "the input ended" if x.ended else "the input has not ended"
-    line = f"Watermark now {t.at(x.watermark)}"
+    line = f"Watermark {t.at(x.watermark)}"
     if x.processing_time:
         line += f", processing time {t.at(x.processing_time)}"
     line += f"; {end}."
     if x.holder is not None:
-        line += " " + holder_text(x.holder, x.idleness, t)[0].upper()
-        line += holder_text(x.holder, x.idleness, t)[1:] + "."
+        held = holder_text(x.holder, x.idleness, t)
+        line += f" {held[0].upper()}{held[1:]}."
+    if x.pipeline:
+        line += f"\nPipeline: {x.pipeline}."
     return line
 
 
@@ -97,7 +103,7 @@ def _elements_in_focus(x: Explanation, windows: Sequence[WindowFact]) -> list[El
         late = [e for e in x.elements if x.focus_window in e.late_windows]
         listed = [e for e in x.elements if e.arrival in inside and e.fate != "in_result"]
         return listed + late
-    return [e for e in x.elements if e.fate != "in_result"]
+    return [e for e in x.elements if e.fate not in ("in_result", "open")]
 
 
 def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
@@ -105,15 +111,16 @@ def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
     firings = [x.firings[i] for i in w.firings]
     if w.status == "fired" or (firings and w.status != "merged"):
         head += f" ({len(firings)} firing(s))"
+    lines = [head]
     if w.status in ("open", "purged", "merged") and w.detail:
-        head += f": {w.detail}"
-    lines = [head, f"  {len(w.elements)} element(s): {_element_list(x, w.elements, t)}"]
+        lines.append(f"  {w.detail[0].upper()}{w.detail[1:]}")
     lines += [f"  {_firing_line(f, t)}" for f in firings[:MAX_LISTED]]
     if len(firings) > MAX_LISTED:
         lines.append(f"  ... and {len(firings) - MAX_LISTED} more firing(s)")
     if w.merged_from:
         merged = ", ".join(t.window(b) for b in w.merged_from)
-        lines.append(f"  merged from {merged}")
+        lines.append(f"  Merged from {merged}")
+    lines.append(f"  {len(w.elements)} element(s): {_element_list(x, w.elements, t)}")
     return lines
 
 
@@ -130,7 +137,7 @@ def _firing_line(f: FiringFact, t: TimeText) -> str:
         when = f"micro-batch {f.batch}, {when}"
     results = "; ".join(f.results) if f.results else "no result"
     kind = "retraction" if f.retraction else f.timing.replace("_", "-")
-    return f"{kind} pane {f.pane} at {when}: {f.detail} -> {results}"
+    return f"Fired {kind} (pane {f.pane}) at {when}: {f.detail} -> {results}"
 
 
 def _element_line(e: ElementFact, t: TimeText) -> str:

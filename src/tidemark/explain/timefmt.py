@@ -43,8 +43,8 @@ class TimeText:
     >>> t = TimeText(None)
     >>> t.at(9), t.at(1590292805000), t.window((0, 10)), t.span(5000)
     ('9', '2020-05-24T04:00:05Z', '[0, 10)', '5000 ms')
-    >>> TimeText("Asia/Shanghai").at(1590292805999)
-    '2020-05-24T12:00:05.999+08:00'
+    >>> TimeText("Asia/Shanghai").at(1590292805999), TimeText("Asia/Shanghai").short(1590292805999)
+    ('2020-05-24T12:00:05.999+08:00', '12:00:05.999')
     """
 
     time_zone: str | None
@@ -61,6 +61,13 @@ class TimeText:
         wall = (_EPOCH + timedelta(milliseconds=ms)).astimezone(zone(self.time_zone))
         text = wall.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
         return text.replace("+00:00", "Z") if self.time_zone in (None, "UTC") else text
+
+    def short(self, ms: int | None) -> str:
+        """:meth:`at` without the date and zone (a picture's labels, whose axis says them)."""
+        if ms is None or abs(ms) < EPOCH_THRESHOLD_MS or abs(ms) >= LONG_MAX:
+            return self.at(ms)
+        wall = (_EPOCH + timedelta(milliseconds=ms)).astimezone(zone(self.time_zone))
+        return wall.strftime("%H:%M:%S") + (f".{ms % 1000:03d}" if ms % 1000 else "")
 
     def span(self, ms: int) -> str:
         if ms >= 10**6 and ms % 1000 == 0:

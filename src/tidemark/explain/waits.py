@@ -161,20 +161,19 @@ def _event_wait(timer: int, ctx: WaitContext) -> WaitFact:
         )
     gap = timer - ctx.watermark
     beyond = ctx.max_event_time is not None and ctx.max_event_time > timer
-    if not ctx.ended and not beyond:
-        seen = "no input yet" if ctx.max_event_time is None else t.at(ctx.max_event_time)
-        detail = (
-            f"the watermark to reach {t.at(timer)} (it is at {t.at(ctx.watermark)}, "
-            f"{t.span(gap)} short); the input reached only {seen}: a watermark that moves "
-            "with the data gets there when later data come, or when the input ends"
-        )
-        return WaitFact("input_not_ended", detail, gap=gap, **common)
     detail = (
         f"the watermark to reach {t.at(timer)} (it is at {t.at(ctx.watermark)}, "
         f"{t.span(gap)} short)"
     )
+    if not ctx.ended and not beyond:
+        seen = "none" if ctx.max_event_time is None else t.at(ctx.max_event_time)
+        detail += (
+            f"; no input has reached past it yet (latest event time: {seen}): later data "
+            "or the end of input will fire it"
+        )
+        return WaitFact("input_not_ended", detail, gap=gap, **common)
     if ctx.holder is not None:
-        detail += "; " + holder_text(ctx.holder, ctx.idleness, t)
+        detail += f"; partition {ctx.holder.partition!r} holds the watermark back"
     return WaitFact("event_time_timer", detail, gap=gap, **common)
 
 
