@@ -46,9 +46,10 @@ from tidemark.explain.facts import (
     WaitFact,
     WindowFact,
 )
+from tidemark.explain.partitions import holding_partition, partition_states
 from tidemark.explain.replay import InitialState, Recorder, replay
 from tidemark.explain.timefmt import TimeText, zone
-from tidemark.explain.waits import WaitContext, holding_partition
+from tidemark.explain.waits import WaitContext
 
 __all__ = [
     "explain_events",
@@ -65,6 +66,8 @@ __all__ = [
     "EndOfInput",
     "Event",
     "PartitionState",
+    "partition_states",
+    "holding_partition",
     "MODES",
     "FATES",
     "WINDOW_STATUSES",

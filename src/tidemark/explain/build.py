@@ -114,13 +114,13 @@ def _cause(rec: Recorder, firing: FiringRecord, t: TimeText) -> tuple[str, str]:
             else "the trigger's timer"
         )
         return "event_time_timer", (
-            f"the watermark reached {t.at(firing.watermark)}, past {what} at {t.at(time)}"
+            f"the watermark {t.at(firing.watermark)} reached {what} at {t.at(time)}"
         )
     if step[0] == "element":
         element = rec.elements[step[1]]
         if rec.op.is_event_time and end <= element.watermark:
             return "late_element", (
-                f"element #{element.index} ({element.label!r} at {t.at(element.timestamp)}) "
+                f"element #{element.index} {element.label}@{t.at(element.timestamp)} "
                 f"came after the watermark ({t.at(element.watermark)}) had passed the "
                 f"window's end, within the allowed lateness "
                 f"({t.span(rec.op.allowed_lateness_ms)})"
@@ -131,7 +131,7 @@ def _cause(rec: Recorder, firing: FiringRecord, t: TimeText) -> tuple[str, str]:
 
 def _element_fire_text(rec: Recorder, element: ElementRecord) -> str:
     trigger = rec.op.trigger
-    what = f"element #{element.index} ({element.label!r})"
+    what = f"element #{element.index} {element.label}"
     if "count" in trigger_kinds(trigger):
         return f"{what} brought the count to {count_of(trigger)}: {trigger!r} fired"
     return f"{what} made the trigger {trigger!r} fire"
@@ -220,7 +220,7 @@ def _window_fact(
         )
     if lost:
         detail = _purged_detail(rec, window, lost, ctx.times)
-        return WindowFact(status="purged", detail=detail, **common)
+        return WindowFact(status="fired" if fired else "purged", detail=detail, **common)
     status = "fired" if fired else "purged"
     return WindowFact(status=status, detail="", **common)
 
@@ -239,13 +239,14 @@ def _open_detail(unfired: list[int], waits: Sequence[Any]) -> str:
 
 
 def _purged_detail(rec: Recorder, window: Window, lost: list[int], t: TimeText) -> str:
+    named = ", ".join(f"#{i}" for i in lost)
     if window in rec.cleared:
         return (
-            f"its state was cleared when the watermark reached {t.at(rec.cleared[window])} "
-            f"(cleanup at {t.at(rec.op.cleanup_time(window))}) before the trigger fired "
-            f"element(s) {lost}"
+            f"element(s) {named} in no result: its state was cleared when the watermark "
+            f"reached {t.at(rec.cleared[window])} (cleanup at "
+            f"{t.at(rec.op.cleanup_time(window))}) before its trigger fired them"
         )
-    return f"its contents were purged by the trigger without a result of element(s) {lost}"
+    return f"element(s) {named} in no result: the trigger purged the contents holding them"
 
 
 # ---------------------------------------------------------------------------- elements
@@ -290,6 +291,8 @@ def _element_fact(
             finals.append(final)
     merged = next((_final(rec, w) for w in e.windows if w in rec.merged_into), None)
     fate, detail = _fate(rec, e, fired, open_elements, t)
+    if merged is not None:
+        detail += f"; its session merged into {t.window(bounds(merged))}"
     return ElementFact(
         arrival=e.index,
         timestamp=e.timestamp,
@@ -323,13 +326,33 @@ def _fate(
             "(a gap between windows); counted in num_late_records_dropped"
         )
     if fired:
-        return "in_result", f"in the result of firing(s) {list(fired)}"
+        return "in_result", "in the result of " + ", ".join(_firing_names(rec, fired, t))
     if e.evicted is not None:
         evictor, when = e.evicted
         return "evicted", f"{evictor} removed it {when} the window function ran"
     if e.index in open_elements:
         return "open", "in a window that has not fired yet"
-    return "purged", "its window's contents went without a result of it"
+    return "purged", _purged_fate(rec, e, t)
+
+
+def _purged_fate(rec: Recorder, e: ElementRecord, t: TimeText) -> str:
+    for window in e.windows:
+        final = _final(rec, window)
+        if final in rec.cleared:
+            return (
+                f"{t.window(bounds(final))}'s state was cleared when the watermark reached "
+                f"{t.at(rec.cleared[final])} (cleanup at {t.at(rec.op.cleanup_time(final))}) "
+                "before its trigger fired it"
+            )
+    return "its window's trigger purged the contents holding it before a result saw it"
+
+
+def _firing_names(rec: Recorder, fired: tuple[int, ...], t: TimeText) -> list[str]:
+    return [
+        f"{t.window(bounds(rec.firings[i].window))}'s firing at watermark "
+        f"{t.at(rec.firings[i].watermark)}"
+        for i in fired
+    ]
 
 
 def _late_fate(rec: Recorder, e: ElementRecord, t: TimeText) -> tuple[str, str]:

@@ -20,6 +20,7 @@ __all__ = ["explanation_text"]
 
 #: At most this many windows and elements are written out; the rest are counted.
 MAX_LISTED = 12
+_SHOWN = 5  # elements named in a window's line
 
 _STATUS = {"fired": "fired", "open": "not fired yet", "purged": "without a result"}
 _VERDICT = {
@@ -65,7 +66,8 @@ def _summary(x: Explanation, t: TimeText) -> str:
     windows = ", ".join(f"{n} {_STATUS[s]}" for s, n in statuses.items()) or "none"
     elements = ", ".join(f"{n} {_FATE[f]}" for f, n in fates.items()) or "none"
     line = f"Key {x.key!r} ({x.mode}): windows {windows}; elements {elements}."
-    if x.holder is not None:
+    held = any(w.waiting is not None and w.waiting.kind == "event_time_timer" for w in x.windows)
+    if held and x.holder is not None:
         line += f" Partition {x.holder.partition!r} holds the watermark back."
     return line
 
@@ -77,7 +79,7 @@ def _clocks(x: Explanation, t: TimeText) -> str:
         line += f", processing time {t.at(x.processing_time)}"
     line += f"; {end}."
     if x.holder is not None:
-        held = holder_text(x.holder, x.idleness, t)
+        held = holder_text(x.holder, x.idleness, t, x.partitions)
         line += f" {held[0].upper()}{held[1:]}."
     if x.pipeline:
         line += f"\nPipeline: {x.pipeline}."
@@ -88,7 +90,8 @@ def _windows_in_focus(x: Explanation) -> list[WindowFact]:
     if x.focus_window is not None:
         return [x.window(*x.focus_window)]
     if x.focus_timestamp is not None:
-        wanted = {w for e in x.elements_at(x.focus_timestamp) for w in e.windows}
+        asked = x.elements_at(x.focus_timestamp)
+        wanted = {w for e in asked for w in (*e.windows, *e.late_windows)}
         return [w for w in x.windows if w.window in wanted]
     return [w for w in x.windows if w.status != "merged"] + [
         w for w in x.windows if w.status == "merged"
@@ -112,7 +115,7 @@ def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
     if w.status == "fired" or (firings and w.status != "merged"):
         head += f" ({len(firings)} firing(s))"
     lines = [head]
-    if w.status in ("open", "purged", "merged") and w.detail:
+    if w.detail:
         lines.append(f"  {w.detail[0].upper()}{w.detail[1:]}")
     lines += [f"  {_firing_line(f, t)}" for f in firings[:MAX_LISTED]]
     if len(firings) > MAX_LISTED:
@@ -126,9 +129,9 @@ def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
 
 def _element_list(x: Explanation, arrivals: Sequence[int], t: TimeText) -> str:
     by_arrival = {e.arrival: e for e in x.elements}
-    shown = [by_arrival[i] for i in arrivals[:8] if i in by_arrival]
-    text = ", ".join(f"#{e.arrival} {e.label!r}@{t.at(e.timestamp)}" for e in shown)
-    return text + (f", ... ({len(arrivals) - 8} more)" if len(arrivals) > 8 else "")
+    shown = [by_arrival[i] for i in arrivals[:_SHOWN] if i in by_arrival]
+    text = ", ".join(f"#{e.arrival} {e.label}@{t.at(e.timestamp)}" for e in shown)
+    return text + (f", ... ({len(arrivals) - _SHOWN} more)" if len(arrivals) > _SHOWN else "")
 
 
 def _firing_line(f: FiringFact, t: TimeText) -> str:
@@ -142,4 +145,4 @@ def _firing_line(f: FiringFact, t: TimeText) -> str:
 
 def _element_line(e: ElementFact, t: TimeText) -> str:
     where = f" (micro-batch {e.batch})" if e.batch is not None else ""
-    return f"#{e.arrival} {e.label!r}@{t.at(e.timestamp)}{where}: {e.fate.upper()}: {e.detail}"
+    return f"#{e.arrival} {e.label}@{t.at(e.timestamp)}{where}: {e.fate.upper()}: {e.detail}"

@@ -35,7 +35,7 @@ from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.triggers.dataflow.leaves import AfterCount, AfterProcessingTime
 from tidemark.windows import Window
 
-__all__ = ["trigger_kinds", "count_of", "WaitContext", "window_waits", "holding_partition"]
+__all__ = ["trigger_kinds", "count_of", "WaitContext", "window_waits", "holder_text"]
 
 _EVENT = (EventTimeTrigger, ContinuousEventTimeTrigger, EndOfStreamTrigger)
 _PROCESSING = (ProcessingTimeTrigger, ContinuousProcessingTimeTrigger, AfterProcessingTime)
@@ -93,15 +93,6 @@ def _count_so_far(ks: KeyState, window: Window, dataflow: bool) -> int:
     state = getattr(panes, "state", {}) or {}
     counts = [value for name, (_, value) in state.items() if name.endswith("count")]
     return int(counts[0]) if counts else 0
-
-
-def holding_partition(partitions: Sequence[PartitionState]) -> PartitionState | None:
-    """The partition holding the watermark: the lowest of those not idle (None for a
-    single input, or when every partition is idle)."""
-    active = [p for p in partitions if not p.idle]
-    if len(partitions) < 2 or not active:
-        return None
-    return min(active, key=lambda p: p.watermark)
 
 
 @dataclass(frozen=True)
@@ -177,8 +168,13 @@ def _event_wait(timer: int, ctx: WaitContext) -> WaitFact:
     return WaitFact("event_time_timer", detail, gap=gap, **common)
 
 
-def holder_text(holder: PartitionState, idleness: bool | None, t: TimeText) -> str:
-    """Which partition holds the watermark, and why, in words."""
+def holder_text(
+    holder: PartitionState,
+    idleness: bool | None,
+    t: TimeText,
+    partitions: Sequence[PartitionState] = (),
+) -> str:
+    """Which partition sets the watermark (the lowest not idle), and why, in words."""
     seen = (
         "has seen no data"
         if holder.max_event_time is None
@@ -190,9 +186,13 @@ def holder_text(holder: PartitionState, idleness: bool | None, t: TimeText) -> s
         True: "; idleness is on, yet it is not idle",
         False: "; idleness is off, so it holds the watermark however long it is silent",
     }[idleness]
+    idle_ones = [repr(p.partition) for p in partitions if p.idle]
+    left_out = (
+        f"; partition(s) {', '.join(idle_ones)} idle, left out of the minimum" if idle_ones else ""
+    )
     return (
-        f"partition {holder.partition!r} holds the watermark at {t.at(holder.watermark)}: "
-        f"it {seen}{batch}{idle}"
+        f"partition {holder.partition!r} sets the watermark at {t.at(holder.watermark)}, the "
+        f"lowest of the partitions not idle: it {seen}{batch}{idle}{left_out}"
     )
 
 
