@@ -348,3 +348,14 @@ def test_tidemark_explain_is_loaded_when_asked() -> None:
         "assert tidemark.explain.explain_events.__name__ == 'explain_events'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_docs_pictures_draw(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parent.parent / "docs" / "examples"))
+    import why_no_result
+
+    paths = why_no_result.draw(tmp_path)
+    assert [p.name for p in paths] == ["why-held.png", "why-late.png"]
+    assert all(p.stat().st_size > 10_000 for p in paths)

@@ -118,9 +118,17 @@ def _svg_lane(scene: Scene, lane: Lane, box: Box, last: bool) -> list[str]:
         out.append(_svg_text(ex + 8, ey + 3.5, "+∞", 8))
     if scene.watermark_note is not None:
         nx, ny, note = scene.watermark_note
-        out.append(_svg_text(sx(scene.clip(nx)) + 8, sy(ny) + 3, note, 8, font_weight="bold"))
+        out.append(_svg_note(scene, nx, sx(scene.clip(nx)), sy(ny), note))
     out += _svg_points(lane, sx, sy)
     return out
+
+
+def _svg_note(scene: Scene, at: float, x: float, y: float, note: str) -> str:
+    """The watermark's note beside its last step (at ``at``), on the side with room."""
+    lo, hi = scene.xlim
+    if scene.clip(at) > (lo + hi) / 2:
+        return _svg_text(x - 8, y + 3, note, 8, font_weight="bold", text_anchor="end")
+    return _svg_text(x + 8, y + 3, note, 8, font_weight="bold")
 
 
 def _svg_focus(scene: Scene, sx: Any, frame: tuple[float, float, float]) -> list[str]:

@@ -79,12 +79,13 @@ def _draw_watermark_note(ax: Any, scene: Scene) -> None:
     if scene.watermark_note is None:
         return
     x, y, text = scene.watermark_note
+    right = _in_right_half(scene, x)  # then the text goes left, inside the axes
     ax.annotate(
         text,
         (scene.clip(x), y),
-        xytext=(8, 0),
+        xytext=(-8 if right else 8, 0),
         textcoords="offset points",
-        ha="left",
+        ha="right" if right else "left",
         va="center",
         fontsize=8,
         fontweight="bold",
@@ -93,6 +94,11 @@ def _draw_watermark_note(ax: Any, scene: Scene) -> None:
         annotation_clip=False,
         bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": WATERMARK_COLOUR, "lw": 0.8},
     )
+
+
+def _in_right_half(scene: Scene, x: float) -> bool:
+    lo, hi = scene.xlim
+    return scene.clip(x) > (lo + hi) / 2
 
 
 def _draw_watermark(ax: Any, scene: Scene) -> None:

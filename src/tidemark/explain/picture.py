@@ -64,6 +64,34 @@ def _note(x: Explanation, w: WindowFact, t: TimeText) -> str:
     return head if len(head) <= _NOTE_CHARS else head[: _NOTE_CHARS - 1] + "…"
 
 
+_FATE = {
+    "in_result": "IN A RESULT",
+    "late_side_output": "LATE, TO THE SIDE OUTPUT",
+    "late_dropped": "LATE, DROPPED",
+    "skipped": "IN NO WINDOW",
+    "evicted": "EVICTED",
+    "open": "WAITING",
+    "purged": "PURGED WITHOUT A RESULT",
+}
+
+
+def _element_note(x: Explanation, t: TimeText) -> str | None:
+    """The note of an element asked about (the last one with the timestamp)."""
+    if x.focus_timestamp is None or not x.elements_at(x.focus_timestamp):
+        return None
+    e = x.elements_at(x.focus_timestamp)[-1]
+    note = f"{e.label}@{t.short(e.timestamp)}: {_FATE[e.fate]}"
+    if e.fate.startswith("late_"):
+        note += f" (arrived at watermark {t.short(e.watermark)}"
+        if e.late_windows and e.late_windows[0][1] is not None:
+            end = e.late_windows[0][1]
+            note += f", past its window's cleanup at {t.short(end - 1 + x.allowed_lateness)}"
+        note += ")"
+    elif e.fate == "evicted":
+        note += f" by {e.evicted_by}, {e.evicted_when} the function"
+    return note if len(note) <= _NOTE_CHARS else note[: _NOTE_CHARS - 1] + "…"
+
+
 def _watermark_note(x: Explanation, t: TimeText) -> str:
     note = f"watermark {t.short(x.watermark)}"
     if x.holder is not None:
@@ -87,7 +115,8 @@ def explanation_trace(x: Explanation) -> dict[str, Any]:
     if focus is not None and focus.window in listed:
         key = trace["windows"][0]["key"]
         start, end = focus.window
-        trace["focus"] = {"key": key, "start": start, "end": end, "note": _note(x, focus, t)}
+        note = _element_note(x, t) or _note(x, focus, t)
+        trace["focus"] = {"key": key, "start": start, "end": end, "note": note}
     trace["watermark_note"] = _watermark_note(x, t)
     last = len(trace["elements"]) - 1
     if x.partitions and last >= 0:

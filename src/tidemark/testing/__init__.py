@@ -144,14 +144,17 @@ class WindowOperatorHarness:
     def operator(self) -> WindowOperator:
         return self._operator
 
-    def process_element(self, value: Any, timestamp: int | None = None) -> None:
-        """Feed one element; ``timestamp`` may be None for processing-time pipelines."""
+    def process_element(
+        self, value: Any, timestamp: int | None = None, *, label: str | None = None
+    ) -> None:
+        """Feed one element; ``timestamp`` may be None for processing-time pipelines;
+        ``label`` names it in :meth:`explain`'s answers (default ``str(value)``)."""
         key = self._key_selector(value) if self._key_selector is not None else None
         bounds = self._operator.assigner.timestamp_range()
         if timestamp is not None and not bounds[0] <= timestamp <= bounds[1]:
             raise out_of_range_error(self._operator.assigner, timestamp, bounds, value)
         if self._fed is not None:
-            self._fed.append((key, ExplainedElement(value, timestamp)))
+            self._fed.append((key, ExplainedElement(value, timestamp, label)))
         self._operator.process_element(key, value, timestamp)
         self._collect()
 
