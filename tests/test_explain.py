@@ -359,3 +359,46 @@ def test_the_docs_pictures_draw(tmp_path, monkeypatch) -> None:  # type: ignore[
     paths = why_no_result.draw(tmp_path)
     assert [p.name for p in paths] == ["why-held.png", "why-late.png"]
     assert all(p.stat().st_size > 10_000 for p in paths)
+
+
+# ---------------------------------------------------------------------------- a restored state
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        pytest.param({}, id="tumbling"),
+        pytest.param({"allowed_lateness": 5}, id="lateness"),
+        pytest.param({"trigger": tm.CountTrigger.of(2)}, id="count"),
+        pytest.param({"evictor": tm.CountEvictor.of(2)}, id="evictor"),
+        pytest.param({"assigner": tm.EventTimeSessionWindows.with_gap(3)}, id="sessions"),
+        pytest.param({"assigner": tm.SlidingEventTimeWindows.of(10, 5)}, id="sliding"),
+    ],
+)
+def test_from_an_initial_state_the_later_firings_are_the_same(options) -> None:  # type: ignore[no-untyped-def]
+    """A checkpoint's state and the events after it give the firings the whole run
+    gives after it (what a streaming query's retained batches are explained from)."""
+    from tidemark.explain import InitialState
+
+    assigner = options.pop("assigner", tm.TumblingEventTimeWindows.of(10))
+    spec = OperatorSpec(assigner, window_logic(add), **_spec_options(options))
+    before = [Element(1, 1), Element(2, 3), Watermark(9), Element(3, 4), Element(4, 12)]
+    after = [Element(5, 13), Watermark(14), Element(6, 6), Element(7, 15), Watermark(30)]
+    h = WindowOperatorHarness(assigner, add, **options)  # the checkpoint: after `before`
+    feed(h, *[(e.value, e.timestamp) if isinstance(e, Element) else e.timestamp for e in before])
+    state = InitialState(h.operator.keys[None], h.current_watermark)
+    whole = explain_events(spec, None, before + after, mode="replay")
+    part = explain_events(spec, None, after, mode="streaming", initial_state=state)
+
+    def firing(f):  # type: ignore[no-untyped-def]
+        return (f.window, f.watermark, f.timing, f.values)
+
+    assert [firing(f) for f in part.firings] == [
+        firing(f) for f in whole.firings if f.elements_seen > 4
+    ]
+    assert [e.timestamp for e in part.elements] == [13, 6, 15]
+
+
+def _spec_options(options: dict) -> dict:  # type: ignore[type-arg]
+    renamed = {"allowed_lateness": "allowed_lateness_ms"}
+    return {renamed.get(k, k): v for k, v in options.items()}

@@ -44,7 +44,9 @@ def _result_text(value: Any) -> str:
 def firing_facts(rec: Recorder, times: TimeText) -> tuple[FiringFact, ...]:
     """Every firing of the replay, in order, with its cause and pane timing."""
     facts = []
-    on_time: set[Window] = set()
+    # a restored window its end passed fired on time before (if it fired at all)
+    passed = rec.restored_watermark
+    on_time = {w for w in rec.restored if passed is not None and w.max_timestamp() <= passed}
     panes: dict[Window, int] = {}
     for index, firing in enumerate(rec.firings):
         window = firing.window

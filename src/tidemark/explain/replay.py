@@ -191,6 +191,8 @@ class Recorder:
         self.windows: dict[Window, list[int]] = {}  # window -> elements added to it
         self.merged_into: dict[Window, Window] = {}
         self.cleared: dict[Window, int] = {}  # window -> the watermark it was cleared at
+        self.restored: set[Window] = set()  # windows of the initial state
+        self.restored_watermark: int | None = None
         self.membership: dict[Window, list[int]] = {}  # state window -> its elements
         self.timer: tuple[TimeDomain, int] | None = None
         self.step: tuple[Any, ...] = ("start",)
@@ -302,6 +304,8 @@ class Recorder:
             self.membership[state_window] = [BEFORE_RETAINED] * count
         for window in ks.merging or ks.contents:
             self.windows.setdefault(window, [])
+            self.restored.add(window)
+        self.restored_watermark = state.watermark
 
     def feed(self, events: Iterable[Event]) -> None:
         for number, event in enumerate(events):
