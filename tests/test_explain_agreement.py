@@ -16,7 +16,9 @@ results) equal the tracer's, in order; over all keys, the results equal the harn
 every element has one fate, and the fates match the harness's side output and
 ``num_late_records_dropped``; the elements a firing names are the ones the window
 function saw (a process function's result lists them). Each scenario runs twice: to
-the end of input, and cut at a random point before it (windows still open).
+the end of input, and cut at a random point before it (windows still open); and once
+more from a checkpoint at that point: each key's state as the harness left it, and the
+events after it, must give the firings and fates the whole replay has after it.
 """
 
 from __future__ import annotations
@@ -30,8 +32,16 @@ from typing import Any
 import differential as d
 
 from tidemark._engine.create import create_window_operator
+from tidemark._engine.keystate import KeyState
 from tidemark._engine.trace import Tracer
-from tidemark.explain import Element, EndOfInput, Explanation, Watermark, explain_events
+from tidemark.explain import (
+    Element,
+    EndOfInput,
+    Explanation,
+    InitialState,
+    Watermark,
+    explain_events,
+)
 from tidemark.explain.facts import FATES
 from tidemark.time import LONG_MAX, LONG_MIN
 
@@ -190,6 +200,45 @@ def agree(scenario: dict[str, Any], fed: list[tuple[Any, ...]], ended: bool) -> 
     return counts
 
 
+def agree_from_checkpoint(scenario: dict[str, Any], fed: list[Any], cut: int) -> int:
+    """From the state a harness left after ``fed[:cut]`` (a checkpoint), each key's
+    explanation of the rest claims the firings and fates the whole replay has after the
+    cut (how a streaming query's retained micro-batches are explained). Returns the
+    keys checked."""
+    h = run_harness(scenario, fed[:cut], ended=False)
+    spec, select = h.operator.spec, d.key_selector(scenario)
+    whole = key_events(select, fed, ended=True)
+    later = key_events(select, fed[cut:], ended=True)
+    before = key_events(select, fed[:cut], ended=False)
+    for key, events in later.items():
+        if not any(isinstance(e, Element) for e in events):
+            continue
+        held = h.operator.keys.get(key)
+        state = InitialState(held if held is not None else KeyState(), h.current_watermark)
+        part = explain_events(spec, key, events, mode="streaming", initial_state=state)
+        full = explain_events(spec, key, whole[key], mode="replay")
+        known = before.get(key)
+        earlier = explain_events(spec, key, known, mode="replay") if known else None
+        fired = len(earlier.firings) if earlier else 0
+        arrived = len(earlier.elements) if earlier else 0
+        got, want = claimed(part), claimed_of(full.firings[fired:])
+        if (scenario["trigger"] or {}).get("type") == "custom":
+            # a trigger re-registering its end timer hides from the state whether the
+            # window fired on time before: the timing is not compared (facts.py)
+            got, want = [f[:2] + f[3:] for f in got], [f[:2] + f[3:] for f in want]
+        assert got == want, (scenario["name"], key, cut)
+        fates = [e.fate for e in part.elements]
+        assert fates == [e.fate for e in full.elements[arrived:]], (scenario["name"], key)
+    return len(later)
+
+
+def claimed_of(firings: list[Any]) -> list[tuple[Any, ...]]:
+    return [
+        (f.window, f.watermark, f.timing, _cut("; ".join(d.normal(v) for v in f.values)))
+        for f in firings
+    ]
+
+
 def test_explanations_agree_with_the_engine() -> None:
     rng = random.Random(SEED)
     totals: Counter = Counter()
@@ -201,11 +250,13 @@ def test_explanations_agree_with_the_engine() -> None:
         totals += agree(scenario, fed, ended=True)
         cut = fed[: rng.randrange(1, len(fed) + 1)]
         totals += agree(scenario, cut, ended=False)
-        totals["runs"] += 2
+        totals["checkpoint keys"] += agree_from_checkpoint(scenario, fed, len(cut))
+        totals["runs"] += 3
     elements = sum(totals[f] for f in FATES)
     print(
         f"\nexplain agreement: {SCENARIOS} scenarios, {totals['runs']} runs, "
-        f"{totals['keys']} keys, {elements} elements, {totals['firings']} firings; "
+        f"{totals['keys']} keys, {elements} elements, {totals['firings']} firings, "
+        f"{totals['checkpoint keys']} keys explained from a checkpoint; "
         f"fates {dict((f, totals[f]) for f in FATES)}"
     )
     for fate in FATES:  # the generator reaches every fate

@@ -147,8 +147,12 @@ def explain_events(
     Not supported
     -------------
     - Pictures of processing-time windows (the timeline's axis is event time).
-    - Elements of ``initial_state``'s windows are counted, not named (they came before
-      the events).
+    - Elements of ``initial_state``'s windows are not named (they came before the
+      events).
+    - From ``initial_state``, whether a window fired on time before is read from the
+      state (the watermark passed its end and its end timer is gone); a trigger of
+      yours that registers its end timer again on every element hides it, so its
+      window's next firing may be called ``on_time`` where the whole run says ``late``.
 
     Examples
     --------

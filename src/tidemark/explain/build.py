@@ -44,9 +44,7 @@ def _result_text(value: Any) -> str:
 def firing_facts(rec: Recorder, times: TimeText) -> tuple[FiringFact, ...]:
     """Every firing of the replay, in order, with its cause and pane timing."""
     facts = []
-    # a restored window its end passed fired on time before (if it fired at all)
-    passed = rec.restored_watermark
-    on_time = {w for w in rec.restored if passed is not None and w.max_timestamp() <= passed}
+    on_time = _fired_on_time_before(rec)
     panes: dict[Window, int] = {}
     for index, firing in enumerate(rec.firings):
         window = firing.window
@@ -78,6 +76,21 @@ def firing_facts(rec: Recorder, times: TimeText) -> tuple[FiringFact, ...]:
             )
         )
     return tuple(facts)
+
+
+def _fired_on_time_before(rec: Recorder) -> set[Window]:
+    """The restored windows that fired on time before the state was taken, as far as
+    the state tells: the watermark passed their end, their trigger fires on the
+    watermark, and their end-of-window timer is gone (it fired)."""
+    passed = rec.restored_watermark
+    if passed is None or not trigger_kinds(rec.op.trigger) & {"event", "custom"}:
+        return set()
+    timers = rec.restored_timers
+    return {
+        w
+        for w in rec.restored
+        if w.max_timestamp() <= passed and (w.max_timestamp(), w) not in timers
+    }
 
 
 def _timing(rec: Recorder, firing: FiringRecord, on_time: set[Window]) -> str:

@@ -193,6 +193,7 @@ class Recorder:
         self.cleared: dict[Window, int] = {}  # window -> the watermark it was cleared at
         self.restored: set[Window] = set()  # windows of the initial state
         self.restored_watermark: int | None = None
+        self.restored_timers: set[tuple[int, Window]] = set()
         self.membership: dict[Window, list[int]] = {}  # state window -> its elements
         self.timer: tuple[TimeDomain, int] | None = None
         self.step: tuple[Any, ...] = ("start",)
@@ -306,6 +307,7 @@ class Recorder:
             self.windows.setdefault(window, [])
             self.restored.add(window)
         self.restored_watermark = state.watermark
+        self.restored_timers = set(ks.event_timers)
 
     def feed(self, events: Iterable[Event]) -> None:
         for number, event in enumerate(events):
