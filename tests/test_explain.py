@@ -283,7 +283,9 @@ def test_errors_name_the_parameter() -> None:
         explain_events(spec, "k", events, mode="live")
     with pytest.raises(ExplainError, match=r"`events` must hold at least one Element"):
         explain_events(spec, "k", [Watermark(3)], mode="engine")
-    with pytest.raises(KeyError, match=r"`window` must be one of key 'k'.*\[0, 10\).*\[10, 20\)"):
+    with pytest.raises(
+        ExplainError, match=r"`window` must be one of key 'k'.*\[0, 10\).*\[10, 20\)"
+    ):
         explain_events(spec, "k", events, mode="engine", window=(10, 20))
     with pytest.raises(ExplainError, match=r"`timestamp` must be one of .*\(1\); got 5"):
         explain_events(spec, "k", events, mode="engine", timestamp=5)
@@ -291,6 +293,8 @@ def test_errors_name_the_parameter() -> None:
         explain_events(spec, "k", [Element(1, None)], mode="engine")
     with pytest.raises(ExplainError, match=r"`time_zone` must be an IANA zone"):
         explain_events(spec, "k", events, mode="engine", time_zone="Mars/Olympus")
+    with pytest.raises(InputDataError, match=r"timestamp"):
+        explain_events(spec, "k", [Element(1, tm.LONG_MAX)], mode="engine")
     with pytest.raises(ExplainError, match=r"`time_range` must be \[start, end\)"):
         explain_events(spec, "k", events, mode="engine", time_range=(5, 5))
     h = WindowOperatorHarness(tm.TumblingEventTimeWindows.of(10), add)

@@ -19,6 +19,10 @@ function saw (a process function's result lists them). Each scenario runs twice:
 the end of input, and cut at a random point before it (windows still open); and once
 more from a checkpoint at that point: each key's state as the harness left it, and the
 events after it, must give the firings and fates the whole replay has after it.
+
+The same agreement holds under Dataflow triggers (``AfterWatermark`` with early and
+late firings, ``Repeatedly``, ``AfterCount``, ``AfterAny``) in every accumulation mode:
+panes, retractions and the windows a finished trigger closes.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from typing import Any
 
 import differential as d
 
+import tidemark as tm
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.trace import Tracer
@@ -43,10 +48,12 @@ from tidemark.explain import (
     explain_events,
 )
 from tidemark.explain.facts import FATES
+from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, LONG_MIN
 
 SEED = int(os.environ.get("TIDEMARK_EXPLAIN_SEED", "50"))
 SCENARIOS = 400  # each run twice: to the end of input, and cut before it
+DATAFLOW_SCENARIOS = 150
 _RESULT_CHARS = 40  # the tracer's cut of a firing's text
 
 
@@ -78,8 +85,24 @@ def steps(scenario: dict[str, Any]) -> list[tuple[Any, ...]]:
     return out
 
 
+def make_harness(scenario: dict[str, Any]) -> Any:
+    """The differential suite's harness, or one of a Dataflow trigger (:func:`dataflow`)."""
+    if "dataflow" not in scenario:
+        return d.harness(scenario)
+    trigger, mode = scenario["dataflow"]
+    return WindowOperatorHarness(
+        d.build_assigner(scenario["assigner"]),
+        d.Emit(),
+        key_selector=d.key_selector(scenario),
+        trigger=trigger,
+        accumulation_mode=mode,
+        allowed_lateness=scenario["allowed_lateness"],
+        late_data_tag=d.LATE if scenario["side_output"] else None,
+    )
+
+
 def run_harness(scenario: dict[str, Any], fed: list[tuple[Any, ...]], ended: bool) -> Any:
-    h = d.harness(scenario)
+    h = make_harness(scenario)
     for kind, item in fed:
         if kind == "element":
             h.process_element(d._element(item), item[2])
@@ -137,10 +160,7 @@ def _cut(text: str) -> str:
 
 
 def claimed(x: Explanation) -> list[tuple[Any, ...]]:
-    return [
-        (f.window, f.watermark, f.timing, _cut("; ".join(d.normal(v) for v in f.values)))
-        for f in x.firings
-    ]
+    return claimed_of(list(x.firings))
 
 
 def check_fates(x: Explanation, rows: list[Any]) -> None:
@@ -163,6 +183,8 @@ def check_contents(scenario: dict[str, Any], x: Explanation, rows: list[Any]) ->
     if scenario["function"] not in ("process", "aggregate_process"):
         return
     for f in x.firings:
+        if f.retraction:  # the values of an earlier pane, again
+            continue
         for value in f.values:
             seen = json.loads(value)
             named = [rows[i] for i in f.elements]
@@ -233,10 +255,52 @@ def agree_from_checkpoint(scenario: dict[str, Any], fed: list[Any], cut: int) ->
 
 
 def claimed_of(firings: list[Any]) -> list[tuple[Any, ...]]:
+    """``(window, watermark, kind, results)`` of each firing, as the tracer has them."""
     return [
-        (f.window, f.watermark, f.timing, _cut("; ".join(d.normal(v) for v in f.values)))
+        (
+            f.window,
+            f.watermark,
+            "retraction" if f.retraction else f.timing,
+            ("−" if f.retraction else "") + _cut("; ".join(d.normal(v) for v in f.values)),
+        )
         for f in firings
     ]
+
+
+def dataflow(rng: random.Random, index: int) -> dict[str, Any]:
+    """A differential scenario's stream, keys and lateness under a random Dataflow
+    trigger and accumulation mode, with the process function (early, on-time and late
+    panes, retractions, closed windows)."""
+    scenario = d.random_scenario(rng, index)
+    if scenario["assigner"]["type"] == "count":
+        scenario["assigner"] = {"type": "global"}
+    k = rng.choice([1, 2, 3])
+    trigger = rng.choice(
+        [
+            tm.AfterWatermark(),
+            tm.AfterWatermark(early=tm.AfterCount(k)),
+            tm.AfterWatermark(early=tm.AfterCount(k), late=tm.AfterCount(1)),
+            tm.Repeatedly(tm.AfterCount(k)),
+            tm.AfterCount(k),
+            tm.AfterAny(tm.AfterCount(k), tm.AfterWatermark()),
+        ]
+    )
+    mode = rng.choice(list(tm.AccumulationMode))
+    return {**scenario, "function": "process", "dataflow": (trigger, mode)}
+
+
+def test_dataflow_explanations_agree_with_the_engine() -> None:
+    rng = random.Random(SEED + 1)
+    totals: Counter = Counter()
+    for index in range(DATAFLOW_SCENARIOS):
+        scenario = dataflow(rng, index)
+        fed = steps(scenario)
+        totals += agree(scenario, fed, ended=True)
+        totals += agree(scenario, fed[: rng.randrange(1, len(fed) + 1)], ended=False)
+    print(
+        f"\nDataflow explain agreement: {DATAFLOW_SCENARIOS} scenarios, {totals['keys']} keys, "
+        f"{sum(totals[f] for f in FATES)} elements, {totals['firings']} firings"
+    )
 
 
 def test_explanations_agree_with_the_engine() -> None:

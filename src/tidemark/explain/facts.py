@@ -228,12 +228,15 @@ class Explanation(_Fact):
     )
 
     def window(self, start: int | None, end: int | None) -> WindowFact:
-        """The fact of the window ``[start, end)`` (``(None, None)``: the global one)."""
+        """The fact of the window ``[start, end)`` (``(None, None)``: the global one);
+        :class:`~tidemark.errors.ExplainError` when it is not one of the key's."""
         for fact in self.windows:
             if fact.window == (start, end):
                 return fact
+        from tidemark.errors import ExplainError
+
         known = ", ".join(_bounds_text(w.window) for w in self.windows) or "none"
-        raise KeyError(
+        raise ExplainError(
             f"`window` must be one of key {self.key!r}'s windows ({known}); got "
             f"{_bounds_text((start, end))}"
         )

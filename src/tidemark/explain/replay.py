@@ -39,6 +39,7 @@ from tidemark.explain.events import (
     Watermark,
 )
 from tidemark.panes import PaneInfo
+from tidemark.ranges import out_of_range_error
 from tidemark.time import LONG_MAX, TimeDomain
 from tidemark.windows import Window
 
@@ -344,6 +345,9 @@ class Recorder:
                 f"the pipeline's windows ({op.assigner!r}) are in event time; got "
                 f"timestamp={timestamp!r}"
             )
+        bounds = op.assigner.timestamp_range()
+        if timestamp is not None and not bounds[0] <= timestamp <= bounds[1]:
+            raise out_of_range_error(op.assigner, timestamp, bounds, event.value)
         index = len(self.elements)
         label = event.label if event.label is not None else str(event.value)
         record = ElementRecord(
