@@ -188,7 +188,7 @@ def window_facts(
     """Every window the key's elements went into, in order of their bounds."""
     facts = []
     for window in sorted(rec.windows, key=_order):
-        fired = tuple(f.index for f in firings if f.window == bounds(window) and not f.retraction)
+        fired = tuple(f.index for f in firings if f.window == bounds(window))
         facts.append(_window_fact(rec, window, fired, firings, ctx))
     return tuple(facts)
 

@@ -152,8 +152,9 @@ class WindowFact(_Fact):
     a result), ``open`` (it holds elements not yet fired: see ``waiting``), ``purged``
     (its contents went without a result of them) or ``merged`` (a session merged into
     ``merged_into``). ``elements`` are the arrival indexes of the elements it got (a
-    session: those of the windows merged into it too); ``cleanup_time`` when its state
-    goes (end - 1 + allowed lateness in event time; None: never).
+    session: those of the windows merged into it too); ``firings`` the indexes of its
+    firings (retractions included); ``cleanup_time`` when its state goes (end - 1 +
+    allowed lateness in event time; None: never).
     """
 
     window: Bounds

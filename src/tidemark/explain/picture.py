@@ -58,7 +58,8 @@ def _note(x: Explanation, w: WindowFact, t: TimeText) -> str:
     elif wait is not None:
         head += ": waits for " + wait.detail.split(";")[0].split(":")[0]
     elif w.status == "fired":
-        head += f" ({len(w.firings)} firing(s))"
+        panes = sum(1 for i in w.firings if not x.firings[i].retraction)
+        head += f" ({panes} firing(s))"
     elif w.detail:
         head += ": " + w.detail.split(";")[0].split(" (")[0]
     return head if len(head) <= _NOTE_CHARS else head[: _NOTE_CHARS - 1] + "…"

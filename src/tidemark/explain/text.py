@@ -112,8 +112,9 @@ def _elements_in_focus(x: Explanation, windows: Sequence[WindowFact]) -> list[El
 def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
     head = f"{t.window(w.window)}: {_VERDICT[w.status]}"
     firings = [x.firings[i] for i in w.firings]
+    panes = sum(1 for f in firings if not f.retraction)
     if w.status == "fired" or (firings and w.status != "merged"):
-        head += f" ({len(firings)} firing(s))"
+        head += f" ({panes} firing(s))"
     lines = [head]
     if w.detail:
         lines.append(f"  {w.detail[0].upper()}{w.detail[1:]}")
@@ -130,7 +131,7 @@ def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
 def _element_list(x: Explanation, arrivals: Sequence[int], t: TimeText) -> str:
     by_arrival = {e.arrival: e for e in x.elements}
     shown = [by_arrival[i] for i in arrivals[:_SHOWN] if i in by_arrival]
-    text = ", ".join(f"#{e.arrival} {e.label}@{t.at(e.timestamp)}" for e in shown)
+    text = ", ".join(f"#{e.arrival} {_named(e, t)}" for e in shown)
     return text + (f", ... ({len(arrivals) - _SHOWN} more)" if len(arrivals) > _SHOWN else "")
 
 
@@ -145,4 +146,11 @@ def _firing_line(f: FiringFact, t: TimeText) -> str:
 
 def _element_line(e: ElementFact, t: TimeText) -> str:
     where = f" (micro-batch {e.batch})" if e.batch is not None else ""
-    return f"#{e.arrival} {e.label}@{t.at(e.timestamp)}{where}: {e.fate.upper()}: {e.detail}"
+    return f"#{e.arrival} {_named(e, t)}{where}: {e.fate.upper()}: {e.detail}"
+
+
+def _named(e: ElementFact, t: TimeText) -> str:
+    """``label@timestamp``; in processing time, the clock it arrived at."""
+    if e.timestamp is None:
+        return f"{e.label} (arrived at processing time {t.at(e.processing_time)})"
+    return f"{e.label}@{t.at(e.timestamp)}"
