@@ -10,6 +10,7 @@ firings, evictions and cleanups that reached it, exactly one fate per element.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from tidemark._engine.status import DROPPED, SIDE_OUTPUT, SKIPPED
@@ -172,11 +173,48 @@ def _live_members(rec: Recorder, window: Window) -> list[int]:
     return [i for i in rec.membership.get(state_window, []) if i >= 0]
 
 
-def _window_elements(rec: Recorder, window: Window) -> list[int]:
+@dataclass(frozen=True)
+class _Lookup:
+    """What every window's fact reads, gathered once (a key may have thousands)."""
+
+    firings: dict[Bounds, list[int]]  # window -> its firings
+    sources: dict[Window, list[Window]]  # session -> the windows merged into it
+    evicted: frozenset[int]
+    restored_open: frozenset[Window]
+    event_timers: dict[Window, list[int]]
+    processing_timers: dict[Window, list[int]]
+
+    @classmethod
+    def of(cls, rec: Recorder, firings: Sequence[FiringFact]) -> _Lookup:
+        by_window: dict[Bounds, list[int]] = {}
+        for f in firings:
+            by_window.setdefault(f.window, []).append(f.index)
+        sources: dict[Window, list[Window]] = {}
+        for source, target in rec.merged_into.items():
+            sources.setdefault(target, []).append(source)
+        ks = rec.op.keys.get(rec.key)
+        held = set() if ks is None else set(ks.merging or ks.contents)
+        return cls(
+            by_window,
+            sources,
+            frozenset(e.index for e in rec.elements if e.evicted is not None),
+            frozenset(w for w, added in rec.windows.items() if not added and w in held),
+            _timers(None if ks is None else ks.event_timers),
+            _timers(None if ks is None else ks.processing_timers),
+        )
+
+
+def _timers(timers: Any) -> dict[Window, list[int]]:
+    by_window: dict[Window, list[int]] = {}
+    for time, window in timers or ():
+        by_window.setdefault(window, []).append(time)
+    return by_window
+
+
+def _window_elements(rec: Recorder, window: Window, look: _Lookup) -> list[int]:
     own = list(rec.windows.get(window, []))
-    for source, target in rec.merged_into.items():
-        if target == window:
-            own += _window_elements(rec, source)
+    for source in look.sources.get(window, ()):
+        own += _window_elements(rec, source, look)
     return sorted(set(own))
 
 
@@ -186,10 +224,11 @@ def window_facts(
     ctx: WaitContext,
 ) -> tuple[WindowFact, ...]:
     """Every window the key's elements went into, in order of their bounds."""
+    look = _Lookup.of(rec, firings)
     facts = []
     for window in sorted(rec.windows, key=_order):
-        fired = tuple(f.index for f in firings if f.window == bounds(window))
-        facts.append(_window_fact(rec, window, fired, firings, ctx))
+        fired = tuple(look.firings.get(bounds(window), ()))
+        facts.append(_window_fact(rec, window, fired, firings, ctx, look))
     return tuple(facts)
 
 
@@ -204,15 +243,16 @@ def _window_fact(
     fired: tuple[int, ...],
     firings: Sequence[FiringFact],
     ctx: WaitContext,
+    look: _Lookup,
 ) -> WindowFact:
-    elements = _window_elements(rec, window)
+    elements = _window_elements(rec, window, look)
     cleanup = rec.op.cleanup_time(window)
     common: dict[str, Any] = dict(
         window=bounds(window),
         elements=tuple(elements),
         firings=fired,
         cleanup_time=None if cleanup >= LONG_MAX else cleanup,
-        merged_from=tuple(bounds(w) for w, r in rec.merged_into.items() if r == window),
+        merged_from=tuple(bounds(w) for w in look.sources.get(window, ())),
     )
     if window in rec.merged_into:
         target = _final(rec, window)
@@ -221,11 +261,12 @@ def _window_fact(
     seen = {i for f in fired for i in firings[f].elements}
     live = _live_members(rec, window)
     unfired_live = [i for i in live if i not in seen]
-    evicted = {e.index for e in rec.elements if e.evicted is not None}
+    evicted = look.evicted
     lost = [i for i in elements if i not in seen and i not in live and i not in evicted]
-    if unfired_live or (window in _restored_open(rec) and not fired):
+    if unfired_live or (window in look.restored_open and not fired):
         ks = rec.op.keys.get(rec.key)
-        waits = window_waits(rec.op.trigger, ks, window, cleanup, ctx)
+        timers = (look.event_timers.get(window, []), look.processing_timers.get(window, []))
+        waits = window_waits(rec.op.trigger, ks, window, cleanup, ctx, timers)
         return WindowFact(
             status="open",
             waiting=waits[0] if waits else None,
@@ -238,13 +279,6 @@ def _window_fact(
         return WindowFact(status="fired" if fired else "purged", detail=detail, **common)
     status = "fired" if fired else "purged"
     return WindowFact(status=status, detail="", **common)
-
-
-def _restored_open(rec: Recorder) -> set[Window]:
-    ks = rec.op.keys.get(rec.key)
-    if ks is None:
-        return set()
-    return {w for w in rec.windows if not rec.windows[w] and w in (ks.merging or ks.contents)}
 
 
 def _open_detail(unfired: list[int], waits: Sequence[Any]) -> str:
@@ -278,18 +312,17 @@ def element_facts(
     for firing in firings:
         for index in firing.elements:
             in_firings.setdefault(index, []).append(firing.index)
-    open_elements = {i for w in windows if w.status == "open" for i in _live_of(rec, w)}
+    unmerged = {bounds(w): w for w in rec.windows if w not in rec.merged_into}
+    open_elements = {i for w in windows if w.status == "open" for i in _live_of(rec, w, unmerged)}
     return tuple(
         _element_fact(rec, e, tuple(in_firings.get(e.index, ())), open_elements, times)
         for e in rec.elements
     )
 
 
-def _live_of(rec: Recorder, fact: WindowFact) -> list[int]:
-    for window in rec.windows:
-        if bounds(window) == fact.window and window not in rec.merged_into:
-            return _live_members(rec, window)
-    return []
+def _live_of(rec: Recorder, fact: WindowFact, windows: dict[Bounds, Window]) -> list[int]:
+    window = windows.get(fact.window)
+    return [] if window is None else _live_members(rec, window)
 
 
 def _element_fact(

@@ -61,6 +61,8 @@ Bounds = tuple["int | None", "int | None"]
 
 
 def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
     if isinstance(value, PartitionState):
         return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
     if hasattr(value, "to_dict"):

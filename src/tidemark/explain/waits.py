@@ -109,19 +109,22 @@ class WaitContext:
 
 
 def window_waits(
-    trigger: Any, ks: KeyState | None, window: Window, cleanup: int | None, ctx: WaitContext
+    trigger: Any,
+    ks: KeyState | None,
+    window: Window,
+    cleanup: int | None,
+    ctx: WaitContext,
+    timers: tuple[Sequence[int], Sequence[int]],
 ) -> tuple[WaitFact, ...]:
-    """What an open ``window`` waits for, the most telling first."""
+    """What an open ``window`` waits for, the most telling first; ``timers`` are its
+    registered event-time and processing-time timers."""
     kinds = trigger_kinds(trigger)
     waits: list[WaitFact] = []
-    if ks is not None and kinds & {"event", "custom"}:
-        timers = sorted(t for t, w in ks.event_timers if w == window)
-        if timers:
-            waits.append(_event_wait(timers[0], ctx))
-    if ks is not None and kinds & {"processing", "custom"}:
-        timers = sorted(t for t, w in ks.processing_timers if w == window)
-        if timers:
-            waits.append(_processing_wait(timers[0], ctx))
+    event, processing = timers
+    if event and kinds & {"event", "custom"}:
+        waits.append(_event_wait(min(event), ctx))
+    if processing and kinds & {"processing", "custom"}:
+        waits.append(_processing_wait(min(processing), ctx))
     if "count" in kinds and ks is not None:
         waits.append(_count_wait(trigger, ks, window, cleanup, ctx))
     if kinds & {"element", "custom"} and not waits:
