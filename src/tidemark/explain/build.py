@@ -5,6 +5,8 @@ cause from the step that fired it (an element, a timer of either clock, the end 
 input); a window's status from the elements its contents still hold and the firings
 that saw them; an element's fate from the status ``process_element`` returned and the
 firings, evictions and cleanups that reached it, exactly one fate per element.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

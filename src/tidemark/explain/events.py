@@ -16,6 +16,8 @@ in order, and the engine replays them with an instrumented operator.
 
 :class:`PartitionState` says, beside the events, what each input partition's watermark
 was at the end: which one holds the watermark, and whether it is idle.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ forwards their minimum over those not idle. :func:`partition_states` reads each
 partition's state from the engine's own per-partition watermarks;
 :func:`holding_partition` names the one holding the watermark back. The streaming mode
 reads the same states from a query's checkpoint.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ watermark, its windows and firings, by :class:`~tidemark._engine.trace.Tracer`);
 :func:`draw_explanation` adds what the question needs (the focused window outlined with
 its verdict, the watermark's last step with what holds it, each partition's watermark
 at the end) and draws it with :func:`tidemark.timeline`.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ The :class:`Recorder` keeps which elements each window's contents hold, in the o
 the contents keep them (an evictor's list): a firing's elements are the contents'
 elements, less those the evictor removed before the function. What the recorder keeps
 is raw; :mod:`tidemark.explain.build` turns it into facts.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

@@ -5,6 +5,8 @@ watermark and what holds it), then a paragraph per window (the focused one alone
 the question named one), then the elements that are in no result: late, evicted,
 skipped, purged or still waiting. Times are ints for small values and ISO 8601 in the
 explanation's zone for epoch ms; intervals are half-open ``[start, end)``.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

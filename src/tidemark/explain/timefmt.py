@@ -5,6 +5,8 @@ A stream's times are epoch milliseconds (``1590292800000``), a test's small ints
 time past 1973 (above 10^11 ms) is written ISO 8601 in the explanation's time zone
 (UTC when none is given), ``+inf`` and ``-inf`` for the engine's ends of time.
 Intervals are half-open, ``[start, end)``.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations

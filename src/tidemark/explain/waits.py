@@ -7,6 +7,8 @@ here by kind; when it will fire depends on the state: the window's registered
 timers (``KeyState.event_timers`` / ``processing_timers``) and its trigger's count
 (``CountTrigger``'s ``count`` state, a Dataflow ``AfterCount``'s in the pane record).
 Each becomes a :class:`~tidemark.explain.facts.WaitFact`, the most telling first.
+
+The guide: ``docs/why-no-result.md``.
 """
 
 from __future__ import annotations
