@@ -273,6 +273,7 @@ def _window_fact(
             status="open",
             waiting=waits[0] if waits else None,
             waits=waits,
+            pending=tuple(unfired_live),
             detail=_open_detail(unfired_live, waits),
             **common,
         )

@@ -156,7 +156,9 @@ class WindowFact(_Fact):
     ``merged_into``). ``elements`` are the arrival indexes of the elements it got (a
     session: those of the windows merged into it too); ``firings`` the indexes of its
     firings (retractions included); ``cleanup_time`` when its state goes (end - 1 +
-    allowed lateness in event time; None: never).
+    allowed lateness in event time; None: never); ``pending`` the elements an open
+    window holds that no result saw yet; ``waiting`` what it waits for first, ``waits``
+    all it waits for.
     """
 
     window: Bounds
@@ -166,6 +168,7 @@ class WindowFact(_Fact):
     cleanup_time: int | None
     waiting: WaitFact | None = None
     waits: tuple[WaitFact, ...] = ()
+    pending: tuple[int, ...] = ()
     merged_into: Bounds | None = None
     merged_from: tuple[Bounds, ...] = ()
     detail: str = ""

@@ -48,6 +48,9 @@ def _note(x: Explanation, w: WindowFact, t: TimeText) -> str:
     start, end = w.window
     name = "global window" if start is None else f"[{t.short(start)}, {t.short(end)})"
     head = f"{name}: {_VERDICT[w.status]}"
+    panes = sum(1 for i in w.firings if not x.firings[i].retraction)
+    if w.status == "open" and panes:
+        head = f"{name}: FIRED {panes} TIME(S), {len(w.pending)} WAITING"
     wait = w.waiting
     if wait is not None and wait.timer is not None and wait.kind != "processing_time_timer":
         head += f": waits for watermark {t.short(wait.timer)}"

@@ -115,7 +115,9 @@ def _window_lines(x: Explanation, w: WindowFact, t: TimeText) -> list[str]:
     head = f"{t.window(w.window)}: {_VERDICT[w.status]}"
     firings = [x.firings[i] for i in w.firings]
     panes = sum(1 for f in firings if not f.retraction)
-    if w.status == "fired" or (firings and w.status != "merged"):
+    if w.status == "open" and panes:
+        head = f"{t.window(w.window)}: FIRED {panes} TIME(S), {len(w.pending)} ELEMENT(S) WAITING"
+    elif w.status == "fired" or (firings and w.status != "merged"):
         head += f" ({panes} firing(s))"
     lines = [head]
     if w.detail:
