@@ -406,3 +406,17 @@ def test_from_an_initial_state_the_later_firings_are_the_same(options) -> None: 
 def _spec_options(options: dict) -> dict:  # type: ignore[type-arg]
     renamed = {"allowed_lateness": "allowed_lateness_ms"}
     return {renamed.get(k, k): v for k, v in options.items()}
+
+
+def test_a_restored_harness_explains_from_its_snapshot() -> None:
+    h = harness(tm.TumblingEventTimeWindows.of(10), allowed_lateness=5)
+    feed(h, (1, 1), (2, 3), 9)
+    snapshot = h.snapshot()
+    h.restore(snapshot)
+    feed(h, (3, 4), (4, 12), 20)
+    x = h.explain()
+    assert [(f.window, f.timing, f.values) for f in x.firings] == [
+        ((0, 10), "late", (6,)),
+        ((10, 20), "on_time", (4,)),
+    ]
+    assert [e.timestamp for e in x.elements] == [4, 12]

@@ -139,6 +139,7 @@ class WindowOperatorHarness:
         self._seen = 0
         # (key, event) as fed, the clocks' with key _CLOCK: explain()'s input
         self._fed: list[tuple[Any, Any]] | None = [] if explain else None
+        self._restored: bytes | None = None  # the snapshot explain() starts from
 
     @property
     def operator(self) -> WindowOperator:
@@ -249,11 +250,11 @@ class WindowOperatorHarness:
         must be made with ``explain=True``): :func:`tidemark.explain.explain_events` on
         the key's elements and the clocks, in the order they were fed.
 
-        Not supported
-        -------------
-        - A harness :meth:`restore` d from a snapshot: the events before it are not known.
+        After a :meth:`restore`, the answer starts from the snapshot's state of the key
+        and its clocks (``initial_state``), with the events fed since.
         """
-        from tidemark.explain import explain_events
+        from tidemark._engine.keystate import KeyState
+        from tidemark.explain import InitialState, explain_events
 
         if self._fed is None:
             raise ExplainError(
@@ -261,6 +262,11 @@ class WindowOperatorHarness:
                 "got a harness made without it"
             )
         events = [event for k, event in self._fed if k is _CLOCK or k == key]
+        initial = None
+        if self._restored is not None:
+            keys, watermark, processing_time = pickle.loads(self._restored)
+            held = keys.get(key, KeyState())
+            initial = InitialState(held, watermark, processing_time)
         return explain_events(
             self._spec,
             key,
@@ -272,6 +278,7 @@ class WindowOperatorHarness:
             time_zone=time_zone,
             partitions=partitions,
             idleness=idleness,
+            initial_state=initial,
         )
 
     def restore(self, snapshot: bytes) -> None:
@@ -283,6 +290,9 @@ class WindowOperatorHarness:
         op.num_late_records_dropped = dropped
         for key, ks in keys.items():
             op.restore_key(key, ks)
+        if self._fed is not None:  # explain() starts from here now
+            self._fed = []
+            self._restored = pickle.dumps((keys, watermark, processing_time))
 
 
 # ---------------------------------------------------------------------------- traces
