@@ -24,7 +24,7 @@ __all__ = ["explanation_text"]
 MAX_LISTED = 12
 _SHOWN = 5  # elements named in a window's line
 
-_STATUS = {"fired": "fired", "open": "not fired yet", "purged": "without a result"}
+_STATUS = {"fired": "fired", "open": "waiting", "purged": "without a result"}
 _VERDICT = {
     "fired": "FIRED",
     "open": "NOT FIRED YET",
