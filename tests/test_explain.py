@@ -291,6 +291,12 @@ def test_errors_name_the_parameter() -> None:
         explain_events(spec, "k", events, mode="engine", timestamp=5)
     with pytest.raises(InputDataError, match=r"Element at position 0 must have an int ms"):
         explain_events(spec, "k", [Element(1, None)], mode="engine")
+    with pytest.raises(InputDataError, match=r"an Element after EndOfInput \(position 1"):
+        explain_events(spec, "k", [EndOfInput(), Element(1, 1)], mode="engine")
+    with pytest.raises(
+        InputDataError, match=r"`events` must hold Element, .*; got 3 at position 1"
+    ):
+        explain_events(spec, "k", [Element(1, 1), 3], mode="engine")  # type: ignore[list-item]
     with pytest.raises(ExplainError, match=r"`time_zone` must be an IANA zone"):
         explain_events(spec, "k", events, mode="engine", time_zone="Mars/Olympus")
     with pytest.raises(InputDataError, match=r"timestamp"):
