@@ -20,9 +20,6 @@ from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import ExplainError
 from tidemark.evictors import Evictor
-from tidemark.explain.events import Element as ExplainedElement
-from tidemark.explain.events import ProcessingTime
-from tidemark.explain.events import Watermark as ExplainedWatermark
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode, PaneInfo
 from tidemark.ranges import out_of_range_error
@@ -34,7 +31,9 @@ if TYPE_CHECKING:
 
 __all__ = ["WindowOperatorHarness", "Watermark"]
 
-_CLOCK = object()  # the key of a clock's event among those fed: every key's
+# What explain=True records, as fed (plain tuples: tidemark.explain is loaded only when
+# asked): ("element", key, value, timestamp, label), ("watermark", t), ("time", t).
+_Fed = tuple[Any, ...]
 
 
 class Watermark:
@@ -137,8 +136,7 @@ class WindowOperatorHarness:
         self._operator = create_window_operator(spec, tracer=tracer)
         self._events: list[Any] = []
         self._seen = 0
-        # (key, event) as fed, the clocks' with key _CLOCK: explain()'s input
-        self._fed: list[tuple[Any, Any]] | None = [] if explain else None
+        self._fed: list[_Fed] | None = [] if explain else None
         self._restored: bytes | None = None  # the snapshot explain() starts from
 
     @property
@@ -155,7 +153,7 @@ class WindowOperatorHarness:
         if timestamp is not None and not bounds[0] <= timestamp <= bounds[1]:
             raise out_of_range_error(self._operator.assigner, timestamp, bounds, value)
         if self._fed is not None:
-            self._fed.append((key, ExplainedElement(value, timestamp, label)))
+            self._fed.append(("element", key, value, timestamp, label))
         self._operator.process_element(key, value, timestamp)
         self._collect()
 
@@ -169,7 +167,7 @@ class WindowOperatorHarness:
         if timestamp <= self._operator.current_watermark:
             return
         if self._fed is not None:
-            self._fed.append((_CLOCK, ExplainedWatermark(timestamp)))
+            self._fed.append(("watermark", timestamp))
         self._operator.process_watermark(timestamp)
         self._collect()
         self._events.append(Watermark(timestamp))
@@ -177,7 +175,7 @@ class WindowOperatorHarness:
     def set_processing_time(self, timestamp: int) -> None:
         """Set the processing-time clock; due processing-time timers fire in time order."""
         if self._fed is not None:
-            self._fed.append((_CLOCK, ProcessingTime(timestamp)))
+            self._fed.append(("time", timestamp))
         self._operator.advance_processing_time(timestamp)
         self._collect()
 
@@ -261,7 +259,7 @@ class WindowOperatorHarness:
                 "`explain` needs the events as fed: make the harness with explain=True; "
                 "got a harness made without it"
             )
-        events = [event for k, event in self._fed if k is _CLOCK or k == key]
+        events = _key_events(self._fed, key)
         initial = None
         if self._restored is not None:
             keys, watermark, processing_time = pickle.loads(self._restored)
@@ -293,6 +291,21 @@ class WindowOperatorHarness:
         if self._fed is not None:  # explain() starts from here now
             self._fed = []
             self._restored = pickle.dumps((keys, watermark, processing_time))
+
+
+def _key_events(fed: list[_Fed], key: Any) -> list[Any]:
+    """``key``'s elements and every clock's advance, as :mod:`tidemark.explain` events."""
+    from tidemark.explain import Element, ProcessingTime
+    from tidemark.explain import Watermark as Advance
+
+    events: list[Any] = []
+    for step in fed:
+        if step[0] == "element":
+            if step[1] == key:
+                events.append(Element(*step[2:]))
+        else:
+            events.append((Advance if step[0] == "watermark" else ProcessingTime)(step[1]))
+    return events
 
 
 # ---------------------------------------------------------------------------- traces
