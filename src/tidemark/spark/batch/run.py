@@ -28,6 +28,7 @@ persisted, see :mod:`tidemark.spark.execution`.)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import functions as F
@@ -53,6 +54,7 @@ from tidemark.spark.plan import KeySpec, WindowOp
 
 __all__ = [
     "run_partitioned",
+    "engine_spec",
     "run_in_place",
     "runner_config",
     "engine_partitions",
@@ -70,23 +72,34 @@ def engine_partitions(spark: Any) -> int:
 
 
 def run_partitioned(
-    op: WindowOp, frame: ElementFrame, spark: Any, driver: type[PartitionDriver]
+    op: WindowOp,
+    frame: ElementFrame,
+    spark: Any,
+    driver: Callable[[RunnerConfig], Any],
+    output_schema: Any = None,
 ) -> Any:
     """The combined frame of ``op`` over ``frame``, run by the engine in Spark tasks,
-    each partition by a ``driver`` (BATCH or replay)."""
+    each partition by a ``driver`` (BATCH or replay; a function of the task's config).
+    ``output_schema``: the schema of what ``driver`` yields, where it is not the
+    combined frame's (an explanation's recording, :mod:`.explain`)."""
     sort_budget = WORKER_SORT_BYTES.read(spark)
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = runner_config(
         frame,
-        # BATCH: each key's elements come sorted by time, then the watermark jumps to +inf
-        op.run_spec(batch_mode=not frame.replay, record_output_watermarks=frame.replay),
+        engine_spec(op, frame),
         op.output_schema,
         key_columns,
         function_key=op.key is not None and op.key.function is not None,
         sort_columns=sort_columns,
         sort_budget=sort_budget,
     )
-    return _mapped(partitioned, frame, config, driver)
+    return _mapped(partitioned, frame, config, driver, output_schema)
+
+
+def engine_spec(op: WindowOp, frame: ElementFrame) -> OperatorSpec:
+    """The spec a BATCH or replay run of ``op`` over ``frame`` ships to its workers."""
+    # BATCH: each key's elements come sorted by time, then the watermark jumps to +inf
+    return op.run_spec(batch_mode=not frame.replay, record_output_watermarks=frame.replay)
 
 
 def run_in_place(
@@ -134,12 +147,15 @@ def runner_config(
     )
 
 
-def _mapped(df: Any, frame: ElementFrame, config: RunnerConfig, driver: Any) -> Any:
+def _mapped(
+    df: Any, frame: ElementFrame, config: RunnerConfig, driver: Any, output_schema: Any = None
+) -> Any:
     """``df``'s partitions, each through a ``driver`` of ``config``."""
     needed = [*config.value_names, *config.key_columns]
     needed += _internal_columns(frame, config.key_columns)
     columns = [F.col(f"`{c}`") for c in dict.fromkeys(needed)]
-    return df.select(*columns).mapInArrow(driver(config), config.output_schema)
+    schema = config.output_schema if output_schema is None else output_schema
+    return df.select(*columns).mapInArrow(driver(config), schema)
 
 
 def _key_columns(df: Any, frame: ElementFrame, key: KeySpec | None) -> tuple[Any, list[str]]:
