@@ -13,8 +13,10 @@ session with a zoned timestamp column, keys of odd values, and the refusals.
 
 from __future__ import annotations
 
+import datetime
 import random
 from collections import Counter
+from dataclasses import replace
 from functools import reduce
 from typing import Any
 
@@ -22,10 +24,12 @@ import differential as d
 import pytest
 
 import tidemark as tm
+from tidemark._engine.create import create_window_operator
+from tidemark.errors import WindowSpecError
 from tidemark.explain.events import Element, EndOfInput, ProcessingTime, Watermark
 from tidemark.spark.batch.explain import all_key_events, key_events
 from tidemark.testing import WindowOperatorHarness
-from tidemark.time import LONG_MAX
+from tidemark.time import LONG_MAX, from_datetime
 
 pytestmark = pytest.mark.spark
 
@@ -126,3 +130,279 @@ def test_one_key_selected_in_spark_has_the_same_events(spark, replay):
         found = key_events(result.plan, spark, key if kind is not None else None)
         assert found.events == every[key], kind
         assert found.mode == ("replay" if replay else "batch")
+
+
+# ---------------------------------------------------------------- named cases
+
+SCHEMA = "user string, n long, ts long, arrival long"
+BOUND = tm.WatermarkStrategy.for_bounded_out_of_orderness(1_000)
+
+
+def engine_run(found: Any) -> tuple[list[tuple[Any, int]], list[tuple[Any, int]], int]:
+    """``(results, late side output, dropped)`` of the run's spec fed ``found``'s events."""
+    op = create_window_operator(found.spec)
+    for event in found.events:
+        if isinstance(event, Element):
+            op.process_element(found.key, event.value, event.timestamp)
+        elif isinstance(event, Watermark):
+            op.process_watermark(event.timestamp)
+        elif isinstance(event, ProcessingTime):
+            op.advance_processing_time(event.timestamp)
+        else:
+            op.process_watermark(LONG_MAX)
+    late = op.side_outputs.get(LATE, [])
+    return list(op.output), list(late), op.num_late_records_dropped
+
+
+def stamps(events: list[Any]) -> list[Any]:
+    """Events in short: an element's timestamp, ``("W", t)``, ``("P", t)``, ``"END"``."""
+    short = {Watermark: "W", ProcessingTime: "P"}
+    return [
+        e.timestamp
+        if isinstance(e, Element)
+        else "END"
+        if isinstance(e, EndOfInput)
+        else (short[type(e)], e.timestamp)
+        for e in events
+    ]
+
+
+def clicks(spark, rows, replay: bool, **source: Any) -> Any:
+    df = spark.createDataFrame(rows, SCHEMA)
+    order = "arrival" if replay else None
+    strategy = source.pop("watermark_strategy", BOUND if replay else None)
+    return tm.from_dataframe(df, "ts", order_by=order, watermark_strategy=strategy, **source)
+
+
+def test_late_beyond_the_allowed_lateness_goes_to_the_side_output_or_is_dropped(spark):
+    """Another key moves the watermark: bob's 25 s makes it 23.999 s, past the end of
+    ann's window [0, 10 s) and its 2 s of lateness, so ann's 5 s arriving next is late."""
+    rows = [("ann", 1, 1_000, 0), ("bob", 2, 25_000, 1), ("ann", 3, 5_000, 2)]
+    stream = clicks(spark, rows, replay=True)
+    windows = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000))
+    windows = windows.allowed_lateness(2_000)
+    kept = windows.side_output_late_data(LATE).sum("n")
+    found = key_events(kept.plan, spark, "ann")
+    assert stamps(found.events) == [1_000, ("W", 23_999), 5_000, "END"]
+    results, late, dropped = engine_run(found)
+    assert [(r.n, ts) for r, ts in results] == [(1, 9_999)]
+    assert [(r.n, ts) for r, ts in late] == [(3, 5_000)]
+    side = kept.get_side_output(LATE).to_dataframe().collect()
+    assert [(r.user, r.ts) for r in side] == [("ann", 5_000)]
+    dropping = windows.sum("n")
+    assert engine_run(key_events(dropping.plan, spark, "ann"))[2] == 1
+    assert dropping.num_late_records_dropped() == 1
+
+
+def lagging_rows() -> list[tuple[Any, ...]]:
+    """Three sensors in three partitions; partition 2 ten seconds behind."""
+    rows = []
+    for second in range(0, 20, 2):
+        for p in range(3):
+            ts = second * 1_000 - (10_000 if p == 2 else 0)
+            if ts >= 0:
+                rows.append((p, f"s{p}", 1, ts, len(rows) * 100))
+    return rows
+
+
+@pytest.mark.parametrize("idle", [False, True], ids=["lagging", "idle"])
+def test_a_lagging_partition_holds_the_watermark_of_a_replay(spark, idle):
+    rows = lagging_rows()
+    if idle:  # partition 2 stops at 2 s; 6 s of arrival later partitions 0 and 1 go on
+        rows = [r for r in rows if r[0] != 2 or r[3] <= 2_000]
+        after = rows[-1][4] + 6_000
+        rows += [(1, "s1", 1, 20_000, after), (0, "s0", 1, 20_000, after + 100)]
+        rows += [(1, "s1", 1, 21_000, after + 200)]
+    df = spark.createDataFrame(rows, "partition int, user string, n long, ts long, arrival long")
+    strategy = tm.WatermarkStrategy.for_bounded_out_of_orderness(2_000)
+    if idle:
+        strategy = strategy.with_idleness(5_000)
+    stream = tm.from_dataframe(
+        df,
+        "ts",
+        order_by="arrival",
+        watermark_strategy=strategy,
+        partition_column="partition",
+        partitions=3,
+        processing_time="arrival" if idle else None,
+    )
+    result = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
+    found = key_events(result.plan, spark, "s0")
+    states = {s.partition: s for s in found.partitions}
+    assert sorted(states) == [0, 1, 2]
+    held = min((s for s in found.partitions if not s.idle), key=lambda s: s.watermark)
+    if idle:  # idle for 6 s of arrival time, over the 5 s: left out of the minimum
+        assert (states[2].max_event_time, states[2].idle) == (2_000, True)
+        assert (states[0].max_event_time, states[0].idle) == (20_000, False)
+        assert held.watermark == 17_999
+        assert any(isinstance(e, ProcessingTime) for e in found.events)
+    else:  # as the last element (partition 2's 8 s) arrived: the replay's last watermark
+        assert held.partition == 2
+        assert (states[2].max_event_time, states[2].watermark) == (6_000, 3_999)
+        assert (states[0].max_event_time, states[0].watermark) == (18_000, 15_999)
+        # s0's elements each came under the watermark partition 2 allowed, up to the end
+        watermarks = [e.timestamp for e in found.events if isinstance(e, Watermark)]
+        assert max(watermarks) == 3_999
+    spark_rows = {(r.user, r.ts, r.n) for r in result.to_dataframe().collect()}
+    engine = {("s0", r.ts, r.n) for r, _ in engine_run(found)[0]}
+    assert engine == {r for r in spark_rows if r[0] == "s0"}
+
+
+@pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
+def test_sessions_merge_as_the_run_merged_them(spark, replay):
+    rows = [("ann", 1, 1_000, 0), ("ann", 2, 8_000, 1), ("ann", 4, 4_000, 2)]
+    rows += [("bob", 8, 2_000, 3), ("ann", 16, 30_000, 4)]
+    stream = clicks(spark, rows, replay, watermark_strategy=BOUND)
+    gap = tm.EventTimeSessionWindows.with_gap(5_000)
+    result = stream.key_by("user").window(gap).sum("n")
+    found = key_events(result.plan, spark, "ann")
+    if replay:  # arrival order, each under the watermark then: 6.999 s after 8 s, ...
+        expected = [1_000, ("W", -1), 8_000, ("W", 6_999), 4_000, 30_000, ("W", 28_999)]
+        assert stamps(found.events) == [*expected, "END"]
+    else:  # time order
+        assert stamps(found.events) == [1_000, 4_000, 8_000, 30_000, "END"]
+    engine = sorted((r.n, ts) for r, ts in engine_run(found)[0])
+    if replay:  # [1 s, 6 s) fired at 6.999 s before 4 s came; 4 s merged with 8 s's
+        assert engine == [(1, 5_999), (6, 12_999), (16, 34_999)]
+    else:  # 1 s, 4 s and 8 s merged into one session
+        assert engine == [(7, 12_999), (16, 34_999)]
+    rows_of_ann = [tuple(r) for r in result.to_dataframe().collect() if r.user == "ann"]
+    assert sorted(tuple(r) for r, _ in engine_run(found)[0]) == sorted(rows_of_ann)
+
+
+@pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
+def test_a_count_trigger_not_reached_and_global_windows_without_a_trigger(spark, replay):
+    rows = [("ann", 1, 1_000, 0), ("bob", 2, 2_000, 1), ("ann", 3, 3_000, 2)]
+    stream = clicks(spark, rows, replay)
+    counted = stream.key_by("user").window(tm.GlobalWindows.create())
+    counted = counted.trigger(tm.CountTrigger.of(3)).sum("n")
+    found = key_events(counted.plan, spark, "ann")
+    assert [e.timestamp for e in found.events if isinstance(e, Element)] == [1_000, 3_000]
+    assert engine_run(found)[0] == []
+    assert [r for r in counted.to_dataframe().collect() if r.user == "ann"] == []
+    with pytest.warns(tm.TidemarkWarning, match="never fires"):
+        never = stream.key_by("user").window(tm.GlobalWindows.create()).sum("n")
+    found = key_events(never.plan, spark, "bob")
+    assert stamps(found.events)[-1] == "END"
+    assert engine_run(found) == ([], [], 0)
+    assert never.to_dataframe().collect() == []
+
+
+def test_the_last_windows_of_a_batch_run_fire_at_the_end_of_the_input(spark):
+    rows = [("ann", 1, 1_000, 0), ("ann", 2, 61_000, 1), ("ann", 3, 125_000, 2)]
+    result = clicks(spark, rows, replay=False)
+    result = result.key_by("user").window(tm.TumblingEventTimeWindows.of(60_000)).sum("n")
+    found = key_events(result.plan, spark, "ann")
+    assert stamps(found.events) == [1_000, 61_000, 125_000, "END"]
+    before_end = replace(found, events=found.events[:-1])
+    assert engine_run(before_end)[0] == []  # BATCH has no watermark until the end
+    fired = engine_run(found)[0]
+    assert [(r.n, ts) for r, ts in fired] == [(1, 59_999), (2, 119_999), (3, 179_999)]
+    assert sorted(tuple(r) for r in result.to_dataframe().collect()) == [tuple(r) for r, _ in fired]
+
+
+# ---------------------------------------------------------------- keys, zones, chains
+
+KOLKATA = "Asia/Kolkata"
+UTC = datetime.timezone.utc
+ODD = "name string, score double, at timestamp, n long, arrival long"
+
+
+def odd_rows() -> list[tuple[Any, ...]]:
+    """Keys of odd values: NaNs (one key), -0.0 and 0.0 (one key), a name beyond ASCII;
+    zoned timestamps around midnight UTC, which is 05:30 in Kolkata."""
+    nan, day = float("nan"), datetime.datetime(2024, 1, 1, tzinfo=UTC)
+    names = ["zoë 🌊", "zoë 🌊", "zoë 🌊", "x", "x", "x"]
+    scores = [nan, 1.0, nan, -0.0, 0.0, nan]
+    return [
+        (name, score, day + datetime.timedelta(minutes=7 * i - 20), i, i)
+        for i, (name, score) in enumerate(zip(names, scores))
+    ]
+
+
+@pytest.fixture
+def kolkata(spark):
+    before = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", KOLKATA)
+    yield spark
+    spark.conf.set("spark.sql.session.timeZone", before)
+
+
+@pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
+def test_odd_keys_and_zoned_timestamps_in_a_session_not_in_utc(kolkata, replay):
+    spark, rows = kolkata, odd_rows()
+    df = spark.createDataFrame(rows, ODD)
+    stream = tm.from_dataframe(
+        df, "at", order_by="arrival" if replay else None, watermark_strategy=BOUND
+    )
+    windows = stream.key_by(["name", "score"]).window(tm.TumblingEventTimeWindows.of(600_000))
+    result = windows.sum("n")
+    nan_key = key_events(result.plan, spark, ("zoë 🌊", float("nan")))
+    instants = [from_datetime(rows[i][2]) for i in (0, 2)]  # independent of the zone
+    assert [e.timestamp for e in nan_key.events if isinstance(e, Element)] == instants
+    assert nan_key.time_zone == KOLKATA
+    zero = key_events(result.plan, spark, ("x", -0.0))  # -0.0 and 0.0: one key
+    assert [e.value.n for e in zero.events if isinstance(e, Element)] == [3, 4]
+    fired = {r.n for r, _ in engine_run(zero)[0]}
+    spark_x = {r.n for r in result.to_dataframe().collect() if r.name == "x" and r.score == 0}
+    assert fired == spark_x
+    by_time = stream.key_by("at").window(tm.TumblingEventTimeWindows.of(600_000)).sum("n")
+    aware = rows[1][2]  # a timestamp key: aware, or naive UTC as the functions see it
+    for key in (aware, aware.astimezone(datetime.timezone(datetime.timedelta(hours=5.5)))):
+        found = key_events(by_time.plan, spark, key)
+        assert [e.value.n for e in found.events if isinstance(e, Element)] == [1]
+    naive = aware.replace(tzinfo=None)
+    assert key_events(by_time.plan, spark, naive).key == naive
+
+
+@pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
+def test_a_window_over_a_windows_results_explains_the_stage_asked_for(spark, replay):
+    rows = [("ann", 1, 1_000, 0), ("bob", 5, 3_000, 1), ("ann", 2, 12_000, 2)]
+    rows += [("bob", 1, 14_000, 3), ("ann", 4, 31_000, 4)]
+    stream = clicks(spark, rows, replay)
+    first = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
+    top = first.window_all(tm.TumblingEventTimeWindows.of(20_000)).max("n")
+    found = key_events(top.plan, spark)  # window_all: the one key, None
+    assert found.key is None
+    elements = [
+        (e.value.user, e.value.n, e.timestamp) for e in found.events if isinstance(e, Element)
+    ]
+    assert sorted(elements) == [
+        ("ann", 1, 9_999),
+        ("ann", 2, 19_999),
+        ("ann", 4, 39_999),
+        ("bob", 1, 19_999),
+        ("bob", 5, 9_999),
+    ]
+    fired = sorted(tuple(r) for r, _ in engine_run(found)[0])
+    assert fired == sorted(tuple(r) for r in top.to_dataframe().collect())
+    assert [
+        e.value.n for e in key_events(first.plan, spark, "bob").events if isinstance(e, Element)
+    ] == [5, 1]
+
+
+# ---------------------------------------------------------------- refusals
+
+
+def test_what_has_no_recorded_answer_here_is_refused_with_the_way_out(spark, tmp_path):
+    rows = [("ann", 1, 1_000, 0), ("bob", 2, 2_000, 1)]
+    stream = clicks(spark, rows, replay=False)
+    keyed = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
+    with pytest.raises(WindowSpecError, match=r"`key` is needed: the window is keyed by user"):
+        keyed.explain()
+    with pytest.raises(WindowSpecError, match=r"keys there include \['(ann|bob)'"):
+        keyed.explain(key="carl")
+    pair = stream.key_by(["user", "n"]).window(tm.TumblingEventTimeWindows.of(10_000))
+    with pytest.raises(WindowSpecError, match=r"a tuple of 2 values.*got key='ann'"):
+        pair.max("ts").explain(key="ann")
+    every = stream.window_all(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
+    with pytest.raises(WindowSpecError, match=r"left out for window_all.*got key='ann'"):
+        every.explain(key="ann")
+    clock = stream.key_by("user").window(tm.TumblingProcessingTimeWindows.of(10_000)).sum("n")
+    with pytest.raises(WindowSpecError, match=r"BATCH reads the wall clock.*processing_time="):
+        clock.explain(key="ann")
+    streaming = spark.readStream.schema(SCHEMA).json(str(tmp_path))
+    live = tm.from_dataframe(streaming, "ts", watermark_strategy=BOUND)
+    live = live.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
+    with pytest.raises(WindowSpecError, match=r"tidemark.spark.explain_checkpoint"):
+        live.explain(key="ann")

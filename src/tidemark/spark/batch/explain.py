@@ -52,7 +52,7 @@ from tidemark.spark.batch.frames import ElementFrame
 from tidemark.spark.batch.run import engine_spec, run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, PartitionDriver, ReplayDriver, RunnerConfig
 from tidemark.spark.codec import arrow_column, function_key_value
-from tidemark.spark.columns import KEY, PT, TS, encode_key, with_function_key
+from tidemark.spark.columns import KEY, ORDER, PT, TS, encode_key, with_function_key
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.plan import KeySpec, Source, WindowOp
 from tidemark.spark.surfacing import raising_tidemark_errors
@@ -358,36 +358,46 @@ class _RecordedTimers:
 
 
 def _partition_states(source: Source, spark: Any) -> tuple[PartitionState, ...]:
-    """Each source partition's share of the watermark at the end of the recorded
-    stream (none for a stream read as one input): its largest timestamp, its own
-    watermark, and whether idleness had left it out at the last arrival, judged by
-    :class:`~tidemark.watermarks.PartitionWatermarks` as the replay's scan judged it."""
+    """Each source partition's share of the watermark the replay ended with (none for a
+    stream read as one input). That watermark is the one in force at the last arrival
+    (the replay runs per-partition watermarks as recorded ones), so each partition is
+    shown as it stood then, judged by :class:`~tidemark.watermarks.PartitionWatermarks`
+    as the replay's scan judged it: its largest timestamp, its own watermark, and
+    whether idleness had left it out."""
     if source.partitions is None:
         return ()
-    frame = execution.element_frame(source, spark)
-    column = F.col(f"`{source.partitions.column}`")
-    arrival = F.col(PT) if PT in frame.df.columns else F.lit(None).cast("long")
+    df = execution.element_frame(source, spark).df
+    arrival = F.col(PT) if PT in df.columns else F.lit(None).cast("long")
     with raising_tidemark_errors():
-        rows = (
-            frame.df.groupBy(column.alias("p"))
-            .agg(F.max(TS).alias("ts"), F.max(arrival).alias("last"), F.min(arrival).alias("first"))
-            .collect()
-        )
-    found = {r.p: r for r in rows}
+        ends = df.agg(
+            F.min_by(arrival, ORDER).alias("first"),
+            F.max_by(arrival, ORDER).alias("last"),
+            F.max(ORDER).alias("order"),
+        ).first()
+        column = F.col(f"`{source.partitions.column}`")
+        before = df.where(F.col(ORDER) < F.lit(ends.order)).groupBy(column.alias("p"))
+        rows = before.agg(F.max(TS).alias("ts"), F.max(arrival).alias("at")).collect()
+    return _judged(source, {r.p: r for r in rows}, ends.first, ends.last)
+
+
+def _judged(
+    source: Source, found: dict[Any, Any], first: int | None, last: int | None
+) -> tuple[PartitionState, ...]:
+    """The partitions' states from each one's largest timestamp and last arrival
+    (``found``), the stream's first arrival and the arrival they are judged at."""
+    assert source.partitions is not None
     values = source.partitions.values or tuple(sorted(found, key=repr))
     watermarks = PartitionWatermarks(source.strategy, values)
-    firsts = [r.first for r in rows if r.first is not None]
-    watermarks.watermark_at(min(firsts) if firsts else None)  # the stream's first arrival
-    for partition in values:
-        if partition in found:
-            watermarks.on_event(partition, found[partition].ts, found[partition].last)
-    end = frame.final_processing_time
+    watermarks.watermark_at(first)  # the stream's first arrival, where idleness counts from
+    for partition, row in found.items():
+        watermarks.on_event(partition, row.ts, row.at)
+    idleness = watermarks.idleness_ms is not None
     return tuple(
         PartitionState(
             p,
             found[p].ts if p in found else None,
             watermarks.partition_watermark(p),
-            idle=watermarks.idleness_ms is not None and watermarks.is_idle(p, end),
+            idle=idleness and watermarks.is_idle(p, last),
         )
         for p in values
     )
@@ -438,18 +448,20 @@ def explanation(
     (:func:`tidemark.explain.explain_events`) for ``key``'s events in the bounded run
     of ``op``; ``window``, ``timestamp`` and ``time_range`` narrow the question (int ms
     or ``datetime``; a naive one is UTC)."""
-    from tidemark.explain import explain_events
-
+    window, time_range = _interval(window, "window"), _interval(time_range, "time_range")
+    timestamp = None if timestamp is None else _instant(timestamp, "timestamp")
     found = key_events(op, spark, key)
+    from tidemark.explain import explain_events  # (the engine's, which imports no Spark)
+
     return explain_events(
         found.spec,
         found.key,
         found.events,
         mode=found.mode,
         partitions=found.partitions,
-        window=_interval(window, "window"),
-        timestamp=None if timestamp is None else _instant(timestamp, "timestamp"),
-        time_range=_interval(time_range, "time_range"),
+        window=window,
+        timestamp=timestamp,
+        time_range=time_range,
         time_zone=found.time_zone,
     )
 
