@@ -47,6 +47,7 @@ from tidemark.explain.events import (
     ProcessingTime,
     Watermark,
 )
+from tidemark.explain.partitions import partition_states
 from tidemark.spark import execution
 from tidemark.spark.batch.frames import ElementFrame
 from tidemark.spark.batch.run import engine_spec, run_partitioned
@@ -59,7 +60,15 @@ from tidemark.spark.surfacing import raising_tidemark_errors
 from tidemark.time import LONG_MAX, TimeDomain, exact_int, from_datetime
 from tidemark.watermarks import PartitionWatermarks
 
-__all__ = ["KeyEvents", "key_events", "all_key_events", "explanation", "engine_key", "NO_KEY"]
+__all__ = [
+    "KeyEvents",
+    "key_events",
+    "all_key_events",
+    "explanation",
+    "explained",
+    "engine_key",
+    "NO_KEY",
+]
 
 NO_KEY: Any = object()
 """``explain``'s ``key`` when none is given (right for ``window_all``)."""
@@ -74,7 +83,8 @@ class KeyEvents:
     """What :func:`tidemark.explain.explain_events` is given for one key of a bounded run:
     the spec the run's workers build their operator from, the key (as the engine holds
     it), its events, the mode (``"batch"`` or ``"replay"``), the partitions' shares of
-    the watermark (a replay read by partition) and the zone to show times in."""
+    the watermark and whether idleness is on (a replay read by partition) and the zone
+    to show times in."""
 
     spec: OperatorSpec
     key: Any
@@ -82,6 +92,7 @@ class KeyEvents:
     mode: str
     partitions: tuple[PartitionState, ...] = ()
     time_zone: str | None = None
+    idleness: bool | None = None  # a replay read by partition: whether idleness is on
 
 
 def key_events(op: WindowOp, spark: Any, key: Any = NO_KEY) -> KeyEvents:
@@ -100,25 +111,28 @@ def key_events(op: WindowOp, spark: Any, key: Any = NO_KEY) -> KeyEvents:
     recorded = _recorded(op, selected, spark)
     if not recorded:
         raise _no_such_key(op, frame, key)
-    return _key_events(op, frame, spark, wanted, recorded[0][1])
+    return replace(_around(op, frame, spark), key=wanted, events=recorded[0][1])
 
 
-def all_key_events(op: WindowOp, spark: Any) -> dict[Any, list[Event]]:
+def all_key_events(op: WindowOp, spark: Any) -> dict[Any, KeyEvents]:
     """Every key's events in the bounded run of ``op``, from one Spark job (what the
     tests check :func:`key_events` against: each key's events, replayed, give that
     key's share of the run's outputs)."""
     frame = _checked_frame(op, spark)
-    return dict(_recorded(op, frame, spark))
+    recorded = _recorded(op, frame, spark)
+    around = _around(op, frame, spark)
+    return {key: replace(around, key=key, events=events) for key, events in recorded}
 
 
-def _key_events(
-    op: WindowOp, frame: ElementFrame, spark: Any, key: Any, events: list[Event]
-) -> KeyEvents:
-    mode = "replay" if frame.replay else "batch"
-    partitions = _partition_states(op.source, spark) if frame.replay else ()
-    return KeyEvents(
-        engine_spec(op, frame), key, events, mode, partitions, _time_zone(op.source, spark)
-    )
+def _around(op: WindowOp, frame: ElementFrame, spark: Any) -> KeyEvents:
+    """What every key's events of the run share (no key, no events yet)."""
+    source, zone = op.source, _time_zone(op.source, spark)
+    spec = engine_spec(op, frame)
+    if not frame.replay:
+        return KeyEvents(spec, None, [], "batch", time_zone=zone)
+    partitions = _partition_states(source, spark)
+    idleness = None if not partitions else source.strategy.idleness_ms is not None
+    return KeyEvents(spec, None, [], "replay", partitions, zone, idleness)
 
 
 # ------------------------------------------------------------------ what is explained
@@ -383,24 +397,16 @@ def _partition_states(source: Source, spark: Any) -> tuple[PartitionState, ...]:
 def _judged(
     source: Source, found: dict[Any, Any], first: int | None, last: int | None
 ) -> tuple[PartitionState, ...]:
-    """The partitions' states from each one's largest timestamp and last arrival
-    (``found``), the stream's first arrival and the arrival they are judged at."""
+    """The partitions' states (:func:`tidemark.explain.partition_states`) from each
+    one's largest timestamp and last arrival (``found``), the stream's first arrival and
+    the arrival they are judged at."""
     assert source.partitions is not None
     values = source.partitions.values or tuple(sorted(found, key=repr))
     watermarks = PartitionWatermarks(source.strategy, values)
     watermarks.watermark_at(first)  # the stream's first arrival, where idleness counts from
     for partition, row in found.items():
         watermarks.on_event(partition, row.ts, row.at)
-    idleness = watermarks.idleness_ms is not None
-    return tuple(
-        PartitionState(
-            p,
-            found[p].ts if p in found else None,
-            watermarks.partition_watermark(p),
-            idle=idleness and watermarks.is_idle(p, last),
-        )
-        for p in values
-    )
+    return tuple(partition_states(watermarks, last))
 
 
 def _time_zone(source: Source, spark: Any) -> str | None:
@@ -451,7 +457,13 @@ def explanation(
     window, time_range = _interval(window, "window"), _interval(time_range, "time_range")
     timestamp = None if timestamp is None else _instant(timestamp, "timestamp")
     found = key_events(op, spark, key)
-    from tidemark.explain import explain_events  # (the engine's, which imports no Spark)
+    return explained(found, window=window, timestamp=timestamp, time_range=time_range)
+
+
+def explained(found: KeyEvents, **question: Any) -> Any:
+    """The engine's explanation (:func:`tidemark.explain.explain_events`) of ``found``;
+    ``question``: its ``window``, ``timestamp`` or ``time_range``."""
+    from tidemark.explain import explain_events
 
     return explain_events(
         found.spec,
@@ -459,10 +471,9 @@ def explanation(
         found.events,
         mode=found.mode,
         partitions=found.partitions,
-        window=window,
-        timestamp=timestamp,
-        time_range=time_range,
         time_zone=found.time_zone,
+        idleness=found.idleness,
+        **question,
     )
 
 
