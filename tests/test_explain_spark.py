@@ -217,9 +217,18 @@ def test_late_beyond_the_allowed_lateness_goes_to_the_side_output_or_is_dropped(
     assert [(r.n, ts) for r, ts in late] == [(3, 5_000)]
     side = kept.get_side_output(LATE).to_dataframe().collect()
     assert [(r.user, r.ts) for r in side] == [("ann", 5_000)]
+    (fact,) = kept.explain(key="ann", timestamp=5_000).elements_at(5_000)
+    assert (fact.fate, fact.watermark, fact.late_windows) == (
+        "late_side_output",
+        23_999,
+        ((0, 10_000),),
+    )
     dropping = windows.sum("n")
     assert engine_run(key_events(dropping.plan, spark, "ann"))[2] == 1
     assert dropping.num_late_records_dropped() == 1
+    x = dropping.explain(key="ann", window=(0, 10_000))
+    assert [e.fate for e in x.elements] == ["in_result", "late_dropped"]
+    assert "late" in x.text() and "dropped" in x.text()
 
 
 def lagging_rows() -> list[tuple[Any, ...]]:
@@ -271,6 +280,12 @@ def test_a_lagging_partition_holds_the_watermark_of_a_replay(spark, idle):
         # s0's elements each came under the watermark partition 2 allowed, up to the end
         watermarks = [e.timestamp for e in found.events if isinstance(e, Watermark)]
         assert max(watermarks) == 3_999
+    x = result.explain(key="s0")
+    assert x.idleness is idle and x.holder == held
+    if not idle:  # the watermark never passed 10 s: [0, 10 s) fired at the end of input
+        (firing,) = [x.firings[i] for i in x.window(0, 10_000).firings]
+        assert firing.cause == "end_of_input"
+        assert "partition 2 sets the watermark at 3999" in x.text().lower()
     spark_rows = {(r.user, r.ts, r.n) for r in result.to_dataframe().collect()}
     engine = {("s0", r.ts, r.n) for r, _ in engine_run(found)[0]}
     assert engine == {r for r in spark_rows if r[0] == "s0"}
@@ -294,6 +309,11 @@ def test_sessions_merge_as_the_run_merged_them(spark, replay):
         assert engine == [(1, 5_999), (6, 12_999), (16, 34_999)]
     else:  # 1 s, 4 s and 8 s merged into one session
         assert engine == [(7, 12_999), (16, 34_999)]
+    merged = {w.window: w.merged_into for w in result.explain(key="ann").windows if w.merged_into}
+    if replay:  # 8 s's session merged with 4 s's; [1 s, 6 s) had fired already
+        assert merged == {(8_000, 13_000): (4_000, 13_000)}
+    else:  # in time order: [1 s, 6 s) grew to [1 s, 9 s), then to [1 s, 13 s)
+        assert merged == {(1_000, 6_000): (1_000, 13_000), (1_000, 9_000): (1_000, 13_000)}
     rows_of_ann = [tuple(r) for r in result.to_dataframe().collect() if r.user == "ann"]
     assert sorted(tuple(r) for r, _ in engine_run(found)[0]) == sorted(rows_of_ann)
 
@@ -308,12 +328,17 @@ def test_a_count_trigger_not_reached_and_global_windows_without_a_trigger(spark,
     assert [e.timestamp for e in found.events if isinstance(e, Element)] == [1_000, 3_000]
     assert engine_run(found)[0] == []
     assert [r for r in counted.to_dataframe().collect() if r.user == "ann"] == []
+    waiting = counted.explain(key="ann").window(None, None).waiting
+    assert (waiting.kind, waiting.count, waiting.count_of) == ("count", 2, 3)
     with pytest.warns(tm.TidemarkWarning, match="never fires"):
         never = stream.key_by("user").window(tm.GlobalWindows.create()).sum("n")
     found = key_events(never.plan, spark, "bob")
     assert stamps(found.events)[-1] == "END"
     assert engine_run(found) == ([], [], 0)
     assert never.to_dataframe().collect() == []
+    x = never.explain(key="bob")
+    assert x.window(None, None).waiting.kind == "no_trigger"
+    assert [e.fate for e in x.elements] == ["open"]
 
 
 def test_the_last_windows_of_a_batch_run_fire_at_the_end_of_the_input(spark):
@@ -327,6 +352,8 @@ def test_the_last_windows_of_a_batch_run_fire_at_the_end_of_the_input(spark):
     fired = engine_run(found)[0]
     assert [(r.n, ts) for r, ts in fired] == [(1, 59_999), (2, 119_999), (3, 179_999)]
     assert sorted(tuple(r) for r in result.to_dataframe().collect()) == [tuple(r) for r, _ in fired]
+    x = result.explain(key="ann")
+    assert {(f.cause, f.watermark) for f in x.firings} == {("end_of_input", LONG_MAX)}
 
 
 # ---------------------------------------------------------------- keys, zones, chains
@@ -369,6 +396,9 @@ def test_odd_keys_and_zoned_timestamps_in_a_session_not_in_utc(kolkata, replay):
     instants = [from_datetime(rows[i][2]) for i in (0, 2)]  # independent of the zone
     assert [e.timestamp for e in nan_key.events if isinstance(e, Element)] == instants
     assert nan_key.time_zone == KOLKATA
+    x = result.explain(key=("zoë 🌊", float("nan")))
+    assert x.time_zone == KOLKATA and "+05:30" in x.text()
+    assert len(x.elements) == 2
     zero = key_events(result.plan, spark, ("x", -0.0))  # -0.0 and 0.0: one key
     assert [e.value.n for e in zero.events if isinstance(e, Element)] == [3, 4]
     fired = {r.n for r, _ in engine_run(zero)[0]}
@@ -391,6 +421,7 @@ def test_a_window_over_a_windows_results_explains_the_stage_asked_for(spark, rep
     first = stream.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
     top = first.window_all(tm.TumblingEventTimeWindows.of(20_000)).max("n")
     found = key_events(top.plan, spark)  # window_all: the one key, None
+    assert {w.window for w in top.explain().windows} == {(0, 20_000), (20_000, 40_000)}
     assert found.key is None
     elements = [
         (e.value.user, e.value.n, e.timestamp) for e in found.events if isinstance(e, Element)

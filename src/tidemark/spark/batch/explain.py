@@ -267,7 +267,23 @@ def _recorded(op: WindowOp, frame: ElementFrame, spark: Any) -> list[tuple[Any, 
     recording = run_partitioned(op, frame, spark, _Recording.of(driver), _EVENTS_SCHEMA)
     with raising_tidemark_errors():
         rows = recording.collect()
-    return [(pickle.loads(r.key), pickle.loads(r.events)) for r in rows]
+    hidden = {*(op.key.columns if op.key is not None else ()), op.source.timestamp}
+    return [(pickle.loads(r.key), _labelled(pickle.loads(r.events), hidden)) for r in rows]
+
+
+def _labelled(events: list[Event], hidden: set[Any]) -> list[Event]:
+    """``events`` with each element named by its fields other than ``hidden`` (the key
+    columns and the event-time column, which the answer shows already)."""
+    return [_label(e, hidden) if isinstance(e, Element) else e for e in events]
+
+
+def _label(element: Element, hidden: set[Any]) -> Element:
+    value = element.value
+    names = getattr(value, "__fields__", None)
+    if not names:
+        return element
+    shown = [f"{name}={v!r}" for name, v in zip(names, value) if name not in hidden]
+    return replace(element, label=" ".join(shown) or None)
 
 
 @dataclass
