@@ -15,13 +15,16 @@ from __future__ import annotations
 
 import datetime
 import random
+import sys
 from collections import Counter
 from dataclasses import replace
 from functools import reduce
+from pathlib import Path
 from typing import Any
 
 import differential as d
 import pytest
+from pyspark import cloudpickle
 
 import tidemark as tm
 from tidemark._engine.create import create_window_operator
@@ -32,6 +35,15 @@ from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, from_datetime
 
 pytestmark = pytest.mark.spark
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+sys.path.insert(0, str(DOCS / "examples"))
+import quickstart  # noqa: E402
+import why_no_result_spark  # noqa: E402
+
+# Spark's workers do not have docs/examples on their path: ship the functions by value.
+cloudpickle.register_pickle_by_value(quickstart)
+cloudpickle.register_pickle_by_value(why_no_result_spark)
 
 SEED = 50
 SCENARIOS = 6  # per mode: one Spark job for all their outputs, one per scenario's events
@@ -465,3 +477,22 @@ def test_what_has_no_recorded_answer_here_is_refused_with_the_way_out(spark, tmp
     live = live.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
     with pytest.raises(WindowSpecError, match=r"tidemark.spark.explain_checkpoint"):
         live.explain(key="ann")
+
+
+# ---------------------------------------------------------------- the docs page
+
+
+def test_the_page_shows_what_its_spark_examples_answer(spark):
+    """docs/why-no-result.md, "On Spark: BATCH and replay": each example's answer, run
+    here, is on the page word for word."""
+    page = (DOCS / "why-no-result.md").read_text()
+    answers = {}
+    for example in (why_no_result_spark.late_click, why_no_result_spark.lagging_partition):
+        answers[example.__name__] = example(spark)
+        assert answers[example.__name__].text().strip() in page, example.__name__
+    batch = why_no_result_spark.batch_end(spark)
+    assert batch.text().strip() in page
+    (late,) = answers["late_click"].elements_at(30_000)
+    assert (late.fate, late.watermark) == ("late_side_output", 114_999)
+    assert answers["lagging_partition"].holder.partition == 1
+    assert {f.cause for f in batch.firings} == {"end_of_input"}

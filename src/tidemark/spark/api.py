@@ -21,8 +21,6 @@ from tidemark.functions import AggregateFunction
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
 from tidemark.spark import aggregations, columns, execution, results, vectorized
-from tidemark.spark.batch.explain import NO_KEY
-from tidemark.spark.batch.explain import explanation as bounded_explanation
 from tidemark.spark.codec import RowResultReduce
 from tidemark.spark.definition import finished_window
 from tidemark.spark.keys import checked_key
@@ -37,7 +35,7 @@ from tidemark.spark.plan import (
     source_of,
     warn_default_watermarks,
 )
-from tidemark.spark.results import SideOutputStream
+from tidemark.spark.results import ExplainableResult, SideOutputStream
 from tidemark.time import TimeLike, to_millis
 from tidemark.triggers import AnyTrigger
 
@@ -462,7 +460,7 @@ class WindowedStream:
         return WindowResultStream(op, self._spark)
 
 
-class WindowResultStream(DataStream):
+class WindowResultStream(DataStream, ExplainableResult):
     """The results of a window operation: elements stamped with ``window.max_timestamp()``,
     so further windows can be chained on them.
 
@@ -521,38 +519,6 @@ class WindowResultStream(DataStream):
             On a stream: each micro-batch's progress carries them.
         """
         return results.run_metrics(self._plan, self._spark)
-
-    def explain(
-        self, key: Any = NO_KEY, window: Any = None, timestamp: Any = None, time_range: Any = None
-    ) -> Any:
-        """Why a window of ``key`` fired, when, with what, or why not: the engine replays
-        the key's input as this bounded run fed it (BATCH or replay), only that key's
-        rows read back (``docs/why-no-result.md``).
-
-        Parameters
-        ----------
-        key : optional
-            The key as the window's functions see it (a tuple for several key columns;
-            left out for ``window_all``).
-        window, time_range : (start, end), optional
-            Int ms or ``datetime`` (naive: UTC): one window, or the windows and elements
-            of a time range.
-        timestamp : int or datetime, optional
-            The elements at this event time: where did they go?
-
-        Returns
-        -------
-        tidemark.explain.Explanation
-            The facts (``.to_dict()``), a text answer (``.text()``), ``.picture(path)``.
-
-        Raises
-        ------
-        WindowSpecError
-            On a stream (explain its checkpoint: ``tidemark.spark.explain_checkpoint``),
-            on BATCH processing time (the wall clock is not recorded), or a key that
-            does not fit the window's key or that no element has.
-        """
-        return bounded_explanation(self._plan, self._spark, key, window, timestamp, time_range)
 
     def write_outputs(
         self,

@@ -4,6 +4,7 @@ count, all read from ONE run of the operator (:func:`tidemark.spark.execution.co
 :class:`~tidemark.spark.api.WindowResultStream` defines a pipeline; this module turns
 the outputs a user asks of it into DataFrames and sinks: :func:`side_output_schema`
 (what a side output decodes to), :class:`SideOutputStream` (one side output),
+:class:`ExplainableResult` (a bounded result's ``explain``: why a window (not) fired),
 :func:`named_sinks` (``write_outputs``' sinks by their ``__tm_output`` name, a chain's
 earlier windows included), :func:`bounded_outputs` (the same sinks of a bounded run,
 each with its output's DataFrame), :func:`late_records_dropped` (Flink's
@@ -19,6 +20,7 @@ from typing import Any
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution, metrics
+from tidemark.spark.batch.explain import NO_KEY, explanation
 from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.streaming.driver.from_plan import chain_output_name
@@ -26,6 +28,7 @@ from tidemark.spark.streaming.driver.sinks import write_outputs as start_query
 from tidemark.spark.surfacing import raising_tidemark_errors
 
 __all__ = [
+    "ExplainableResult",
     "write_outputs",
     "SideOutputStream",
     "side_output_schema",
@@ -48,6 +51,50 @@ class SideOutputStream:
     def to_dataframe(self) -> Any:
         """The side output's rows, decoded into its schema (from the parent's one run)."""
         return columns.side_output(self.parent.combined_dataframe(), self.tag.tag_id, self.schema)
+
+
+class ExplainableResult:
+    """What a window result answers about itself (a base of
+    :class:`~tidemark.spark.api.WindowResultStream`, which has ``_plan`` and ``_spark``)."""
+
+    _plan: WindowOp
+    _spark: Any
+
+    def explain(
+        self, key: Any = NO_KEY, window: Any = None, timestamp: Any = None, time_range: Any = None
+    ) -> Any:
+        """Why a window of ``key`` fired, when, with what, or why not: the engine replays
+        the key's input as this bounded run fed it (BATCH or replay), only that key's
+        rows read back (``docs/why-no-result.md``, "On Spark: BATCH and replay").
+
+        Parameters
+        ----------
+        key : optional
+            The key as the window's functions see it (a tuple for several key columns; a
+            timestamp as a naive UTC or an aware ``datetime``); left out for ``window_all``.
+        window, time_range : (start, end), optional
+            Int ms or ``datetime`` (naive: UTC): one window of the key, or the windows
+            and elements of a time range.
+        timestamp : int or datetime, optional
+            The key's elements at this event time: where did they go?
+
+        Returns
+        -------
+        tidemark.explain.Explanation
+            The facts (``.to_dict()``), the answer in words (``.text()``) and the key's
+            timeline (``.picture(path)``).
+
+        Raises
+        ------
+        WindowSpecError
+            On a stream (its windows are explained from its checkpoint:
+            ``tidemark.spark.explain_checkpoint``), on BATCH processing time (the wall
+            clock is not recorded), a key that does not fit the window's key or that no
+            element has.
+        ExplainError
+            A ``window`` or ``timestamp`` that is not the key's.
+        """
+        return explanation(self._plan, self._spark, key, window, timestamp, time_range)
 
 
 def side_output_schema(op: WindowOp, tag: Any, spark: Any) -> Any:

@@ -39,6 +39,7 @@ from pyspark.sql import functions as F
 
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
+from tidemark.explain import explain_events
 from tidemark.explain.events import (
     Element,
     EndOfInput,
@@ -479,8 +480,6 @@ def explanation(
 def explained(found: KeyEvents, **question: Any) -> Any:
     """The engine's explanation (:func:`tidemark.explain.explain_events`) of ``found``;
     ``question``: its ``window``, ``timestamp`` or ``time_range``."""
-    from tidemark.explain import explain_events
-
     return explain_events(
         found.spec,
         found.key,
