@@ -30,6 +30,8 @@ import tidemark as tm
 from tidemark._engine.create import create_window_operator
 from tidemark.errors import WindowSpecError
 from tidemark.explain.events import Element, EndOfInput, ProcessingTime, Watermark
+from tidemark.panes import PaneInfo
+from tidemark.spark import execution
 from tidemark.spark.batch.explain import KeyEvents, all_key_events, explained, key_events
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, from_datetime
@@ -496,3 +498,73 @@ def test_the_page_shows_what_its_spark_examples_answer(spark):
     assert (late.fate, late.watermark) == ("late_side_output", 114_999)
     assert answers["lagging_partition"].holder.partition == 1
     assert {f.cause for f in batch.firings} == {"end_of_input"}
+
+
+# ---------------------------------------------------------------- every execution
+
+
+class LargestN(tm.ReduceFunction):
+    """The row with the largest ``n``: declared order-insensitive, so a BATCH
+    ``window_all`` of it pre-aggregates per partition (LOCAL_GLOBAL)."""
+
+    order_insensitive = True
+
+    def reduce(self, value1: Any, value2: Any) -> Any:
+        return value2 if (value2.n, value2.ts) > (value1.n, value1.ts) else value1
+
+
+def vectorized_sum(n: Any) -> float:
+    return float(n.sum())
+
+
+PIPELINES = {
+    # BATCH executions, each "the same as BATCH": explained by BATCH's events
+    "sql": lambda s: s.key_by("user").window(tm.TumblingEventTimeWindows.of(10_000)).sum("n"),
+    "vectorized": lambda s: (
+        s.key_by("user")
+        .window(tm.TumblingEventTimeWindows.of(10_000))
+        .aggregate_vectorized(vectorized_sum, ["n"])
+    ),
+    "local_global": lambda s: s.window_all(tm.TumblingEventTimeWindows.of(10_000)).reduce(
+        LargestN()
+    ),
+    # replays: processing time from arrival times, and a Dataflow trigger's panes
+    "processing_time": lambda s: (
+        s.key_by("user").window(tm.TumblingProcessingTimeWindows.of(10_000)).sum("n")
+    ),
+    "panes": lambda s: (
+        s.key_by("user")
+        .window(tm.TumblingEventTimeWindows.of(10_000))
+        .trigger(tm.AfterWatermark(early=tm.AfterCount(2), late=tm.AfterCount(1)))
+        .allowed_lateness(60_000)
+        .sum("n")
+    ),
+}
+MODES = {"sql": "sql", "vectorized": "vectorized", "local_global": "local_global"}
+
+
+def unpaned(result: Any) -> Any:
+    """A result without the pane a Dataflow trigger's results come with."""
+    paned = isinstance(result, tuple) and len(result) == 3 and isinstance(result[1], PaneInfo)
+    return result[0] if paned else result
+
+
+@pytest.mark.parametrize("name", sorted(PIPELINES))
+def test_every_execution_of_a_bounded_run_is_explained_by_its_modes_events(spark, name):
+    rows = [("ann", 1, 1_000, 0), ("bob", 2, 2_000, 100), ("ann", 3, 12_000, 5_000)]
+    rows += [("ann", 4, 3_000, 20_000), ("bob", 5, 40_000, 30_000)]
+    replay = name not in MODES
+    df = spark.createDataFrame(rows, SCHEMA)
+    order = dict(order_by="arrival", processing_time="arrival") if replay else {}
+    stream = tm.from_dataframe(df, "ts", watermark_strategy=BOUND, **order)
+    result = PIPELINES[name](stream)
+    if not replay:
+        assert execution.mode_of(result.plan, spark).value == MODES[name]
+    key = None if name == "local_global" else "ann"
+    found = key_events(result.plan, spark, key)
+    fired = sorted(tuple(unpaned(r)) for r, _ in engine_run(found)[0])
+    width = len(fired[0])  # a Dataflow trigger's results end with the pane's columns
+    mine = [tuple(r)[:width] for r in result.to_dataframe().collect()]
+    assert fired == sorted(r for r in mine if key is None or r[0] == key)
+    x = result.explain(key=key) if key is not None else result.explain()
+    assert len([f for f in x.firings if not f.retraction]) == len(fired)
