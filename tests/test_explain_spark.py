@@ -468,6 +468,8 @@ def test_what_has_no_recorded_answer_here_is_refused_with_the_way_out(spark, tmp
     pair = stream.key_by(["user", "n"]).window(tm.TumblingEventTimeWindows.of(10_000))
     with pytest.raises(WindowSpecError, match=r"a tuple of 2 values.*got key='ann'"):
         pair.max("ts").explain(key="ann")
+    with pytest.raises(WindowSpecError, match=r"key column 'n' \(long\).*got '1' \(str\)"):
+        pair.max("ts").explain(key=("ann", "1"))  # Spark would cast '1' to 1; keys do not
     every = stream.window_all(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
     with pytest.raises(WindowSpecError, match=r"left out for window_all.*got key='ann'"):
         every.explain(key="ann")

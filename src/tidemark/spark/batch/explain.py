@@ -144,10 +144,11 @@ def _checked_frame(op: WindowOp, spark: Any) -> ElementFrame:
     recorded answer here."""
     if op.source.streaming:
         raise WindowSpecError(
-            "explain() on a streaming DataFrame's result: a query's windows are explained "
-            "from its checkpoint, where its micro-batches' watermarks and state are; got a "
-            "streaming source: call tidemark.spark.explain_checkpoint(spark, checkpoint, "
-            "key=...) with the query's checkpoint location (running or stopped)"
+            "explain() needs a bounded DataFrame's result (BATCH or replay); got one of a "
+            "streaming DataFrame, whose windows are explained from the query's checkpoint, "
+            "where its micro-batches' watermarks and state are: call "
+            "tidemark.spark.explain_checkpoint(spark, checkpoint, key, pipeline=result) "
+            "with the location write_outputs started the query with (running or stopped)"
         )
     frame = execution.element_frame(op.upstream, spark)
     if not frame.replay and _uses_processing_time(op):
@@ -207,17 +208,32 @@ def _column_key(op: WindowOp, spec: KeySpec, key: Any) -> Any:
             f"`key` must be a tuple of {len(names)} values, one per key column "
             f"{list(spec.columns)}; got key={key!r}"
         )
-    values = tuple(_utc_naive(v) if n in _TIMESTAMPS else v for v, n in zip(values, names))
+    values = tuple(_fitted(c, n, v) for c, n, v in zip(spec.columns, names, values))
     normalise = key_normaliser(names)
     plain = values[0] if len(values) == 1 else values
     return plain if normalise is None else normalise(plain)
 
 
-def _utc_naive(value: Any) -> Any:
-    """A timestamp key as the engine's Rows hold it: a naive UTC ``datetime``."""
-    if isinstance(value, datetime.datetime) and value.tzinfo is not None:
+_PYTHON_TYPES = {"StringType": (str,), "BooleanType": (bool,)}
+
+
+def _fitted(column: str, kind: str, value: Any) -> Any:
+    """A key column's value as the engine's Rows hold it (a timestamp as a naive UTC
+    ``datetime``, an integer as an int). One of another type than a plain column's is
+    refused: Spark's comparison would cast it (``'1'`` equal to ``1``) where the
+    engine's keys differ."""
+    if kind in _TIMESTAMPS and isinstance(value, datetime.datetime) and value.tzinfo:
         return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
-    return value
+    if kind not in _PLAIN:
+        return value
+    fits = _PYTHON_TYPES.get(kind)
+    fitted = (value if isinstance(value, fits) else None) if fits else exact_int(value)
+    if fitted is None:
+        raise WindowSpecError(
+            f"`key` must hold the values of key column {column!r} ({kind[:-4].lower()}) "
+            f"as the window's functions see them; got {value!r} ({type(value).__name__})"
+        )
+    return fitted
 
 
 # ------------------------------------------------------------------ the key's rows
