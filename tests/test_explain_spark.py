@@ -49,6 +49,7 @@ cloudpickle.register_pickle_by_value(why_no_result_spark)
 
 SEED = 50
 SCENARIOS = 6  # per mode: one Spark job for all their outputs, one per scenario's events
+SLOW_SCENARIOS = 40  # per mode in make test-slow
 LATE = tm.OutputTag("late")
 
 
@@ -134,8 +135,20 @@ def spark_outcomes(spark, scenarios: list[dict[str, Any]], replay: bool) -> tupl
 
 @pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
 def test_each_keys_events_give_the_runs_outputs(spark, replay):
-    rng = random.Random(SEED + replay)
-    scenarios = [d.random_scenario(rng, i) for i in range(SCENARIOS)]
+    check_scenarios(spark, replay, SEED + replay, SCENARIOS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
+def test_each_keys_events_give_the_runs_outputs_many(spark, replay):
+    check_scenarios(spark, replay, SEED + 100 + replay, SLOW_SCENARIOS)
+
+
+def check_scenarios(spark, replay: bool, seed: int, count: int) -> None:
+    """``count`` random scenarios: each key's events fed to the reference harness, and
+    each key's explanation, summed over the keys, give the Spark run's outputs."""
+    rng = random.Random(seed)
+    scenarios = [d.random_scenario(rng, i) for i in range(count)]
     results, outcomes = spark_outcomes(spark, scenarios, replay)
     failures, keys = [], 0
     for scenario, result, got in zip(scenarios, results, outcomes):
@@ -151,7 +164,7 @@ def test_each_keys_events_give_the_runs_outputs(spark, replay):
             if difference is not None:
                 failures.append(f"{check}: {difference}")
     assert not failures, "\n".join(failures)
-    assert keys >= SCENARIOS
+    assert keys >= count
 
 
 @pytest.mark.parametrize("replay", [True, False], ids=["replay", "batch"])
@@ -473,6 +486,9 @@ def test_what_has_no_recorded_answer_here_is_refused_with_the_way_out(spark, tmp
     every = stream.window_all(tm.TumblingEventTimeWindows.of(10_000)).sum("n")
     with pytest.raises(WindowSpecError, match=r"left out for window_all.*got key='ann'"):
         every.explain(key="ann")
+    nothing = clicks(spark, [], replay=False).window_all(tm.TumblingEventTimeWindows.of(10))
+    with pytest.raises(WindowSpecError, match=r"needs an element.*input is empty"):
+        nothing.sum("n").explain()
     clock = stream.key_by("user").window(tm.TumblingProcessingTimeWindows.of(10_000)).sum("n")
     with pytest.raises(WindowSpecError, match=r"BATCH reads the wall clock.*processing_time="):
         clock.explain(key="ann")

@@ -457,7 +457,10 @@ def _time_zone(source: Source, spark: Any) -> str | None:
 def _no_such_key(op: WindowOp, frame: ElementFrame, key: Any) -> WindowSpecError:
     """The refusal of a key no element has, naming a few keys that are there."""
     spec = op.key
-    assert spec is not None  # window_all's one key has every element
+    if spec is None:  # window_all's one key has every element: there are none
+        raise WindowSpecError(
+            "explain() needs an element to explain: this window_all's input is empty"
+        )
     df = frame.df
     if spec.function is not None:
         df = with_function_key(df, frame.value_schema.fieldNames(), spec.function)
