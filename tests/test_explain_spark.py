@@ -5,10 +5,15 @@ events a bounded Spark run gives for a key (:mod:`tidemark.spark.batch.explain`)
 that key's input exactly as the run fed it: the reference harness of the differential
 suite (:mod:`differential`, built from the scenario, not from the run's spec), fed each
 key's events alone, gives the Spark run's results (with the watermark a process function
-saw at each firing), late side output and dropped count, summed over the keys. Then named
-cases (late beyond the allowed lateness, a lagging partition, merged sessions, a count
-trigger not reached, GlobalWindows without a trigger, BATCH's last windows), a non-UTC
-session with a zoned timestamp column, keys of odd values, and the refusals.
+saw at each firing), late side output and dropped count, summed over the keys; and so
+does what each key's explanation claims (its firings' results, its late and dropped
+elements). Six random scenarios per mode in ``make test``, forty more in ``make
+test-slow``. Then named cases (late beyond the allowed lateness, a lagging and an idle
+partition, merged sessions, a count trigger not reached, GlobalWindows without a
+trigger, BATCH's last windows) read through ``result.explain``, every bounded execution
+(SQL fast path, vectorized, pre-aggregated, processing-time replay, panes), a non-UTC
+session with a zoned timestamp column, keys of odd values, a chain, the refusals, and
+the docs page's answers.
 """
 
 from __future__ import annotations

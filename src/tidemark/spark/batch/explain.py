@@ -1,6 +1,6 @@
 """One key's events in a bounded run (BATCH or replay), for "why did this window (not) fire?".
 
-:meth:`~tidemark.spark.api.WindowResultStream.explain` asks the engine
+:meth:`result.explain(key=...) <tidemark.spark.results.ExplainableResult.explain>` asks the engine
 (:func:`tidemark.explain.explain_events`) to replay one key's input as the Spark run fed
 it. This module finds that input, without re-implementing any of the run:
 
@@ -22,6 +22,15 @@ after the watermark (and arrival time) the stream had when it arrived, the steps
 between that fire timers, the stream's final clocks, then the end. A replay read by
 partition (``partition_column``) also reports each partition's share of the watermark at
 the end of the stream (:class:`~tidemark.explain.events.PartitionState`).
+
+Supported: every bounded execution (the SQL fast path, the vectorized and the
+pre-aggregated ``window_all`` runs are the same as BATCH, and BATCH's events explain
+them); replays from a watermark strategy, from recorded watermarks, by partition (with
+idleness) and with arrival times driving processing time; ``window_all`` (the key None);
+a window over a window's results, the stage asked. Not supported: a streaming result
+(its checkpoint is explained by ``tidemark.spark.explain_checkpoint``); BATCH on
+processing time (the wall clock is not recorded); the partitions' states at another
+moment than the end of the stream.
 
 The guide: ``docs/why-no-result.md`` ("On Spark: BATCH and replay").
 """
