@@ -166,10 +166,11 @@ def union_by_partition(
     partitions: SourcePartitions,
     timestamp_ms: Any,
     marker: Any,
-    watermarked: Callable[[DataFrame], DataFrame],
+    watermarked: Callable[[DataFrame, int], DataFrame],
 ) -> DataFrame:
     """The stream ``df`` as a union of one branch per partition, each given its own
-    watermark by ``watermarked`` (a branch -> the branch with ``withWatermark``).
+    watermark by ``watermarked`` (a branch and its index -> the branch with
+    ``withWatermark``).
 
     ``timestamp_ms`` is the rows' event time (long ms), ``marker`` the condition of an
     end-of-input row: such a row goes to every branch, so it ends every partition. The
@@ -184,7 +185,7 @@ def union_by_partition(
         mine = (column == F.lit(value)) | marker
         if index == 0:
             mine = mine | _refuse_unlisted(column, partitions, timestamp_ms, marker)
-        branches.append(watermarked(df.where(mine)))
+        branches.append(watermarked(df.where(mine), index))
     return reduce(DataFrame.unionByName, branches)
 
 

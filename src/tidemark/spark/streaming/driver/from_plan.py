@@ -147,7 +147,7 @@ def _window_frame(
         partitions=source.partitions,
         spark_offset_ms=spark_offset_ms,
     )
-    return window_stream(
+    window = window_stream(
         df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,
         timestamp_column=timestamp,
@@ -166,6 +166,12 @@ def _window_frame(
         spark_offset_ms=spark_offset_ms,
         pre_aggregate=combining,
     )
+    if window.watermarks is None or source.strategy.idleness_ms is None:
+        return window
+    # the strategy's idleness, recorded with each micro-batch: on a stream it moves no
+    # watermark, and an explanation says so
+    watermarks = replace(window.watermarks, idleness_ms=source.strategy.idleness_ms)
+    return replace(window, watermarks=watermarks)
 
 
 def chain_depth(node: PlanNode) -> int:

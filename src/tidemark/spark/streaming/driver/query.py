@@ -59,6 +59,7 @@ from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.partitions import union_by_partition
 from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.session import is_connect
+from tidemark.spark.streaming.driver.batch_records import WatermarkSetup, observe_input
 from tidemark.spark.streaming.driver.chain import (
     check_chain_mode,
     prepare_upstream,
@@ -132,6 +133,9 @@ class StreamingWindow:
     state_layout : StateLayout
         How the key groups' state is kept (:mod:`~..worker.deltas`), kept with the
         checkpoint.
+    watermarks : WatermarkSetup or None
+        How its watermark is made, for the records of each micro-batch beside the
+        checkpoint (:mod:`.batch_records`); None without event time.
     """
 
     frame: DataFrame
@@ -143,6 +147,7 @@ class StreamingWindow:
     pipeline: tuple[dict[str, str], ...] = ()
     spark_offset_ms: int = 0
     state_layout: StateLayout = StateLayout()
+    watermarks: WatermarkSetup | None = None
 
     @property
     def chained(self) -> bool:
@@ -352,6 +357,25 @@ def window_stream(
         pipeline=(*(upstream.pipeline if upstream else ()), described),
         spark_offset_ms=spark_offset_ms,
         state_layout=layout,
+        watermarks=upstream.watermarks
+        if upstream is not None
+        else _watermark_setup(time_mode, out_of_orderness_ms, partitions, idleness_ms),
+    )
+
+
+def _watermark_setup(
+    time_mode: TimeMode,
+    out_of_orderness_ms: int | None,
+    partitions: SourcePartitions | None,
+    idleness_ms: int | None,
+) -> WatermarkSetup | None:
+    """How the watermark of a window on the source is made (None without event time)."""
+    if not time_mode.event_time or out_of_orderness_ms is None:
+        return None
+    if partitions is None or partitions.values is None:
+        return WatermarkSetup(out_of_orderness_ms, idleness_ms=idleness_ms)
+    return WatermarkSetup(
+        out_of_orderness_ms, partitions.column, tuple(partitions.values), idleness_ms
     )
 
 
@@ -471,16 +495,16 @@ def _prepare_input(
     assert out_of_orderness_ms is not None
     delay = f"{watermark_delay_ms(out_of_orderness_ms, offset_ms)} milliseconds"
 
-    def watermarked(rows: DataFrame) -> DataFrame:
+    def watermarked(rows: DataFrame, index: int = 0) -> DataFrame:
         ts = F.col(TS)
         end_of_input = F.timestamp_micros(F.lit(END_OF_INPUT_COLUMN_MICROS))
         shifted = F.timestamp_millis(ts + F.lit(column_shift_ms(offset_ms)))
         event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
         # The watermark column is dropped right away: Spark still tracks the watermark,
         # and with nothing to filter on it drops no late row before the processor.
+        selected = observe_input(rows.select(*columns, timestamp.alias(TS)), index, ts)
         return (
-            rows.select(*columns, timestamp.alias(TS))
-            .withColumn(WATERMARK_TIME, event_time)
+            selected.withColumn(WATERMARK_TIME, event_time)
             .withWatermark(WATERMARK_TIME, delay)
             .drop(WATERMARK_TIME)
         )

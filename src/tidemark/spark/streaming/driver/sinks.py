@@ -7,7 +7,8 @@ Before the query starts, its checkpoint's records are compared with the window
 (:mod:`.checkpoint`: the number of key groups, the pipeline) and each table sink claims
 its table for the query and output (:mod:`tidemark.spark.tables`); the query starts with
 its state partitions capped (:func:`~.keygroups.state_partitions_cap`) and observes
-each window's figures (:func:`observed_chain`, ``docs/watching.md``).
+each window's figures (:func:`observed_chain`, ``docs/watching.md``); each micro-batch's
+watermarks are recorded beside the checkpoint (:mod:`.batch_records`).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.metrics import OBSERVATION, observed
 from tidemark.spark.preflight import streaming_settings
+from tidemark.spark.streaming.driver.batch_records import record_batches
 from tidemark.spark.streaming.driver.checkpoint import (
     check_checkpoint,
     check_checkpoint_clock,
@@ -171,10 +173,16 @@ def write_outputs(
         writer = writer.trigger(**trigger)
     if query_name:
         writer = writer.queryName(query_name)
+    # each micro-batch's watermarks, beside the checkpoint (for explanations)
+    recording = None
+    if window.watermarks is not None:
+        recording = record_batches(spark, checkpoint, window.watermarks)
     # the RocksDB state store and the capped state partitions, for this query
     with streaming_settings(spark), _partitions_capped(spark, window.key_groups.partitions_cap):
         try:
             started = writer.outputMode("append").start()
+            if recording is not None:
+                recording.attach(started)
             return TidemarkStreamingQuery(started, batch_failure=splitter.last_failure)
         except AnalysisException as exc:
             if "Multiple applyInPandasWithStates" not in str(exc):
