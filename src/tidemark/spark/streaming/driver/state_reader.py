@@ -1,16 +1,29 @@
 """A streaming query's key-group state, read back from its checkpoint with Spark's state
 data source (``spark.read.format("statestore")``), in either state layout
-(:mod:`~..worker.deltas`): for inspection and tests, not on a query's path."""
+(:mod:`~..worker.deltas`): for inspection, explanations (``docs/why-no-result.md``) and
+tests, never on a query's path. Spark's data source reads a committed version of the
+state store beside a running query without taking its lock or writing anything.
+
+:func:`read_group_rows` reads every group; :func:`read_key_state` one key's
+:class:`~tidemark._engine.keystate.KeyState`, reading only its key group's rows (the
+group's slot, :mod:`.keygroups`, computed by Spark from the key's columns), at the
+latest committed micro-batch or a given one (the data source's ``batchId``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import Row
+from pyspark.sql import functions as F
 
+from tidemark._engine.keystate import KeyState
+from tidemark.errors import WindowSpecError
+from tidemark.spark.columns import KEY_GROUP
 from tidemark.spark.streaming.driver.checkpoint import stored_layout
+from tidemark.spark.streaming.driver.keygroups import slot_column
 from tidemark.spark.streaming.worker.deltas import stored_keys
-from tidemark.spark.streaming.worker.state import dump_keys
+from tidemark.spark.streaming.worker.state import StoredKey, dump_keys, load_keys
 from tidemark.spark.streaming.worker.variables import (
     BASE_NAME,
     DELTAS,
@@ -19,35 +32,64 @@ from tidemark.spark.streaming.worker.variables import (
     STATE_NAME,
 )
 
-__all__ = ["read_group_rows"]
+__all__ = ["read_group_rows", "read_key_state", "KeyStateRead", "state_batches"]
 
 
-def read_group_rows(spark: Any, checkpoint: str) -> list[Any]:
+def read_group_rows(
+    spark: Any, checkpoint: str, batch_id: int | None = None, slot: int | None = None
+) -> list[Any]:
     """The key-group rows a query holds in its state store: Rows with the fields of
     :data:`~..worker.variables.STATE_SCHEMA` (``keys``: the group's keys, which
     :func:`~..worker.state.load_keys` reads). Either Spark operator a window runs in is
     read (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain or the
     deltas layout: then the first window's); in the deltas layout each group's keys are
-    its base and deltas applied."""
-    operators = spark.read.format("state-metadata").load(checkpoint).collect()
-    first = min(operators, key=lambda o: o.operatorId)
+    its base and deltas applied. ``batch_id``: the state as that micro-batch left it
+    (default: the latest committed); ``slot``: only the key group of that slot."""
+    first = _first_operator(spark, checkpoint)
     reader = spark.read.format("statestore").option("path", checkpoint)
     reader = reader.option("operatorId", first.operatorId)
+    if batch_id is not None:
+        reader = reader.option("batchId", batch_id)
+    where = None if slot is None else F.col(f"key.`{KEY_GROUP}`") == F.lit(slot)
     if stored_layout(spark, checkpoint) == DELTAS:
-        return _delta_rows(reader)
+        return _delta_rows(reader, where)
     if "transformWithState" in first.operatorName:
-        return [row.value for row in reader.option("stateVarName", STATE_NAME).load().collect()]
-    return [row.value.groupState for row in reader.load().collect()]
+        reader = reader.option("stateVarName", STATE_NAME)
+        return [row.value for row in _rows(reader, where)]
+    return [row.value.groupState for row in _rows(reader, where)]
 
 
-def _delta_rows(reader: Any) -> list[Any]:
+def _first_operator(spark: Any, checkpoint: str) -> Any:
+    operators = spark.read.format("state-metadata").load(checkpoint).collect()
+    if not operators:
+        raise WindowSpecError(
+            f"`checkpoint` must be a streaming query's checkpoint holding state; got "
+            f"{checkpoint!r}, where Spark's state metadata lists no stateful operator: "
+            "give the checkpoint location the query was started with, after its first "
+            "micro-batch"
+        )
+    return min(operators, key=lambda o: o.operatorId)
+
+
+def state_batches(spark: Any, checkpoint: str) -> tuple[int, int]:
+    """The first and last micro-batch whose state the checkpoint still holds."""
+    first = _first_operator(spark, checkpoint)
+    return int(first.minBatchId), int(first.maxBatchId)
+
+
+def _rows(reader: Any, where: Any) -> list[Any]:
+    frame = reader.load()
+    return (frame if where is None else frame.where(where)).collect()
+
+
+def _delta_rows(reader: Any, where: Any = None) -> list[Any]:
     """Each group's ``meta``, base and deltas, composed into the row layout's row."""
-    metas = {row.key: row.value for row in _variable(reader, META_NAME)}
+    metas = {row.key: row.value for row in _variable(reader, META_NAME, where)}
     bases: dict[Any, list[tuple[int, bytes]]] = {}
-    for row in _variable(reader, BASE_NAME):
+    for row in _variable(reader, BASE_NAME, where):
         bases.setdefault(row.key, []).append((row.user_map_key[0], row.user_map_value[0]))
     deltas: dict[Any, list[tuple[int, int, int, bytes]]] = {}
-    for row in _variable(reader, DELTAS_NAME):
+    for row in _variable(reader, DELTAS_NAME, where):
         deltas.setdefault(row.key, []).append((row.user_map_key[0], *row.user_map_value))
     rows = []
     for group, meta in metas.items():
@@ -66,5 +108,71 @@ def _delta_rows(reader: Any) -> list[Any]:
     return rows
 
 
-def _variable(reader: Any, name: str) -> list[Any]:
-    return reader.option("stateVarName", name).load().collect()
+def _variable(reader: Any, name: str, where: Any = None) -> list[Any]:
+    return _rows(reader.option("stateVarName", name), where)
+
+
+@dataclass(frozen=True)
+class KeyStateRead:
+    """One key's state as a micro-batch left it in the checkpoint.
+
+    Attributes
+    ----------
+    key : object
+        The engine's key.
+    batch_id : int
+        The micro-batch whose committed state was read.
+    stored : StoredKey or None
+        What its key group holds for it (its clocks and Spark timers); None: the key
+        holds no state (never seen, or every window of it fired and was cleaned).
+    state : KeyState or None
+        Its window contents, trigger state, merging windows and timers.
+    """
+
+    key: Any
+    batch_id: int
+    stored: StoredKey | None
+    state: KeyState | None
+
+
+def read_key_state(
+    spark: Any,
+    checkpoint: str,
+    key: Any,
+    key_columns: list[tuple[str, str]],
+    groups: int,
+    batch_id: int | None = None,
+) -> KeyStateRead:
+    """The state of ``key`` (the engine's: a column's value, or the tuple of the
+    columns') in ``checkpoint`` as micro-batch ``batch_id`` (default: the latest
+    committed) left it. ``key_columns`` are the key's ``(name, Spark type)`` and
+    ``groups`` the query's number of key groups, both recorded beside the checkpoint."""
+    if batch_id is None:
+        batch_id = state_batches(spark, checkpoint)[1]
+    slot = key_slot(spark, key, key_columns, groups)
+    found: StoredKey | None = None
+    for row in read_group_rows(spark, checkpoint, batch_id, slot):
+        found = load_keys(row.keys).get(key, found)
+    state = None if found is None else found.load_state()
+    return KeyStateRead(key, batch_id, found, state)
+
+
+def key_slot(spark: Any, key: Any, key_columns: list[tuple[str, str]], groups: int) -> int:
+    """The slot Spark groups ``key``'s rows under (:func:`~.keygroups.slot_column`),
+    computed by Spark from a row of the key's columns in their types."""
+    values = key if len(key_columns) > 1 else (key,)
+    if not isinstance(values, tuple) or len(values) != len(key_columns):
+        names = [name for name, _ in key_columns]
+        raise WindowSpecError(
+            f"`key` must give a value for each key column {names}, as a tuple of "
+            f"{len(names)}; got key={key!r}"
+        )
+    schema = ", ".join(f"`{name}` {kind}" for name, kind in key_columns)
+    try:
+        row = spark.createDataFrame([values], schema)
+    except (TypeError, ValueError) as exc:
+        raise WindowSpecError(
+            f"`key` must be a value of the key columns' types ({schema}); got key={key!r}: {exc}"
+        ) from None
+    names = [name for name, _ in key_columns]
+    return int(row.select(slot_column(names, groups)).first()[0])
