@@ -32,20 +32,40 @@ from tidemark.spark.streaming.worker.variables import (
     STATE_NAME,
 )
 
-__all__ = ["read_group_rows", "read_key_state", "KeyStateRead", "state_batches"]
+__all__ = [
+    "read_group_rows",
+    "read_groups",
+    "read_key_state",
+    "KeyStateRead",
+    "state_batches",
+    "key_slot",
+]
 
 
 def read_group_rows(
     spark: Any, checkpoint: str, batch_id: int | None = None, slot: int | None = None
 ) -> list[Any]:
+    """:func:`read_groups`' rows, without their slots (the first window's)."""
+    return [row for _, row in read_groups(spark, checkpoint, batch_id, slot)]
+
+
+def read_groups(
+    spark: Any,
+    checkpoint: str,
+    batch_id: int | None = None,
+    slot: int | None = None,
+    last_window: bool = False,
+) -> list[tuple[int, Any]]:
     """The key-group rows a query holds in its state store: Rows with the fields of
     :data:`~..worker.variables.STATE_SCHEMA` (``keys``: the group's keys, which
     :func:`~..worker.state.load_keys` reads). Either Spark operator a window runs in is
     read (``applyInPandasWithState``, or ``transformWithStateInPandas`` in a chain or the
     deltas layout: then the first window's); in the deltas layout each group's keys are
     its base and deltas applied. ``batch_id``: the state as that micro-batch left it
-    (default: the latest committed); ``slot``: only the key group of that slot."""
-    first = _first_operator(spark, checkpoint)
+    (default: the latest committed); ``slot``: only the key group of that slot;
+    ``last_window``: a chain's last window's (default: its first's). Each row comes with
+    its group's slot."""
+    first = _operator(spark, checkpoint, last_window)
     reader = spark.read.format("statestore").option("path", checkpoint)
     reader = reader.option("operatorId", first.operatorId)
     if batch_id is not None:
@@ -55,11 +75,15 @@ def read_group_rows(
         return _delta_rows(reader, where)
     if "transformWithState" in first.operatorName:
         reader = reader.option("stateVarName", STATE_NAME)
-        return [row.value for row in _rows(reader, where)]
-    return [row.value.groupState for row in _rows(reader, where)]
+        return [(_slot_of(row.key), row.value) for row in _rows(reader, where)]
+    return [(_slot_of(row.key), row.value.groupState) for row in _rows(reader, where)]
 
 
-def _first_operator(spark: Any, checkpoint: str) -> Any:
+def _slot_of(key: Any) -> int:
+    return int(key[KEY_GROUP])
+
+
+def _operator(spark: Any, checkpoint: str, last: bool = False) -> Any:
     operators = spark.read.format("state-metadata").load(checkpoint).collect()
     if not operators:
         raise WindowSpecError(
@@ -68,12 +92,13 @@ def _first_operator(spark: Any, checkpoint: str) -> Any:
             "give the checkpoint location the query was started with, after its first "
             "micro-batch"
         )
-    return min(operators, key=lambda o: o.operatorId)
+    choose = max if last else min
+    return choose(operators, key=lambda o: o.operatorId)
 
 
 def state_batches(spark: Any, checkpoint: str) -> tuple[int, int]:
     """The first and last micro-batch whose state the checkpoint still holds."""
-    first = _first_operator(spark, checkpoint)
+    first = _operator(spark, checkpoint)
     return int(first.minBatchId), int(first.maxBatchId)
 
 
@@ -82,7 +107,7 @@ def _rows(reader: Any, where: Any) -> list[Any]:
     return (frame if where is None else frame.where(where)).collect()
 
 
-def _delta_rows(reader: Any, where: Any = None) -> list[Any]:
+def _delta_rows(reader: Any, where: Any = None) -> list[tuple[int, Any]]:
     """Each group's ``meta``, base and deltas, composed into the row layout's row."""
     metas = {row.key: row.value for row in _variable(reader, META_NAME, where)}
     bases: dict[Any, list[tuple[int, bytes]]] = {}
@@ -97,12 +122,15 @@ def _delta_rows(reader: Any, where: Any = None) -> list[Any]:
         after = [d for d in deltas.get(group, []) if d[0] > meta.base_version]
         keys = stored_keys(base, after)
         rows.append(
-            Row(
-                max_parallelism=meta.max_parallelism,
-                keys=dump_keys(keys),
-                event_timer=meta.event_timer,
-                processing_timer=meta.processing_timer,
-                watermark=meta.watermark,
+            (
+                _slot_of(group),
+                Row(
+                    max_parallelism=meta.max_parallelism,
+                    keys=dump_keys(keys),
+                    event_timer=meta.event_timer,
+                    processing_timer=meta.processing_timer,
+                    watermark=meta.watermark,
+                ),
             )
         )
     return rows
@@ -136,22 +164,16 @@ class KeyStateRead:
 
 
 def read_key_state(
-    spark: Any,
-    checkpoint: str,
-    key: Any,
-    key_columns: list[tuple[str, str]],
-    groups: int,
-    batch_id: int | None = None,
+    spark: Any, checkpoint: str, key: Any, slot: int | None, batch_id: int | None = None
 ) -> KeyStateRead:
     """The state of ``key`` (the engine's: a column's value, or the tuple of the
     columns') in ``checkpoint`` as micro-batch ``batch_id`` (default: the latest
-    committed) left it. ``key_columns`` are the key's ``(name, Spark type)`` and
-    ``groups`` the query's number of key groups, both recorded beside the checkpoint."""
+    committed) left it, read from the key group of ``slot`` (:func:`key_slot`; None:
+    every group, for a key Spark cannot hash from its value, a ``key_by`` function's)."""
     if batch_id is None:
         batch_id = state_batches(spark, checkpoint)[1]
-    slot = key_slot(spark, key, key_columns, groups)
     found: StoredKey | None = None
-    for row in read_group_rows(spark, checkpoint, batch_id, slot):
+    for _, row in read_groups(spark, checkpoint, batch_id, slot, last_window=True):
         found = load_keys(row.keys).get(key, found)
     state = None if found is None else found.load_state()
     return KeyStateRead(key, batch_id, found, state)
