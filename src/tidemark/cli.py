@@ -7,6 +7,10 @@ Subcommands
     :mod:`tidemark.demo`.
 ``tidemark timeline RUN.json OUT.png|OUT.html [--title T]``
     Draw a saved trace (see :func:`tidemark.timeline.main_timeline`).
+``tidemark explain --checkpoint PATH [--key K ...] [--window START,END] [--timestamp T]``
+``[--batch N] [--picture OUT.png]``
+    Why did a window (not) fire? From a streaming query's checkpoint (see
+    :mod:`tidemark.spark.streaming.driver.explain_cli`).
 ``tidemark --version``
     Print tidemark's version.
 """
@@ -48,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
         help="draw a saved run trace as PNG or HTML",
         description="Draw a saved run trace: tidemark timeline RUN.json OUT.png|OUT.html",
     )
+    from tidemark.spark.streaming.driver.explain_cli import add_explain_parser
+
+    add_explain_parser(commands)
     return parser
 
 
@@ -77,5 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         from tidemark.demo import run_demo
 
         return run_demo(parsed.out)
+    if parsed.command == "explain":
+        from tidemark.spark.streaming.driver.explain_cli import run_explain
+
+        return run_explain(parsed)
     parser.print_help()
     return 2

@@ -8,3 +8,22 @@ path); all of them speak the column protocol of :mod:`.columns`, read timestamps
 :mod:`.timestamps` and rows with :mod:`.codec`. :mod:`.session` and :mod:`._java` set up
 Spark and Java.
 """
+
+from typing import Any
+
+__all__ = ["explain_checkpoint", "explain_query"]
+
+_LAZY_NAMES = {
+    "explain_checkpoint": "tidemark.spark.streaming.driver.explain",
+    "explain_query": "tidemark.spark.streaming.driver.query_view",
+}
+
+
+def __getattr__(name: str) -> Any:
+    # loaded on first use: a Spark worker importing this package loads neither
+    module = _LAZY_NAMES.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)

@@ -55,7 +55,12 @@ from tidemark.spark.streaming.driver.history import (
     KeyRow,
     read_key_history,
 )
-from tidemark.spark.streaming.driver.recorded import RecordedQuery, key_columns, partition_states
+from tidemark.spark.streaming.driver.recorded import (
+    RecordedQuery,
+    check_batch,
+    key_columns,
+    partition_states,
+)
 from tidemark.spark.streaming.driver.state_reader import (
     KeyStateRead,
     key_slot,
@@ -166,7 +171,7 @@ def explain_checkpoint(
     recorded = RecordedQuery.read(spark, checkpoint)
     spec, source = _pipeline_parts(pipeline, recorded, checkpoint)
     first_state, last_state = state_batches(spark, checkpoint)
-    batch = _check_batch(batch_id, first_state, last_state)
+    batch = check_batch(batch_id, first_state, last_state)
     record = recorded.at_or_before(batch)
     slot = _slot(spark, key, recorded)
     notes = [] if record is not None else [_NO_RECORDS]
@@ -220,17 +225,6 @@ def _shares_before(
     if before is not None:
         return partition_states(before)
     return tuple(PartitionState(i.partition, None, LONG_MIN) for i in record.inputs)
-
-
-def _check_batch(batch_id: int | None, first: int, last: int) -> int:
-    if batch_id is None:
-        return last
-    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or not first <= batch_id <= last:
-        raise ExplainError(
-            f"`batch_id` must be a micro-batch whose state the checkpoint retains, "
-            f"{first}..{last}; got batch_id={batch_id!r}"
-        )
-    return batch_id
 
 
 def _slot(spark: Any, key: Any, recorded: RecordedQuery) -> int | None:
@@ -447,7 +441,7 @@ def _open_window(
         cleanup_time=None,
         waiting=wait,
         waits=(wait,),
-        detail="has contents in the state",
+        detail=f"it has contents in the state, and {wait.detail}",
     )
 
 
@@ -469,7 +463,11 @@ def _wait(
         d = 0 if record is None else record.out_of_orderness_ms
         behind = seen is None or (seen < END_OF_INPUT_MS and seen - d - 1 < timer)
         kind = "input_not_ended" if behind and holder is None else "event_time_timer"
-        detail = f"the watermark ({times.at(watermark)}) must reach {times.at(timer)}"
+        short = "" if watermark == LONG_MIN else f", {times.span(timer - watermark)} short"
+        detail = (
+            f"the watermark ({times.at(watermark)}) must reach its timer at "
+            f"{times.at(timer)}{short}"
+        )
         if holder is not None:
             detail += (
                 f"; partition {holder.partition!r} holds it (last event time "
@@ -488,7 +486,7 @@ def _wait(
     if processing:
         return WaitFact(
             "processing_time_timer",
-            f"the processing-time clock must reach {times.at(processing[0])}",
+            f"the processing-time clock must reach its timer at {times.at(processing[0])}",
             timer=processing[0],
         )
     counted = (state.trigger_state.get(window) or {}).get("count")
@@ -499,7 +497,7 @@ def _wait(
             count=int(counted),
             count_of=int(count.group(1)),
         )
-    return WaitFact("no_trigger", "no timer and no count: its trigger never fires it")
+    return WaitFact("no_trigger", "it has no timer and no count: its trigger never fires it")
 
 
 def _wrapped(

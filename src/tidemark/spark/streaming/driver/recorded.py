@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tidemark.errors import WindowSpecError
+from tidemark.errors import ExplainError, WindowSpecError
 from tidemark.explain.events import PartitionState
 from tidemark.spark.streaming.driver.batch_records import BatchRecord, read_batch_records
 from tidemark.spark.streaming.driver.checkpoint import (
@@ -24,7 +24,7 @@ from tidemark.spark.streaming.driver.checkpoint import (
     stored_layout,
 )
 
-__all__ = ["RecordedQuery", "partition_states", "key_columns"]
+__all__ = ["RecordedQuery", "partition_states", "key_columns", "check_batch"]
 
 
 @dataclass(frozen=True)
@@ -131,3 +131,15 @@ def key_columns(description: dict[str, str]) -> list[tuple[str, str]]:
         if name:
             columns.append((name, kind))
     return columns
+
+
+def check_batch(batch_id: int | None, first: int, last: int) -> int:
+    """``batch_id`` checked against the retained state (None: the latest, ``last``)."""
+    if batch_id is None:
+        return last
+    if isinstance(batch_id, bool) or not isinstance(batch_id, int) or not first <= batch_id <= last:
+        raise ExplainError(
+            f"`batch_id` must be a micro-batch whose state the checkpoint retains, "
+            f"{first}..{last}; got batch_id={batch_id!r}"
+        )
+    return batch_id
