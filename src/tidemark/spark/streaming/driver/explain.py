@@ -337,26 +337,30 @@ def _events(
 
 
 def _first_replayable(recorded: RecordedQuery, first_state: int, batch: int) -> int | None:
-    """The earliest micro-batch from which every one up to ``batch`` has a record and a
-    state before it (or is the query's first)."""
+    """The earliest micro-batch from which the watermark of every one up to ``batch`` is
+    recorded (the record of the one before it) and whose state before it is retained
+    (or the query's first)."""
     recorded_batches = {r.batch for r in recorded.batches}
     first = None
     candidate = batch
-    while candidate in recorded_batches:
+    while candidate == 0 or candidate - 1 in recorded_batches:
         if candidate == 0 or candidate - 1 >= first_state:
             first = candidate
+        if candidate == 0:
+            break
         candidate -= 1
     return first
 
 
 def _watermark(recorded: RecordedQuery, batch: int) -> list[Event]:
-    """The watermark micro-batch ``batch`` ran under (the end of input as such)."""
-    record = recorded.batch(batch)
-    if record is None or record.ran_under_ms == LONG_MIN:
+    """The watermark micro-batch ``batch`` ran under: the one the micro-batch before it
+    ended with (the end of input as such)."""
+    before = recorded.batch(batch - 1)
+    if before is None or before.ended_ms == LONG_MIN:
         return []
-    if record.ran_under_ms >= LONG_MAX:
+    if before.ended_ms >= LONG_MAX:
         return [EndOfInput()]
-    return [Watermark(record.ran_under_ms)]
+    return [Watermark(before.ended_ms)]
 
 
 def _initial(read: KeyStateRead) -> InitialState | None:
@@ -372,7 +376,7 @@ def _initial(read: KeyStateRead) -> InitialState | None:
 # ------------------------------------------------------------------ without the pipeline
 
 
-_COUNT = re.compile(r"max_count=(\d+)")
+_COUNT = re.compile(r"CountTrigger\(.*count=(\d+)\)")
 
 
 def _state_only(
@@ -454,7 +458,16 @@ def _wait(
     times: TimeText,
     count: Any,
 ) -> WaitFact:
-    """What an open window waits for, read off the state's timers and trigger state."""
+    """What an open window waits for, read off the state's trigger state and timers (a
+    count trigger's window waits for its count; its event-time timer is its cleanup)."""
+    counted = (state.trigger_state.get(window) or {}).get("count")
+    if count is not None and counted is not None:
+        return WaitFact(
+            "count",
+            f"the trigger's count is {counted} of {count.group(1)}",
+            count=int(counted),
+            count_of=int(count.group(1)),
+        )
     event = sorted(t for t, w in state.event_timers if w == window)
     if event:
         timer = event[0]
@@ -488,14 +501,6 @@ def _wait(
             "processing_time_timer",
             f"the processing-time clock must reach its timer at {times.at(processing[0])}",
             timer=processing[0],
-        )
-    counted = (state.trigger_state.get(window) or {}).get("count")
-    if count is not None and counted is not None:
-        return WaitFact(
-            "count",
-            f"the trigger's count is {counted} of {count.group(1)}",
-            count=int(counted),
-            count_of=int(count.group(1)),
         )
     return WaitFact("no_trigger", "it has no timer and no count: its trigger never fires it")
 
