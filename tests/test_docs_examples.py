@@ -7,6 +7,7 @@ pipeline in each mode; ``docs/examples/early_on_time_late.py`` is the example of
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -19,10 +20,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "docs" / "exampl
 
 import early_on_time_late  # noqa: E402
 import quickstart  # noqa: E402
+import why_no_result_stream  # noqa: E402
 
 # Spark's workers do not have docs/examples on their path: ship the functions by value.
 cloudpickle.register_pickle_by_value(quickstart)
 cloudpickle.register_pickle_by_value(early_on_time_late)
+cloudpickle.register_pickle_by_value(why_no_result_stream)
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 pytestmark = pytest.mark.spark
 
@@ -78,3 +83,20 @@ def test_the_panes_example_runs(spark, tmp_path):
     panes = spark.read.parquet(f"{tmp_path}/accumulating")
     timings = {r.pane_timing for r in panes.select("pane_timing").distinct().collect()}
     assert timings == {"EARLY", "ON_TIME", "LATE"}
+
+
+def _stable(text: str, checkpoint: str) -> str:
+    """An answer without what differs between runs: the checkpoint's path and the
+    processing time the query ran at."""
+    text = text.replace(checkpoint, "out/checkpoint")
+    return re.sub(r"processing time [0-9T:.\-]+Z", "processing time T", text).strip()
+
+
+def test_the_streaming_checkpoints_answers_are_the_pages(spark, tmp_path):
+    result, checkpoint = why_no_result_stream.run(spark, tmp_path)
+    answers = why_no_result_stream.answers(spark, result, checkpoint)
+    page = (DOCS / "why-no-result.md").read_text()
+    shown = re.findall(r"<!-- a streaming run's answer -->\n```text\n(.*?)```", page, re.DOTALL)
+    assert [_stable(a, checkpoint) for a in answers] == [
+        _stable(s, "out/checkpoint") for s in shown
+    ]

@@ -234,7 +234,7 @@ def test_the_partition_holding_the_watermark_is_named(spark, query_a):
     assert wait.kind == "event_time_timer" and wait.timer == 119_999
     assert x.window(120 * S, 130 * S).waiting.kind == "input_not_ended"
     assert x.holder == PartitionState(0, 112 * S, 110_999, False, 2)  # as batch 3 ran
-    assert "Partition 0 holds the watermark at 110999" in x.text()
+    assert "Partition 0 sets the watermark at 110999" in x.text()
 
 
 def test_at_an_earlier_batch_the_other_partition_held_it(spark, query_a):
@@ -308,7 +308,7 @@ def test_the_command_line_answers_from_a_checkpoint(query_a, capsys):
     assert main(["explain", "--checkpoint", checkpoint]) == 0
     assert "<- the minimum: it holds the watermark" in capsys.readouterr().out
     assert main(["explain", "--checkpoint", checkpoint, "--key", "b"]) == 0
-    assert "Partition 0 holds the watermark" in capsys.readouterr().out
+    assert "Partition 0 holds the watermark back" in capsys.readouterr().out
     assert main(["explain", "--checkpoint", checkpoint, "--batch", "99"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("tidemark explain: error: `batch_id` must be") and "java" not in err

@@ -33,6 +33,7 @@ between a micro-batch and its progress) lacks that micro-batch's record; readers
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import threading
@@ -426,7 +427,23 @@ def _listener_of(spark: Any) -> _Listener:
         listener = _Listener()
         spark.streams.addListener(listener)
         _LISTENERS[context] = listener
+        # else a progress event still queued when Python exits finds no Python to call,
+        # and Spark logs a Java trace for each
+        atexit.register(_remove, spark, listener)
     return listener
+
+
+def _remove(spark: Any, listener: _Listener) -> None:
+    """Let the events already posted reach the listener (a query that just ended posts
+    its last progress after it returned), then take it off the session."""
+    try:
+        spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(5_000)
+    except Exception:  # a bus still busy after 5 s, or private API changed: remove anyway
+        pass
+    try:
+        spark.streams.removeListener(listener)
+    except Exception:  # the session is gone already: nothing to remove
+        pass
 
 
 class BatchRecording:

@@ -44,8 +44,8 @@ from tidemark.explain import (
     WindowFact,
     explain_events,
 )
+from tidemark.explain.partitions import holding_partition
 from tidemark.explain.timefmt import TimeText
-from tidemark.explain.waits import holding_partition
 from tidemark.spark.columns import ALL_KEY
 from tidemark.spark.streaming.driver.batch_records import BatchRecord
 from tidemark.spark.streaming.driver.checkpoint import LATER_FIELDS, describe_window

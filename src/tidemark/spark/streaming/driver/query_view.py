@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tidemark.explain.events import PartitionState
+from tidemark.explain.partitions import holding_partition
 from tidemark.explain.timefmt import TimeText
-from tidemark.explain.waits import holding_partition
 from tidemark.spark.streaming.driver.keygroups import slots
 from tidemark.spark.streaming.driver.recorded import RecordedQuery, check_batch, partition_states
 from tidemark.spark.streaming.driver.state_reader import read_groups, state_batches
