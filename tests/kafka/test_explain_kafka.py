@@ -60,7 +60,7 @@ def test_an_idle_partition_holding_the_watermark_is_named(
     assert x.holder == PartitionState(3, 3000, 999, False, 0)
     assert x.idleness is False
     text = x.text()
-    assert "Partition 3 holds the watermark at 999" in text
+    assert "Partition 3 sets the watermark at 999" in text
     assert "history before micro-batch" in text  # Kafka's elements are not read again
 
     view = explain_query(spark, checkpoint)
