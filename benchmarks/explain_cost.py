@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 import tidemark as tm
-import tidemark.spark.streaming.driver.query as query_module
+import tidemark.spark.streaming.driver.batch_records as records_module
 import tidemark.spark.streaming.driver.sinks as sinks_module
 from tidemark.spark.session import get_spark
 
@@ -112,7 +112,7 @@ def main(mode: str, batches: int) -> None:
         master="local[2]",
         conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
     )
-    recording = (query_module.observe_input, sinks_module.record_batches)
+    recording = (records_module.observe_input, sinks_module.record_batches)
     variants = (
         ("off", "on", "off2", "on2")
         if mode == "record"
@@ -120,10 +120,10 @@ def main(mode: str, batches: int) -> None:
     )
     for label in variants:
         if label.startswith("off"):
-            query_module.observe_input = lambda rows, index, ts: rows
+            records_module.observe_input = lambda rows, index, ts: rows
             sinks_module.record_batches = lambda *args, **kwargs: _NoRecording()
         else:
-            query_module.observe_input, sinks_module.record_batches = recording
+            records_module.observe_input, sinks_module.record_batches = recording
         durations, answers = _run(spark, label, batches, reader=label.startswith("reader"))
         print(
             f"{label}: median {statistics.median(durations)} ms, mean "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["main"]
 
@@ -52,10 +53,31 @@ def _parser() -> argparse.ArgumentParser:
         help="draw a saved run trace as PNG or HTML",
         description="Draw a saved run trace: tidemark timeline RUN.json OUT.png|OUT.html",
     )
-    from tidemark.spark.streaming.driver.explain_cli import add_explain_parser
-
-    add_explain_parser(commands)
+    _add_explain(commands)
     return parser
+
+
+def _add_explain(commands: Any) -> None:
+    """Add the ``explain`` subcommand to ``commands`` (argparse's subparsers)."""
+    explain = commands.add_parser(
+        "explain",
+        help="why did a window (not) fire? from a streaming query's checkpoint",
+        description="Read a streaming query's checkpoint (running or stopped): without "
+        "--key the whole query's view (watermark per partition, open windows, keys "
+        "waiting longest); with --key the key's open windows and what each waits for.",
+    )
+    explain.add_argument("--checkpoint", required=True, metavar="PATH")
+    explain.add_argument(
+        "--key",
+        action="append",
+        metavar="K",
+        help="the key's value (once per key column, in order); read in the column's type",
+    )
+    explain.add_argument("--window", metavar="START,END", help="a window [START, END), ms")
+    explain.add_argument("--timestamp", type=int, metavar="T", help="an element's timestamp, ms")
+    explain.add_argument("--batch", type=int, metavar="N", help="as micro-batch N left it")
+    explain.add_argument("--picture", metavar="OUT.png", help="draw the key's timeline")
+    explain.add_argument("--time-zone", metavar="ZONE", help="IANA zone of the times (UTC)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

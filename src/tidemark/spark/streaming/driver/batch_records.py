@@ -46,6 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
 from tidemark.spark.metrics import metrics_of
+from tidemark.spark.session import is_connect
 from tidemark.spark.streaming.driver.checkpoint import _local_directory
 from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.time import LONG_MAX, LONG_MIN
@@ -54,6 +55,7 @@ __all__ = [
     "RECORDS_DIR",
     "RETAIN_CONF",
     "WatermarkSetup",
+    "watermark_setup",
     "InputRecord",
     "BatchRecord",
     "observe_input",
@@ -92,6 +94,22 @@ class WatermarkSetup:
     partition_column: str | None = None
     partitions: tuple[Any, ...] = (None,)
     idleness_ms: int | None = None
+
+
+def watermark_setup(
+    upstream: Any, time_mode: Any, out_of_orderness_ms: int | None, partitions: Any
+) -> WatermarkSetup | None:
+    """How the watermark of a window is made: its ``upstream`` window's (a chain's
+    watermark is its source's), else its source's (None without event time);
+    ``partitions``: the source's :class:`~tidemark.spark.plan.SourcePartitions`, if any.
+    The strategy's idleness is added by the pipeline (it moves no watermark here)."""
+    if upstream is not None:
+        return upstream.watermarks
+    if not time_mode.event_time or out_of_orderness_ms is None:
+        return None
+    if partitions is None or partitions.values is None:
+        return WatermarkSetup(out_of_orderness_ms)
+    return WatermarkSetup(out_of_orderness_ms, partitions.column, tuple(partitions.values))
 
 
 def input_observation(index: int) -> str:
@@ -453,8 +471,6 @@ class BatchRecording:
     another process, and nothing is recorded (an explanation then says so)."""
 
     def __init__(self, spark: Any, checkpoint: str, setup: WatermarkSetup):
-        from tidemark.spark.session import is_connect
-
         self._listener = None if is_connect(spark) else _listener_of(spark)
         self._recorder = None if self._listener is None else BatchRecorder(spark, checkpoint, setup)
 

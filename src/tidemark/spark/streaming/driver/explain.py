@@ -30,7 +30,7 @@ from typing import Any
 
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.spec import OperatorSpec
-from tidemark.errors import ExplainError
+from tidemark.errors import ExplainError, WindowSpecError
 from tidemark.explain import (
     Element,
     EndOfInput,
@@ -47,6 +47,7 @@ from tidemark.explain import (
 from tidemark.explain.partitions import holding_partition
 from tidemark.explain.timefmt import TimeText
 from tidemark.spark.columns import ALL_KEY
+from tidemark.spark.plan import source_of
 from tidemark.spark.streaming.driver.batch_records import BatchRecord
 from tidemark.spark.streaming.driver.checkpoint import LATER_FIELDS, describe_window
 from tidemark.spark.streaming.driver.history import (
@@ -259,8 +260,6 @@ def _pipeline_parts(
 
 
 def _check_matches(spec: OperatorSpec, recorded: RecordedQuery, checkpoint: str) -> None:
-    from tidemark.errors import WindowSpecError
-
     given = describe_window(types.SimpleNamespace(spec=spec))
     stored = recorded.window
     changes = [
@@ -277,8 +276,6 @@ def _check_matches(spec: OperatorSpec, recorded: RecordedQuery, checkpoint: str)
 
 def _history_source(op: Any) -> HistorySource | None:
     """What reading the source again needs, where it can be read (else None)."""
-    from tidemark.spark.plan import source_of
-
     source = source_of(op)
     if op.key is None or op.key.function is not None or source.timestamp is None:
         return None

@@ -1,4 +1,6 @@
-"""``tidemark explain``: a streaming checkpoint's answers for the on-call engineer.
+"""``tidemark explain``: a streaming checkpoint's answers for the on-call engineer (the
+command's arguments are parsed by :mod:`tidemark.cli`, which loads this module, and
+Spark, only to run it).
 
 ``tidemark explain --checkpoint PATH`` prints the whole query's view
 (:func:`~.query_view.explain_query`); with ``--key K`` (once per key column) the key's
@@ -17,38 +19,19 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["add_explain_parser", "run_explain", "key_value"]
+from tidemark.errors import TidemarkError
+from tidemark.spark.session import get_spark
+from tidemark.spark.streaming.driver.explain import explain_checkpoint
+from tidemark.spark.streaming.driver.query_view import explain_query
+from tidemark.spark.streaming.driver.recorded import RecordedQuery, key_columns
+
+__all__ = ["run_explain", "key_value"]
 
 _INTEGRAL = ("tinyint", "smallint", "int", "bigint")
 
 
-def add_explain_parser(commands: Any) -> None:
-    """Add the ``explain`` subcommand to ``commands`` (argparse's subparsers)."""
-    explain = commands.add_parser(
-        "explain",
-        help="why did a window (not) fire? from a streaming query's checkpoint",
-        description="Read a streaming query's checkpoint (running or stopped): without "
-        "--key the whole query's view (watermark per partition, open windows, keys "
-        "waiting longest); with --key the key's open windows and what each waits for.",
-    )
-    explain.add_argument("--checkpoint", required=True, metavar="PATH")
-    explain.add_argument(
-        "--key",
-        action="append",
-        metavar="K",
-        help="the key's value (once per key column, in order); read in the column's type",
-    )
-    explain.add_argument("--window", metavar="START,END", help="a window [START, END), ms")
-    explain.add_argument("--timestamp", type=int, metavar="T", help="an element's timestamp, ms")
-    explain.add_argument("--batch", type=int, metavar="N", help="as micro-batch N left it")
-    explain.add_argument("--picture", metavar="OUT.png", help="draw the key's timeline")
-    explain.add_argument("--time-zone", metavar="ZONE", help="IANA zone of the times (UTC)")
-
-
 def run_explain(parsed: argparse.Namespace) -> int:
     """Run ``tidemark explain``; 0 on success, 2 on an error (one line on stderr)."""
-    from tidemark.errors import TidemarkError
-
     try:
         print(_answer(parsed), end="")
     except (TidemarkError, ValueError, KeyError) as exc:
@@ -61,11 +44,6 @@ def run_explain(parsed: argparse.Namespace) -> int:
 
 
 def _answer(parsed: argparse.Namespace) -> str:
-    from tidemark.spark.session import get_spark
-    from tidemark.spark.streaming.driver.explain import explain_checkpoint
-    from tidemark.spark.streaming.driver.query_view import explain_query
-    from tidemark.spark.streaming.driver.recorded import RecordedQuery, key_columns
-
     spark = get_spark(master="local[1]", app_name="tidemark-explain", conf=_QUIET)
     if not parsed.key:
         if parsed.window or parsed.timestamp is not None or parsed.picture:

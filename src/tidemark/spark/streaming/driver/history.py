@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
 from tidemark.spark.streaming.driver.checkpoint import _local_directory
+from tidemark.spark.streaming.driver.query import stream_timestamp_ms
 
 __all__ = ["HistorySource", "HistoryUnavailable", "KeyRow", "read_key_history", "logged_batches"]
 
@@ -161,8 +162,6 @@ def _logs_for_one_batch(root: str, work: str, first: int, last: int) -> None:
 def _run_once(spark: Any, work: str, source: HistorySource, key: Any) -> list[Any]:
     """Run the one logged micro-batch of ``work``: the key's rows, each with its input,
     file and position."""
-    from tidemark.spark.streaming.driver.query import stream_timestamp_ms
-
     values = key if len(source.key_columns) > 1 else (key,)
     matches = reduce(
         lambda a, b: a & b,

@@ -59,7 +59,7 @@ from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.partitions import union_by_partition
 from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.session import is_connect
-from tidemark.spark.streaming.driver.batch_records import WatermarkSetup, observe_input
+from tidemark.spark.streaming.driver import batch_records as records
 from tidemark.spark.streaming.driver.chain import (
     check_chain_mode,
     prepare_upstream,
@@ -115,8 +115,7 @@ class StreamingWindow:
         The schemas of the side outputs known when the window was built (its late data,
         and a chain's earlier windows' side outputs under their pass-through names).
     key_groups : KeyGroups
-        The query's number of key groups, fixed at its first start, and the most state
-        partitions it starts with.
+        Its number of key groups, fixed at its first start, and its most state partitions.
     spark_time_mode : TimeMode
         The time mode Spark runs the query in (ProcessingTime: a micro-batch at every
         trigger interval, so ``availableNow`` would never end).
@@ -131,11 +130,9 @@ class StreamingWindow:
         How far Spark's event-time clock runs ahead of the engine's
         (:mod:`~..worker.clock`), kept with the checkpoint.
     state_layout : StateLayout
-        How the key groups' state is kept (:mod:`~..worker.deltas`), kept with the
-        checkpoint.
+        How the key groups' state is kept (:mod:`~..worker.deltas`), with the checkpoint.
     watermarks : WatermarkSetup or None
-        How its watermark is made, for the records of each micro-batch beside the
-        checkpoint (:mod:`.batch_records`); None without event time.
+        How its watermark is made, for each micro-batch's record (:mod:`.batch_records`).
     """
 
     frame: DataFrame
@@ -147,7 +144,7 @@ class StreamingWindow:
     pipeline: tuple[dict[str, str], ...] = ()
     spark_offset_ms: int = 0
     state_layout: StateLayout = StateLayout()
-    watermarks: WatermarkSetup | None = None
+    watermarks: records.WatermarkSetup | None = None
 
     @property
     def chained(self) -> bool:
@@ -188,8 +185,7 @@ def window_stream(
     spark_offset_ms: int = 0,
     pre_aggregate: PreAggregation | None = None,
 ) -> StreamingWindow:
-    """Run a window operator per key (in key groups) on a streaming DataFrame; results
-    and side outputs.
+    """Run a window operator per key (in key groups) on a stream: results, side outputs.
 
     Parameters
     ----------
@@ -357,25 +353,7 @@ def window_stream(
         pipeline=(*(upstream.pipeline if upstream else ()), described),
         spark_offset_ms=spark_offset_ms,
         state_layout=layout,
-        watermarks=upstream.watermarks
-        if upstream is not None
-        else _watermark_setup(time_mode, out_of_orderness_ms, partitions, idleness_ms),
-    )
-
-
-def _watermark_setup(
-    time_mode: TimeMode,
-    out_of_orderness_ms: int | None,
-    partitions: SourcePartitions | None,
-    idleness_ms: int | None,
-) -> WatermarkSetup | None:
-    """How the watermark of a window on the source is made (None without event time)."""
-    if not time_mode.event_time or out_of_orderness_ms is None:
-        return None
-    if partitions is None or partitions.values is None:
-        return WatermarkSetup(out_of_orderness_ms, idleness_ms=idleness_ms)
-    return WatermarkSetup(
-        out_of_orderness_ms, partitions.column, tuple(partitions.values), idleness_ms
+        watermarks=records.watermark_setup(upstream, time_mode, out_of_orderness_ms, partitions),
     )
 
 
@@ -502,9 +480,9 @@ def _prepare_input(
         event_time = F.when(ts >= F.lit(END_OF_INPUT_MS), end_of_input).otherwise(shifted)
         # The watermark column is dropped right away: Spark still tracks the watermark,
         # and with nothing to filter on it drops no late row before the processor.
-        selected = observe_input(rows.select(*columns, timestamp.alias(TS)), index, ts)
         return (
-            selected.withColumn(WATERMARK_TIME, event_time)
+            records.observe_input(rows.select(*columns, timestamp.alias(TS)), index, ts)
+            .withColumn(WATERMARK_TIME, event_time)
             .withWatermark(WATERMARK_TIME, delay)
             .drop(WATERMARK_TIME)
         )
