@@ -3,13 +3,15 @@
 Clicks of two partitions, one file per micro-batch; partition 1 goes quiet after its
 first click, so it holds the watermark and none of ann's minute windows fires. The page
 asks the query's checkpoint why. Run ``python docs/examples/why_no_result_stream.py
-[DIR]`` to print the answers (``tests/test_docs_examples.py`` runs it too).
+[DIR]`` to print the answers, with ``--page`` to write them into the page as well
+(``tests/test_docs_examples.py`` runs it and compares them with the page's).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import tempfile
 import time
@@ -85,10 +87,27 @@ def answers(spark, result, checkpoint: str) -> tuple[str, str]:
     return view.text(), ann.text()
 
 
+MARK = "<!-- a streaming run's answer -->\n```text\n"
+PAGE = Path(__file__).resolve().parent.parent / "why-no-result.md"
+
+
+def write_page(texts: tuple[str, str], checkpoint: str) -> None:
+    """Put ``texts`` into the page's answer blocks (the checkpoint as ``out/checkpoint``)."""
+    shown = iter(t.replace(checkpoint, "out/checkpoint").strip() + "\n" for t in texts)
+    pattern = re.escape(MARK) + r"(.*?)```"
+    page = re.sub(pattern, lambda _: MARK + next(shown) + "```", PAGE.read_text(), flags=re.S)
+    PAGE.write_text(page)
+
+
 if __name__ == "__main__":
     from tidemark.spark.session import get_spark
 
     session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
-    where = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp())
-    for text in answers(session, *run(session, where)):
+    arguments = [a for a in sys.argv[1:] if a != "--page"]
+    where = Path(arguments[0]) if arguments else Path(tempfile.mkdtemp())
+    result, checkpoint = run(session, where)
+    texts = answers(session, result, checkpoint)
+    for text in texts:
         print(text)
+    if "--page" in sys.argv:
+        write_page(texts, checkpoint)

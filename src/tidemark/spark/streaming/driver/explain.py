@@ -72,7 +72,7 @@ from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.time import LONG_MAX, LONG_MIN
 from tidemark.windows import TimeWindow
 
-__all__ = ["explain_checkpoint", "CheckpointExplanation"]
+__all__ = ["explain_checkpoint", "CheckpointExplanation", "element_label"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +96,9 @@ class CheckpointExplanation(Explanation):
         starts from the state of ``batch_id``).
     notes : tuple of str
         What the answer could not read, and why.
+    replayed : bool
+        Whether the key's events were replayed on the engine (a pipeline was given);
+        else the answer is the state's alone.
     """
 
     checkpoint: str = ""
@@ -104,6 +107,17 @@ class CheckpointExplanation(Explanation):
     partitions_after: tuple[PartitionState, ...] = ()
     history_from: int | None = None
     notes: tuple[str, ...] = ()
+    replayed: bool = True
+
+    def picture(self, path: Any) -> Any:
+        """The key's timeline (:meth:`Explanation.picture`): a replay's only."""
+        if not self.replayed:
+            raise ExplainError(
+                "`picture` draws the key's replayed events, and this answer is the state's "
+                "alone: give the pipeline (explain_checkpoint(spark, checkpoint, key, "
+                "pipeline)) to draw it"
+            )
+        return super().picture(path)
 
     def text(self) -> str:
         """The engine's answer (:meth:`Explanation.text`) after where it was read."""
@@ -183,7 +197,7 @@ def explain_checkpoint(
             "without the pipeline (pipeline=...) the answer is what the state holds: "
             "give it for firings and each element's fate"
         )
-        return _wrapped(x, checkpoint, batch, record, None, notes, window)
+        return _wrapped(x, checkpoint, batch, record, None, notes, window, replayed=False)
     events, initial, history_from = _events(
         spark, recorded, source, key, slot, first_state, batch, notes
     )
@@ -315,7 +329,7 @@ def _events(
             rows = read_key_history(spark, checkpoint, source, key, first, batch)
         except HistoryUnavailable as exc:
             why = str(exc)
-    if rows is None or first is None:
+    if rows is None or first is None or source is None:
         notes.append(
             f"history before micro-batch {batch}'s state is not available ({why}): "
             "firings and elements before it are not explained"
@@ -329,8 +343,20 @@ def _events(
     events: list[Event] = []
     for number in range(first, batch + 1):
         events += [MicroBatch(number), *_watermark(recorded, number)]
-        events += [Element(r.value, r.timestamp) for r in rows if r.batch == number]
+        events += [
+            Element(r.value, r.timestamp, element_label(r.value, source))
+            for r in rows
+            if r.batch == number
+        ]
     return events, initial, first
+
+
+def element_label(row: Any, source: HistorySource) -> str:
+    """An element's name in answers and pictures: its columns other than the key's and
+    the event time's (``n=1, partition=0``), else the whole row."""
+    shown = (source.timestamp, *source.key_columns)
+    fields = [f"{name}={value!r}" for name, value in row.asDict().items() if name not in shown]
+    return ", ".join(fields) if fields else str(row)
 
 
 def _first_replayable(recorded: RecordedQuery, first_state: int, batch: int) -> int | None:
@@ -510,6 +536,7 @@ def _wrapped(
     history_from: int | None,
     notes: list[str],
     window: tuple[int, int] | None,
+    replayed: bool = True,
 ) -> CheckpointExplanation:
     values = {f.name: getattr(x, f.name) for f in fields(x)}
     if window is not None:
@@ -523,6 +550,7 @@ def _wrapped(
         partitions_after=() if record is None else partition_states(record),
         history_from=history_from,
         notes=tuple(notes),
+        replayed=replayed,
     )
 
 
