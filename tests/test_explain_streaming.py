@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark.sql import Row
 from streaming_scenarios import keyed_file_stream
 
 import tidemark as tm
@@ -40,7 +41,12 @@ from tidemark.cli import main
 from tidemark.errors import ExplainError, WindowSpecError
 from tidemark.explain import Element, MicroBatch, PartitionState, Watermark, explain_events
 from tidemark.spark import explain_checkpoint, explain_query
-from tidemark.spark.streaming.driver.batch_records import RECORDS_DIR, read_batch_records
+from tidemark.spark.streaming.driver.batch_records import (
+    RECORDS_DIR,
+    BatchRecorder,
+    WatermarkSetup,
+    read_batch_records,
+)
 from tidemark.spark.streaming.driver.state_reader import state_batches
 from tidemark.time import LONG_MIN
 
@@ -129,14 +135,10 @@ def _label(row: Any) -> str:
 
 
 def _row_a(k: str, ts: int, n: int) -> Any:
-    from pyspark.sql import Row
-
     return Row(k=k, ts=ts, n=n, p=int(k == "b"))
 
 
 def _row_b(k: str, ts: int, n: int) -> Any:
-    from pyspark.sql import Row
-
     return Row(k=k, ts=ts, n=n)
 
 
@@ -327,3 +329,35 @@ def test_the_picture_marks_the_window_and_the_holding_partition(spark, query_a, 
     assert x.picture(tmp_path / "why.png").stat().st_size > 0
     with pytest.raises(ExplainError, match="`picture` draws the key's replayed events"):
         explain_checkpoint(spark, checkpoint, "b").picture(tmp_path / "state.png")
+
+
+class _Progress:
+    """What the recorder reads of a micro-batch's progress."""
+
+    def __init__(self, batch: int, run: str, maxima: list):
+        self.batchId, self.runId = batch, run
+        self.observedMetrics = {f"tidemark_input{i}": Row(max_ts=m) for i, m in enumerate(maxima)}
+        self.observedMetrics["tidemark"] = Row(num_records_in=1)
+
+
+def test_records_keep_the_last_batches_and_a_restart_counts_each_input_again(spark, tmp_path):
+    setup = WatermarkSetup(1000, "p", (0, 1))
+    checkpoint = str(tmp_path / "checkpoint")
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "2")
+    try:
+        first = BatchRecorder(spark, checkpoint, setup)
+        for batch, maxima in enumerate([[10_000, 20_000], [30_000, None], [None, 40_000]]):
+            first.on_progress(_Progress(batch, "run-1", maxima))
+        # a restart: Spark counts each input again from its first row; the watermark holds
+        second = BatchRecorder(spark, checkpoint, setup)
+        second.on_progress(_Progress(3, "run-2", [50_000, None]))
+    finally:
+        spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
+    records = read_batch_records(spark, checkpoint)
+    assert [r.batch for r in records] == [2, 3]  # the last two, as Spark keeps its logs
+    assert sorted(p.name for p in (Path(checkpoint) / RECORDS_DIR).iterdir()) == ["2", "3"]
+    assert [r.ended_ms for r in records] == [28_999, 28_999]
+    restarted = records[1]
+    assert [i.max_event_time_ms for i in restarted.inputs] == [50_000, None]
+    assert restarted.ran_under_ms == 28_999 and restarted.run == "run-2"
+    assert restarted.holding().partition == 1  # none seen since the restart
