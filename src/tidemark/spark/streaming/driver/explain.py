@@ -8,9 +8,9 @@ running or stopped, from what its checkpoint holds:
 - the watermarks each micro-batch ran under and ended with, and each partition's share
   of them (:mod:`.batch_records`): which partition holds the watermark, its last event
   time, whether idleness is on;
-- where Spark's logs allow it (a file source), the key's elements of each retained
-  micro-batch, read again from the source (:mod:`.history`), so that past firings and
-  late elements are explained too.
+- where Spark's logs allow it (a file source; Kafka), the key's elements of each
+  retained micro-batch, read again from the source (:mod:`.history`), so that past
+  firings and late elements are explained too.
 
 Given the pipeline (the window's result object, or its ``OperatorSpec``: the checkpoint
 records a description of the window, not its functions), the key's events go through
@@ -176,11 +176,11 @@ def explain_checkpoint(
     - Every window of a query started by ``write_outputs``, in either state layout; a
       chain's last window.
     - Per-partition watermarks: the holding partition, from the records.
-    - Re-reading past micro-batches from a file source's logs.
+    - Re-reading past micro-batches from a file source's or Kafka's logs.
 
     Not supported
     -------------
-    - Past micro-batches of other sources (Kafka): the answer starts from the state.
+    - Past micro-batches of other sources: the answer starts from the state, and says so.
     - A query over Spark Connect records no watermarks (the answer says so).
     """
     recorded = RecordedQuery.read(spark, checkpoint)

@@ -8,20 +8,22 @@ logged micro-batch that was not committed with exactly those offsets. So
 (filtered to the key) on a copy of those logs in a temporary directory, where
 ``offsets`` says that one micro-batch reads from the end of batch ``first - 1`` to the
 end of ``last``: Spark reads the same files again, through the same transformations of
-the source, once. Each row then goes back to its micro-batch by the file it came from
-(the file source's log names each file's batch). The query's own checkpoint is not
-touched.
+the source, once. The query's own checkpoint is not touched. Each row then goes back to
+its micro-batch: a file source's by the file it came from (its log names each file's
+batch), Kafka's (``read_kafka``) by its partition and offset (``offsets/<batch>`` holds
+each batch's end offsets).
 
-Supported: file sources (one or several inputs, as per-partition watermarks read
-them), keys of columns, an event-time column. Not supported (:class:`HistoryUnavailable`
-says why, and an explanation starts from the state instead): other sources (Kafka's
-offsets are logged too, but its rows need their partition and offset to be told apart),
+Supported: file sources and Kafka (one or several inputs, as per-partition watermarks
+read them), keys of columns, an event-time column. Not supported
+(:class:`HistoryUnavailable` says why, and an explanation starts from the state
+instead): other sources, Kafka rows without their ``partition`` and ``offset`` columns,
 ``key_by`` functions, timestamps in other units than ms; micro-batches whose logs Spark
 no longer retains (``spark.sql.streaming.minBatchesToRetain``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -94,13 +96,13 @@ def read_key_history(
     if _local_directory(spark, checkpoint) is None:
         raise HistoryUnavailable("the checkpoint is not on the driver's disk")
     root = _local_path(checkpoint)
-    files = _file_batches(root)
     batches = logged_batches(checkpoint)
     if last not in batches or (first > 0 and first - 1 not in batches):
         raise HistoryUnavailable(
             f"Spark no longer logs micro-batches {first}..{last} (it keeps {batches[:1]}"
             f"..{batches[-1:]}, spark.sql.streaming.minBatchesToRetain)"
         )
+    batch_of = _batch_of_row(root, source, first, last)
     work = tempfile.mkdtemp(prefix="tidemark-history-")
     try:
         _logs_for_one_batch(root, work, first, last)
@@ -109,12 +111,52 @@ def read_key_history(
         shutil.rmtree(work, ignore_errors=True)
     found = []
     for row in rows:
-        batch = files.get(row["__tm_file"])
+        batch = batch_of(row)
         if batch is not None and first <= batch <= last:
             found.append((batch, row["__tm_input"], row["__tm_position"], row))
     found.sort(key=lambda item: item[:3])
     names = list(source.df.columns)
     return [KeyRow(b, Row(**{n: r[n] for n in names}), int(r["__tm_ts"])) for b, _, _, r in found]
+
+
+def _batch_of_row(root: str, source: HistorySource, first: int, last: int) -> Any:
+    """``row -> the micro-batch that read it``: by its file (a file source's log names
+    each file's batch), or by its Kafka partition and offset (``offsets/<batch>`` gives
+    each batch's end offsets)."""
+    logged = [_kafka_offsets(root, batch) for batch in range(first, last + 1)]
+    ends = [end for end in logged if end is not None]
+    if len(ends) == len(logged):
+        if not {"partition", "offset"} <= set(source.df.columns):
+            raise HistoryUnavailable("the Kafka rows lost their partition and offset columns")
+        return functools.partial(_kafka_batch, first, ends)
+    files = _file_batches(root)
+    return lambda row: files.get(row["__tm_file"])
+
+
+def _kafka_offsets(root: str, batch: int) -> dict[str, int] | None:
+    """Partition -> end offset of micro-batch ``batch``'s first Kafka source (None: not
+    a Kafka source's log, or no log)."""
+    path = os.path.join(root, "offsets", str(batch))
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as log:
+        lines = log.read().splitlines()
+    try:
+        offsets = json.loads(lines[2])
+    except (IndexError, ValueError):
+        return None
+    if not isinstance(offsets, dict) or len(offsets) != 1 or "logOffset" in offsets:
+        return None
+    (partitions,) = offsets.values()
+    return {str(p): int(o) for p, o in partitions.items()} if isinstance(partitions, dict) else None
+
+
+def _kafka_batch(first: int, ends: list[dict[str, int]], row: Any) -> int | None:
+    """The first micro-batch whose end offset of the row's partition is past its offset."""
+    for number, end in enumerate(ends, start=first):
+        if row["offset"] < end.get(str(row["partition"]), -1):
+            return number
+    return None
 
 
 def _file_batches(root: str) -> dict[str, int]:
@@ -146,8 +188,6 @@ def _logs_for_one_batch(root: str, work: str, first: int, last: int) -> None:
         os.makedirs(os.path.join(work, name))
     with open(os.path.join(root, "offsets", str(last)), encoding="utf-8") as log:
         end = log.read()
-    if any(line.startswith("{") and "logOffset" not in line for line in end.splitlines()[2:]):
-        raise HistoryUnavailable("the source is not a file source")
     if first > 0:
         before = str(first - 1)
         shutil.copy(os.path.join(root, "offsets", before), os.path.join(work, "offsets", before))
