@@ -276,7 +276,6 @@ class _RecordFiles:
     ``FileSystem`` of the checkpoint (a hidden file renamed into place)."""
 
     def __init__(self, spark: Any, path: str):
-        self._path = path
         self._local = _local_directory(spark, path)
         self._hadoop = None if self._local is not None else _HadoopDirectory(spark, path)
 
@@ -294,8 +293,9 @@ class _RecordFiles:
     def prune(self, below: int) -> None:
         """Remove the records of batches before ``below`` (the one just out of the window
         at each write; all of them at a run's first write, :meth:`batches`)."""
-        for batch in [b for b in self.batches() if b < below] if below >= 0 else []:
-            self.remove(batch)
+        for batch in self.batches():
+            if batch < below:
+                self.remove(batch)
 
     def remove(self, batch: int) -> None:
         if self._local is None:
