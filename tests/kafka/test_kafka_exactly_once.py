@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import pyspark
 import pytest
 from conftest import require_format
 from kafka_job import iceberg_name
@@ -78,13 +79,28 @@ def _expected_sessions() -> Counter:
 
 def _job(bootstrap, topic, out: Path, pause: str, fmt: str, warehouse: str) -> subprocess.Popen:
     script = Path(__file__).with_name("kafka_job.py")
-    log = open(out.parent / f"job-{pause}-{time.monotonic_ns()}.log", "w")
-    return subprocess.Popen(
+    log = out.parent / f"job-{pause}-{time.monotonic_ns()}.log"
+    job = subprocess.Popen(
         [sys.executable, str(script), bootstrap, topic, str(out), pause, fmt, warehouse],
         env=dict(os.environ),
-        stdout=log,
+        stdout=open(log, "w"),
         stderr=subprocess.STDOUT,
     )
+    job.log = log  # type: ignore[attr-defined]
+    return job
+
+
+def _restart(bootstrap, topic, out: Path, fmt: str, warehouse: str) -> None:
+    """Restart the killed job and let it finish. Spark 4.1's Kafka connector fails the
+    first micro-batch after such a restart in its progress report, once the batch is
+    committed (SPARK-55271): tidemark says so (``SessionSetupError``, the way out: start
+    again), and the test takes that way out once, on that version only."""
+    job = _job(bootstrap, topic, out, "none", fmt, warehouse)
+    if job.wait(timeout=600) != 0 and pyspark.__version__.startswith("4.1."):
+        said = job.log.read_text()
+        assert "tidemark.errors.SessionSetupError" in said and "SPARK-55271" in said, job.log
+        job = _job(bootstrap, topic, out, "none", fmt, warehouse)
+    _finish(job)
 
 
 def _finish(job: subprocess.Popen) -> None:
@@ -134,7 +150,7 @@ def test_driver_killed_mid_stream_restarts_exactly_once(
     checkpoint = out / "checkpoint"
     assert (checkpoint / "offsets" / "1").exists() and not (checkpoint / "commits" / "1").exists()
     assert _batch_written(spark, fmt, out, name, 1)  # written, not committed: run again
-    _finish(_job(bootstrap, name, out, "none", fmt, warehouse))
+    _restart(bootstrap, name, out, fmt, warehouse)
 
     sessions = _table(spark, fmt, out, name, "sessions")
     got = Counter(tuple(r)[:5] for r in sessions.collect())

@@ -35,6 +35,7 @@ __all__ = [
     "raise_error_column",
     "TidemarkStreamingQuery",
     "WORKER_NOTE",
+    "known_spark_failure",
 ]
 
 WORKER_NOTE = (
@@ -81,6 +82,39 @@ def tidemark_error_of(exc: BaseException) -> TidemarkError | None:
     error = error_class(_message_at(text, found[-1].end()))
     error.__cause__ = exc
     error.__notes__ = [WORKER_NOTE]  # type: ignore[attr-defined]  # add_note(): 3.11+
+    return error
+
+
+# Failures of Spark's own that a streaming query can meet, each with what to do. The
+# first: spark-sql-kafka-0-10 4.1.1 (SPARK-55271, SPARK-57438) reports a micro-batch's
+# progress before its source knows the latest offsets when a restart runs the batch the
+# offsets log names again, and fails there, after the batch has been committed.
+_KAFKA_METRICS = re.compile(r"NullPointerException.*?KafkaMicroBatchStream\$?\.metrics", re.DOTALL)
+KAFKA_RESTART_MESSAGE = (
+    "Spark's Kafka source failed while reporting the progress of the first micro-batch "
+    "after a restart (a NullPointerException in KafkaMicroBatchStream.metrics: Spark's "
+    "bug SPARK-55271 in spark-sql-kafka-0-10 4.1.x). The micro-batch itself ran and was "
+    "committed, so nothing is lost or written twice: start the query again on the same "
+    "checkpoint and it goes on from the next micro-batch (a connector with the fix, or "
+    "Spark 4.0 or 4.2, does not fail there)"
+)
+
+
+def known_spark_failure(exc: BaseException) -> TidemarkError | None:
+    """A failure of Spark's own that tidemark recognises, as a
+    :class:`~tidemark.errors.SessionSetupError` saying what happened and what to do;
+    None for any other failure.
+
+    >>> error = known_spark_failure(RuntimeError(
+    ...     "java.lang.NullPointerException: Cannot invoke ...\\n"
+    ...     "\\tat org.apache.spark.sql.kafka010.KafkaMicroBatchStream$.metrics(...)"))
+    >>> type(error).__name__, "SPARK-55271" in str(error)
+    ('SessionSetupError', True)
+    """
+    if not _KAFKA_METRICS.search(_text_of(exc)):
+        return None
+    error = errors.SessionSetupError(KAFKA_RESTART_MESSAGE)
+    error.__cause__ = exc
     return error
 
 
@@ -201,7 +235,7 @@ class TidemarkStreamingQuery:
         if error is None and self._batch_failure is not None:
             raised = self._batch_failure()
             error = None if raised is None else tidemark_error_of(raised)
-        return error
+        return error or known_spark_failure(failure)
 
     def exception(self) -> BaseException | None:
         """The query's failure (None while it has none), as tidemark's error when it
