@@ -28,6 +28,9 @@ late-data tag)::
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -361,3 +364,21 @@ def test_records_keep_the_last_batches_and_a_restart_counts_each_input_again(spa
     assert [i.max_event_time_ms for i in restarted.inputs] == [50_000, None]
     assert restarted.ran_under_ms == 28_999 and restarted.run == "run-2"
     assert restarted.holding().partition == 1  # none seen since the restart
+
+
+@pytest.mark.slow  # eight small streaming queries and a reader process beside two
+def test_the_cost_benchmark_runs(tmp_path):
+    """``benchmarks/explain_cost.py`` (what asking costs a running query, figures in
+    ``benchmarks/README.md``) keeps working, at two micro-batches a query."""
+    script = Path(__file__).parents[1] / "benchmarks" / "explain_cost.py"
+    for mode, label in (("record", "on:"), ("reader", "reader:")):
+        env = {**os.environ, "EXPLAIN_COST_DIR": str(tmp_path / mode)}
+        done = subprocess.run(
+            [sys.executable, str(script), mode, "2"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert label in done.stdout and "median" in done.stdout, done.stdout
