@@ -52,8 +52,11 @@ STREAMING_TESTS := tests/test_streaming*.py tests/test_state_deltas.py tests/tes
 test-pyspark:
 	$(MAKE) test test-kafka PYSPARK=$(PYSPARK) VENV=.venv-pyspark-$(PYSPARK)
 
+# The driver-killed exactly-once run takes minutes a table format: CI runs Parquet's and
+# Delta's on the default PySpark and Iceberg's (published for 4.0 and 4.1 only) here.
 test-oldest:
-	$(MAKE) test-streaming test-kafka PYSPARK=$(PYSPARK_OLDEST) VENV=.venv-pyspark-$(PYSPARK_OLDEST)
+	$(MAKE) test-streaming test-kafka PYSPARK=$(PYSPARK_OLDEST) VENV=.venv-pyspark-$(PYSPARK_OLDEST) \
+	  KAFKA_SELECT='-k "not exactly_once or iceberg"'
 
 test-streaming: java
 	$(PYTEST) -q -m "not slow and not flink and not beam and not kafka" $(STREAMING_TESTS)
@@ -88,8 +91,9 @@ kafka-start: kafka-setup
 kafka-stop:
 	@if [ -x $(BIN)/python ]; then $(BIN)/python tools/kafka/broker.py stop; fi
 
+KAFKA_SELECT ?=
 test-kafka: java kafka-setup
-	TIDEMARK_REQUIRE_KAFKA=1 $(PYTEST) -q -m "kafka and not flink" tests/kafka
+	TIDEMARK_REQUIRE_KAFKA=1 $(PYTEST) -q -m "kafka and not flink" $(KAFKA_SELECT) tests/kafka
 
 # Real Flink 1.20 with its Kafka source reads the topic tidemark's streaming run read
 # (tests/kafka/test_kafka_flink.py): needs both Flink and Kafka, so not in CI.
