@@ -15,7 +15,7 @@ import os
 import pytest
 
 import tidemark as tm
-from tidemark.errors import TidemarkError, WindowResultError
+from tidemark.errors import SessionSetupError, TidemarkError, WindowResultError
 from tidemark.spark.surfacing import WORKER_NOTE, TidemarkStreamingQuery, tidemark_error_of
 
 WINDOW = tm.TumblingEventTimeWindows.of(10)
@@ -396,3 +396,43 @@ def test_a_foreach_batch_failure_without_text_is_read_from_the_sink_call():
         query.processAllAvailable()
     with pytest.raises(RuntimeError, match="Return Message: null"):
         TidemarkStreamingQuery(Failed()).processAllAvailable()
+
+
+class _CapturedKafkaFailure(Exception):
+    """What PySpark 4.1.1 raises for SPARK-55271: the text without frames, the frames in
+    the captured exception's JVM stack trace."""
+
+    _stackTrace = (
+        "java.lang.NullPointerException: Cannot invoke ...\n"
+        "\tat org.apache.spark.sql.kafka010.KafkaMicroBatchStream$.metrics("
+        "KafkaMicroBatchStream.scala:520)\n"
+    )
+
+
+class _FailedQuery:
+    def __init__(self, failure: BaseException):
+        self.failure = failure
+
+    def awaitTermination(self, timeout=None):  # noqa: N802
+        raise self.failure
+
+    def exception(self):
+        return self.failure
+
+
+def test_sparks_kafka_restart_bug_is_said_with_the_way_out():
+    """A restart on Spark 4.1's Kafka connector that fails in its progress report
+    (SPARK-55271) raises SessionSetupError: the bug, that nothing is lost, what to do."""
+    failure = _CapturedKafkaFailure(
+        '[STREAM_FAILED] Query terminated with exception: Cannot invoke "scala.collection.'
+        'IterableOps.map(scala.Function1)" because the return value of "scala.Option.get()" '
+        "is null"
+    )
+    query = TidemarkStreamingQuery(_FailedQuery(failure))
+    with pytest.raises(SessionSetupError, match="SPARK-55271") as info:
+        query.awaitTermination()
+    assert "start the query again" in str(info.value) and info.value.__cause__ is failure
+    assert isinstance(query.exception(), SessionSetupError)
+    other = TidemarkStreamingQuery(_FailedQuery(RuntimeError("java.lang.NullPointerException")))
+    with pytest.raises(RuntimeError):  # any other failure is Spark's own, unchanged
+        other.awaitTermination()

@@ -111,7 +111,10 @@ def known_spark_failure(exc: BaseException) -> TidemarkError | None:
     >>> type(error).__name__, "SPARK-55271" in str(error)
     ('SessionSetupError', True)
     """
-    if not _KAFKA_METRICS.search(_text_of(exc)):
+    # The frames are in PySpark's captured exception's JVM stack trace (printed only with
+    # spark.sql.pyspark.jvmStacktrace.enabled), not in its text.
+    frames = getattr(exc, "_stackTrace", None) or ""
+    if not _KAFKA_METRICS.search(_text_of(exc) + "\n" + str(frames)):
         return None
     error = errors.SessionSetupError(KAFKA_RESTART_MESSAGE)
     error.__cause__ = exc
