@@ -48,6 +48,7 @@ from tidemark.spark.streaming.driver.batch_records import (
     RECORDS_DIR,
     BatchRecorder,
     WatermarkSetup,
+    input_observation,
     read_batch_records,
 )
 from tidemark.spark.streaming.driver.state_reader import state_batches
@@ -339,7 +340,9 @@ class _Progress:
 
     def __init__(self, batch: int, run: str, maxima: list):
         self.batchId, self.runId = batch, run
-        self.observedMetrics = {f"tidemark_input{i}": Row(max_ts=m) for i, m in enumerate(maxima)}
+        self.observedMetrics = {
+            input_observation(i) + "a1b2": Row(max_ts=m) for i, m in enumerate(maxima)
+        }
         self.observedMetrics["tidemark"] = Row(num_records_in=1)
 
 

@@ -39,6 +39,7 @@ import os
 import threading
 import uuid
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,6 +61,7 @@ __all__ = [
     "BatchRecord",
     "observe_input",
     "input_observation",
+    "observed_input",
     "record_batches",
     "BatchRecording",
     "read_batch_records",
@@ -113,20 +115,40 @@ def watermark_setup(
 
 
 def input_observation(index: int) -> str:
-    """The observation of input ``index``'s largest event time in a micro-batch.
+    """The prefix of the observation of input ``index``'s largest event time in a
+    micro-batch (each window's observation adds a token of its own, so that Spark,
+    which refuses two observations of one name in a plan, lets a user union two
+    windows' outputs and tidemark refuse that query naming the fix).
 
     >>> input_observation(2)
-    'tidemark_input2'
+    'tidemark_input2_'
     """
-    return f"tidemark_input{index}"
+    return f"tidemark_input{index}_"
 
 
 def observe_input(rows: Any, index: int, timestamp_ms: Any) -> Any:
     """``rows`` (an input of the window, before its watermark) observing the largest
-    ``timestamp_ms`` of each micro-batch as :func:`input_observation`. A maximum, so
-    that Spark before 4.3, which sums a batch's observations over each read of it,
-    reports it unchanged."""
-    return rows.observe(input_observation(index), F.max(timestamp_ms).alias("max_ts"))
+    ``timestamp_ms`` of each micro-batch as :func:`input_observation` and a token. A
+    maximum, so that Spark before 4.3, which sums a batch's observations over each
+    read of it, reports it unchanged."""
+    name = input_observation(index) + uuid.uuid4().hex[:12]
+    return rows.observe(name, F.max(timestamp_ms).alias("max_ts"))
+
+
+def observed_input(progress: Any, index: int) -> dict[str, Any]:
+    """Input ``index``'s observation in a query's progress (a query runs one window, so
+    one name has the prefix), as a dict; empty where it has none.
+
+    >>> observed_input({"observedMetrics": {"tidemark_input0_ab12": {"max_ts": 7}}}, 0)
+    {'max_ts': 7}
+    """
+    if isinstance(progress, Mapping):
+        observed = progress.get("observedMetrics") or {}
+    else:
+        observed = getattr(progress, "observedMetrics", None) or {}
+    prefix = input_observation(index)
+    name = next((n for n in observed if n.startswith(prefix)), None)
+    return (metrics_of(progress, name) or {}) if name is not None else {}
 
 
 @dataclass
@@ -246,7 +268,7 @@ class BatchRecorder:
         ran_under = self._watermark
         inputs = []
         for index, partition in enumerate(setup.partitions):
-            observed = metrics_of(progress, input_observation(index)) or {}
+            observed = observed_input(progress, index)
             batch_max = observed.get("max_ts")
             if batch_max is not None:
                 previous = self._max[index]
