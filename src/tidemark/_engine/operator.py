@@ -14,8 +14,9 @@ windows, which Flink loses uncounted), to the dropped count. Timers fire in time
 when the watermark (event time) or the clock (processing time) reaches them; a window's
 cleanup timer removes all its state. Lateness, cleanup, merging, firing, side outputs and
 timers are written here once; the paths and drivers call these helpers (the public methods
-without a leading underscore). The caller drives the operator; it never reads a clock of
-its own. The guide: ``docs/internals.md``.
+without a leading underscore), as :class:`~tidemark._engine.contract.OperatorCore` lists
+them. The caller drives the operator (:class:`~tidemark._engine.contract.OperatorHandle`);
+it never reads a clock of its own. The guide: ``docs/internals.md``.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext
+from tidemark._engine.contract import ElementPath, RunPath
 from tidemark._engine.functions import ReturnedNone, returned_none
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
 from tidemark._engine.panes import PaneDriver
 from tidemark._engine.paths import WindowPath
-from tidemark._engine.spec import OperatorSpec, validate_window_spec
+from tidemark._engine.spec import OperatorSpec
 from tidemark._engine.status import ADDED, ADDED_LATE, DROPPED, REFUSED, SIDE_OUTPUT, SKIPPED
 from tidemark._engine.timers import TimerService
 from tidemark._engine.triggering import TriggerDriver
@@ -41,23 +43,9 @@ from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import Window
 
-__all__ = [
-    "WindowOperator",
-    "OperatorSpec",
-    "ADDED",
-    "ADDED_LATE",
-    "SIDE_OUTPUT",
-    "DROPPED",
-    "SKIPPED",
-    "validate_window_spec",
-]
+__all__ = ["WindowOperator"]
 
 EVENT_TIME = TimeDomain.EVENT_TIME
-
-ElementPath = Callable[[Any, Any, "int | None"], int]
-"""``process_element(key, value, timestamp) -> status``."""
-RunPath = Callable[[Any, list[Any], list[Any]], None]
-"""``process_elements(key, values, timestamps)``."""
 
 
 def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
@@ -593,6 +581,16 @@ class WindowOperator:
         self.keys.clear()
         self.event_time_timers.clear()
         self.processing_time_timers.clear()
+
+    def release(self) -> None:
+        """Drop what the operator holds once its caller is done with it (a streaming
+        call's end): the operator is in reference cycles (its path, driver and timer
+        services call back into it), so what it still held would wait for the cyclic
+        collector, which walks every object of it; dropped here, reference counting
+        frees it at once."""
+        self.forget_all_keys()
+        self.output.clear()
+        self.side_outputs.clear()
 
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""

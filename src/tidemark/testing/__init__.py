@@ -13,9 +13,9 @@ import pickle
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import ExplainError
@@ -140,7 +140,7 @@ class WindowOperatorHarness:
         self._restored: bytes | None = None  # the snapshot explain() starts from
 
     @property
-    def operator(self) -> WindowOperator:
+    def operator(self) -> OperatorHandle:
         return self._operator
 
     def process_element(
