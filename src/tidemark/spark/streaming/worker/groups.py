@@ -231,7 +231,7 @@ class WindowGroups:
         figures.emitted(operator)
         for visit in visits:
             self._take_back(operator, visit, group, clock, figures)
-        _release(operator)
+        operator.release()
 
     def _take_back(
         self,
@@ -300,16 +300,6 @@ def _cohort(visit: Visit, run: KeyRun | None, forwarded: int | None) -> tuple[in
         return visit.watermark, visit.processing_time, None
     early = visit.stored.watermark if forwarded is None else max(forwarded, visit.stored.watermark)
     return visit.watermark, visit.processing_time, early
-
-
-def _release(operator: OperatorHandle) -> None:
-    """Drop what ``operator`` holds once the call is done with it: an operator is in
-    reference cycles (its path and timer services call back into it), so what it still
-    held would wait for the cyclic collector, which walks every object of it; dropped
-    here, reference counting frees it at once."""
-    operator.forget_all_keys()
-    operator.output.clear()
-    operator.side_outputs.clear()
 
 
 def _restore(operator: OperatorHandle, visit: Visit, figures: CallFigures) -> None:
