@@ -101,7 +101,7 @@ def session_elements_serve(spec: OperatorSpec) -> bool:
 
 
 def sorted_sessions_serve(spec: OperatorSpec) -> bool:
-    """Whether :class:`SortedSessionOperator` serves ``spec``: BATCH, and
+    """Whether :class:`SortedSessionPath` serves ``spec``: BATCH, and
     :func:`session_elements_serve`."""
     return spec.batch_mode and session_elements_serve(spec)
 
