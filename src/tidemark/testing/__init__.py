@@ -136,7 +136,10 @@ class WindowOperatorHarness:
         self._operator = create_window_operator(spec, tracer=tracer)
         # The timestamps the windows hold, read once, as every mode reads them: asked of
         # the assigner per element, they took about a third of the harness's time.
-        self._bounds = self._operator.assigner.timestamp_range()
+        self._low, self._high = self._operator.assigner.timestamp_range()
+        # The operator's element callable (bound once when it was made) and output list.
+        self._process = self._operator.process_element
+        self._output = self._operator.output
         self._events: list[Any] = []
         self._seen = 0
         self._fed: list[_Fed] | None = [] if explain else None
@@ -151,15 +154,15 @@ class WindowOperatorHarness:
     ) -> None:
         """Feed one element; ``timestamp`` may be None for processing-time pipelines;
         ``label`` names it in :meth:`explain`'s answers (default ``str(value)``)."""
-        key = self._key_selector(value) if self._key_selector is not None else None
-        bounds = self._bounds
-        if timestamp is not None and not bounds[0] <= timestamp <= bounds[1]:
+        key_selector = self._key_selector
+        key = None if key_selector is None else key_selector(value)
+        if timestamp is not None and not self._low <= timestamp <= self._high:
+            bounds = (self._low, self._high)
             raise out_of_range_error(self._operator.assigner, timestamp, bounds, value)
         if self._fed is not None:
             self._fed.append(("element", key, value, timestamp, label))
-        operator = self._operator
-        operator.process_element(key, value, timestamp)
-        if len(operator.output) > self._seen:
+        self._process(key, value, timestamp)
+        if len(self._output) > self._seen:
             self._collect()
 
     def process_watermark(self, timestamp: int) -> None:
@@ -185,7 +188,7 @@ class WindowOperatorHarness:
         self._collect()
 
     def _collect(self) -> None:
-        output = self._operator.output
+        output = self._output
         if len(output) > self._seen:
             self._events.extend(output[self._seen :])
             self._seen = len(output)
