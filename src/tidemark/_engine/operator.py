@@ -66,13 +66,12 @@ class WindowOperator:
     tracer : object, optional
         Receives ``fired(key, window, watermark, results)`` for every firing.
 
-    The caller drives it with :attr:`process_element` (or :attr:`process_elements`),
-    :meth:`process_watermark` and :meth:`advance_processing_time`; it may set
-    ``current_watermark`` / ``current_processing_time`` directly to restore the clocks
-    of a stored key without firing anything. Emitted results collect in ``output``,
-    side outputs in ``side_outputs``, late elements without a tag in
-    ``num_late_records_dropped``. The clocks and timers are one
-    :class:`~tidemark._engine.timers.TimerService` per time domain.
+    The caller drives it as :class:`~tidemark._engine.contract.OperatorHandle` says.
+    The clocks and timers are one :class:`~tidemark._engine.timers.TimerService` per
+    time domain. The general path's steps are hooks a subclass may extend to observe
+    them, each called once per step: :meth:`add_contents`, :meth:`merge_contents`,
+    :meth:`on_timer`, :meth:`evaluate` and :meth:`clear_all_state` (``tidemark.explain``
+    replays a key so; a fast path never does: it is a path, not a subclass).
     """
 
     process_element: ElementPath
@@ -107,10 +106,10 @@ class WindowOperator:
         self.path = path if path is not None else WindowPath()
         own = self.path.on_event_timer  # a path that takes its due windows itself
         self.event_time_timers = TimerService(
-            EVENT_TIME, self.keys, own or self._on_timer, LONG_MIN, in_bulk=own is not None
+            EVENT_TIME, self.keys, own or self.on_timer, LONG_MIN, in_bulk=own is not None
         )
         self.processing_time_timers = TimerService(
-            TimeDomain.PROCESSING_TIME, self.keys, self._on_timer, 0
+            TimeDomain.PROCESSING_TIME, self.keys, self.on_timer, 0
         )
         self.clock = ClockContext(self.event_time_timers, self.processing_time_timers)
         trigger = self.trigger  # the spec holds one kind or the other
@@ -200,7 +199,7 @@ class WindowOperator:
         for window in windows:
             actual = merging.add_window(
                 window,
-                lambda result, merged, state_result, merged_states: self._merge(
+                lambda result, merged, state_result, merged_states: self.merge_contents(
                     key, ks, result, merged, state_result, merged_states
                 ),
             )
@@ -287,7 +286,7 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ merging
 
-    def _merge(
+    def merge_contents(
         self,
         key: Any,
         ks: KeyState,
@@ -452,7 +451,7 @@ class WindowOperator:
         self.event_time_timers.reset(watermark)
         self.processing_time_timers.reset(processing_time)
 
-    def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
+    def on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
         """A timer of ``key`` fires (the timer services call this): the driver's timer
         callback, then, at the window's cleanup time, the end of all its state."""
         ks = self.keys[key]
