@@ -13,8 +13,7 @@ import pytest
 
 import tidemark as tm
 from tidemark import TimeDomain
-from tidemark._engine.aligned import AlignedWindowOperator
-from tidemark._engine.create import create_window_operator
+from tidemark._engine.create import AlignedWindowOperator, create_window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import sql_plan

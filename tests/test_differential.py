@@ -24,7 +24,7 @@ import pytest
 import spark_transcripts as st
 from transcript import load_transcripts
 
-from tidemark._engine.slices import SlicedWindowOperator
+from tidemark._engine.create import SlicedWindowOperator
 from tidemark.spark.plan import FAST_PATHS_CONF
 
 pytestmark = pytest.mark.spark

@@ -26,10 +26,10 @@ from test_fast_paths import Case, cases, state_left
 from test_properties import examples, feed, streams, with_final_watermark
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows, UserFunctionError
-from tidemark._engine.aligned import AlignedWindowOperator
-from tidemark._engine.create import window_operator
+from tidemark._engine.create import AlignedWindowOperator, window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import ADDED, WindowOperator
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.status import ADDED
 
 
 def add_values(a: int, b: int) -> int:

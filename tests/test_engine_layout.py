@@ -1,14 +1,16 @@
 """The layout of ``tidemark._engine``: its modules import each other without a cycle, no
-function imports a tidemark module to dodge one, and no module imports Spark (issue 29).
+function imports a tidemark module to dodge one, and no module imports Spark (issue 29);
+only the core and the chooser name the core's class, every other module its contract
+(``_engine/contract.py``), and no method is replaced on an instance (issue 49).
 
 Read from the source with :mod:`ast`, so nothing is imported. Imports under
-``if TYPE_CHECKING:`` are for annotations only and never run: the paths and trigger
-drivers name the core's type that way (the core holds them), so they are not edges.
+``if TYPE_CHECKING:`` are for annotations only and never run, so they are not edges.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -95,7 +97,8 @@ def test_the_finder_sees_a_function_level_import(monkeypatch: pytest.MonkeyPatch
 def test_the_graph_sees_the_layers() -> None:
     graph = import_graph()
     assert f"{PACKAGE}.paths" in graph[f"{PACKAGE}.operator"]
-    assert f"{PACKAGE}.operator" in graph[f"{PACKAGE}.aligned"]
+    assert f"{PACKAGE}.paths" in graph[f"{PACKAGE}.aligned"]
+    assert f"{PACKAGE}.operator" in graph[f"{PACKAGE}.create"]
     assert f"{PACKAGE}.aligned" in graph[f"{PACKAGE}.slices"]
     assert f"{PACKAGE}.slices" in graph[f"{PACKAGE}.create"]
 
@@ -112,6 +115,71 @@ def test_the_core_sits_below_every_fast_path() -> None:
     for module in ("operator", "paths", "triggering", "panes", "timers", "slice_runs"):
         assert not graph[f"{PACKAGE}.{module}"] & fast, module
     assert all(f"{PACKAGE}.create" not in edges for edges in graph.values())
+
+
+def test_only_the_core_and_the_chooser_name_the_core_class() -> None:
+    """Paths, drivers and contexts call the core through ``OperatorCore``, a tracer or a
+    replay drive it through ``OperatorHandle`` (the package's map names it too)."""
+    allowed = {"operator.py", "create.py", "__init__.py"}
+    naming = [
+        p.name
+        for p in ENGINE.glob("*.py")
+        if p.name not in allowed and re.search(r"WindowOperator\b", p.read_text())
+    ]
+    assert naming == []
+
+
+def replaced_methods(tree: ast.Module) -> set[str]:
+    """``Class.method`` for every method a class's code assigns on an instance
+    (``self.add = ...``), ``setattr(x, "method", ...)`` for a method of a class of the
+    module, and every ``MethodType`` call (a function bound to one instance)."""
+    classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+    every = {f.name for c in classes for f in c.body if isinstance(f, ast.FunctionDef)}
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            name = node.args[1] if node.func.id == "setattr" and len(node.args) > 1 else None
+            if isinstance(name, ast.Constant) and name.value in every:
+                found.add(f"setattr(..., {name.value!r})")
+            if node.func.id == "MethodType":
+                found.add(f"MethodType() at line {node.lineno}")
+    for cls in classes:
+        methods = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)}
+        for inner in ast.walk(cls):
+            for target in inner.targets if isinstance(inner, ast.Assign) else []:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                    and target.attr in methods
+                ):
+                    found.add(f"{cls.name}.{target.attr}")
+    return found
+
+
+def test_the_finder_sees_a_method_replaced_on_an_instance() -> None:
+    source = (
+        "class A:\n"
+        "    def __init__(self, f):\n"
+        "        self.add = f.add\n"
+        "    def add(self, x):\n"
+        "        return x\n"
+        "setattr(a, 'add', len)\n"
+        "setattr(a, 'count', 1)\n"
+        "b = MethodType(len, a)\n"
+    )
+    assert replaced_methods(ast.parse(source)) == {
+        "A.add",
+        "setattr(..., 'add')",
+        "MethodType() at line 8",
+    }
+
+
+@pytest.mark.parametrize("module", sorted(_modules()))
+def test_no_method_is_replaced_on_an_instance(module: str) -> None:
+    """A strategy is a class chosen once (Beam's trigger drivers), never an instance
+    whose methods are swapped after it is made."""
+    assert replaced_methods(_modules()[module]) == set()
 
 
 def test_no_function_level_tidemark_imports() -> None:

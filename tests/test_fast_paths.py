@@ -48,9 +48,8 @@ from tidemark import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
-from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.create import AlignedWindowOperator, SlicedWindowOperator
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.slices import SlicedWindowOperator
 from tidemark.testing import WindowOperatorHarness
 
 

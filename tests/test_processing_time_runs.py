@@ -35,9 +35,9 @@ from tidemark import (
     TumblingProcessingTimeWindows,
     ValueStateDescriptor,
 )
+from tidemark._engine.create import ProcessingTimeAlignedOperator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.processing import ProcessingTimeAlignedOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import worker
 from tidemark.spark.batch.worker import BatchDriver, RunnerConfig

@@ -24,8 +24,8 @@ from tidemark import (
     SlidingProcessingTimeWindows,
     TumblingProcessingTimeWindows,
 )
+from tidemark._engine.create import ProcessingTimeAlignedOperator
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.processing import ProcessingTimeAlignedOperator
 from tidemark.testing import WindowOperatorHarness
 
 Step = tuple[Any, ...]

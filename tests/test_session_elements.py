@@ -37,8 +37,9 @@ from tidemark import (
     TumblingEventTimeWindows,
     UserFunctionError,
 )
-from tidemark._engine.operator import ADDED, WindowOperator
-from tidemark._engine.sessions import SessionWindowOperator, SortedSessionOperator
+from tidemark._engine.create import SessionWindowOperator, SortedSessionOperator
+from tidemark._engine.operator import WindowOperator
+from tidemark._engine.status import ADDED
 from tidemark.testing import WindowOperatorHarness
 
 LATE = OutputTag("late")

@@ -25,9 +25,8 @@ from tidemark import (
     TumblingEventTimeWindows,
     ValueStateDescriptor,
 )
-from tidemark._engine.aligned import AlignedWindowOperator
+from tidemark._engine.create import AlignedWindowOperator, SlicedWindowOperator
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.slices import SlicedWindowOperator
 from tidemark._engine.trace import Tracer
 from tidemark.errors import UserFunctionError
 from tidemark.spark.aggregations import MinBy, Sum

@@ -30,8 +30,8 @@ from tidemark import (
     TumblingEventTimeWindows,
     ValueStateDescriptor,
 )
+from tidemark._engine.create import SortedSessionOperator
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.sessions import SortedSessionOperator
 from tidemark.testing import WindowOperatorHarness
 
 CLEARED = OutputTag("cleared")

@@ -15,7 +15,7 @@ import pytest
 import tidemark as tm
 from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import (
+from tidemark._engine.status import (
     ADDED,
     ADDED_LATE,
     DROPPED,

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.create import create_window_operator
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import TidemarkWarning, WindowSpecError
@@ -197,8 +197,8 @@ class WindowOp:
             slice_incremental=slice_incremental_enabled(spark),
         )
 
-    def operator_maker(self) -> Callable[[], WindowOperator]:
-        """A picklable ``() -> WindowOperator`` of a streaming run's :meth:`run_spec`
+    def operator_maker(self) -> Callable[[], OperatorHandle]:
+        """A picklable ``() -> OperatorHandle`` of a streaming run's :meth:`run_spec`
         (a query makes an operator per key group and micro-batch)."""
         return partial(create_window_operator, self.run_spec())
 

@@ -35,7 +35,7 @@ from typing import Any
 import pyarrow.compute as pc
 from pyspark.sql.types import BinaryType, LongType, StructField, StructType
 
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.partials import global_spec, local_spec, serves
 from tidemark.spark.batch.frames import ElementFrame
 from tidemark.spark.batch.run import run_in_place, runner_config
@@ -123,7 +123,7 @@ class MergeDriver(BatchDriver):
         yield from out.batches(config.output_schema)
 
 
-def _feed_partials(op: WindowOperator, batch: Any) -> int:
+def _feed_partials(op: OperatorHandle, batch: Any) -> int:
     """Feed one Arrow batch of the local step's rows: each partial at its window's
     ``max_timestamp()``; returns the elements the local tasks' figures counted in."""
     columns = batch.to_pydict()

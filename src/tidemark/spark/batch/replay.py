@@ -93,7 +93,7 @@ class ArrivalTimes:
 def advance_to_arrival_time(op: Any, time: int, arrivals: ArrivalTimes) -> None:
     """Advance ``op``'s processing time to ``time`` as the recorded stream's clock did:
     each due timer fires at its own time, and a timer held for the next advance (see
-    ``WindowOperator.advance_processing_time``) at each later arrival time of the stream,
+    ``OperatorHandle.advance_processing_time``) at each later arrival time of the stream,
     any key's, as the engine fed every arrival time fires it."""
 
     def resolve(t: int) -> int:

@@ -34,8 +34,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.create import create_window_operator
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import InputDataError, WindowResultError
 from tidemark.ranges import first_out_of_range, out_of_range_error
@@ -112,7 +112,7 @@ class RunnerConfig:
     sort_columns: list[str] | None = None
     sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
 
-    def make_operator(self) -> WindowOperator:
+    def make_operator(self) -> OperatorHandle:
         return create_window_operator(self.spec)
 
 
@@ -326,7 +326,7 @@ class PartitionDriver:
 
     def _feed(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -338,12 +338,12 @@ class PartitionDriver:
         returns the key being processed at the end."""
         raise NotImplementedError
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+    def _finish_key(self, op: OperatorHandle, key: Any, out: _Output) -> None:
         """After a key's last element: fire what the end of the input fires, emit it,
         and drop the key's state."""
         raise NotImplementedError
 
-    def _next_key(self, op: WindowOperator, out: _Output, current: Any, key: Any) -> Any:
+    def _next_key(self, op: OperatorHandle, out: _Output, current: Any, key: Any) -> Any:
         """The key now processed: ``key``, after finishing ``current`` if it differs."""
         if current is _NO_KEY or key != current:
             if current is not _NO_KEY:
@@ -401,7 +401,7 @@ class PartitionDriver:
             )
 
     @staticmethod
-    def _side_outputs(op: WindowOperator, out: _Output, order: int) -> None:
+    def _side_outputs(op: OperatorHandle, out: _Output, order: int) -> None:
         for tag, emitted in op.side_outputs.items():
             for value, ts in emitted:
                 out.side(tag.tag_id, value, ts, order, op.current_watermark)
@@ -421,7 +421,7 @@ class BatchDriver(PartitionDriver):
 
     def _feed(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -443,7 +443,7 @@ class BatchDriver(PartitionDriver):
 
     def _key_runs(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -477,7 +477,7 @@ class BatchDriver(PartitionDriver):
         return current
 
     def _element(
-        self, op: WindowOperator, key: Any, row: Any, ts: int | None, out: _Output
+        self, op: OperatorHandle, key: Any, row: Any, ts: int | None, out: _Output
     ) -> None:
         self._check_timestamp(row, ts)
         if self.wall_clock:
@@ -486,14 +486,14 @@ class BatchDriver(PartitionDriver):
         if op.output or op.side_outputs:
             self._drain(op, out, key)
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+    def _finish_key(self, op: OperatorHandle, key: Any, out: _Output) -> None:
         op.process_watermark(LONG_MAX)
         op.advance_processing_time(LONG_MAX)
         self._drain(op, out, key)
         op.evict_key(key)
         op.reset_clocks()
 
-    def _drain(self, op: WindowOperator, out: _Output, key: Any) -> None:
+    def _drain(self, op: OperatorHandle, out: _Output, key: Any) -> None:
         """Move what the operator emitted for ``key`` into ``out``."""
         if op.output:
             out.mark_key(key)
@@ -509,7 +509,7 @@ class ReplayDriver(PartitionDriver):
 
     def _feed(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -532,7 +532,7 @@ class ReplayDriver(PartitionDriver):
             self._drain(op, out, keys[i], 2 * order, True, sequence)
         return current
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+    def _finish_key(self, op: OperatorHandle, key: Any, out: _Output) -> None:
         sequence = self.config.watermarks.value
         last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
         # the stream's clocks went on to its last arrival and watermark, for this key too
@@ -550,7 +550,7 @@ class ReplayDriver(PartitionDriver):
 
     def _drain(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         key: Any,
         order: int,

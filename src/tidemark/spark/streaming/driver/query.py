@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.contract import OperatorHandle
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import InputDataError, WindowSpecError
 from tidemark.outputs import OutputTag
@@ -169,7 +169,7 @@ def window_stream(
     *,
     key_columns: list[str],
     timestamp_column: str | None,
-    make_operator: Callable[[], WindowOperator],
+    make_operator: Callable[[], OperatorHandle],
     out_of_orderness_ms: int | None,
     value_columns: list[str],
     result_schema: StructType,
@@ -199,7 +199,7 @@ def window_stream(
     timestamp_column : str or None
         Event time: long milliseconds or a timestamp. None only for processing time.
     make_operator : callable
-        ``() -> WindowOperator``, shipped to the workers (it must pickle).
+        ``() -> OperatorHandle``, shipped to the workers (it must pickle).
     out_of_orderness_ms : int or None
         The bounded out-of-orderness of the watermark strategy; required for EventTime.
     value_columns : list of str

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.contract import OperatorHandle
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
 from tidemark.spark.lossless import PandasInput, PandasOutput
@@ -66,7 +66,7 @@ class ProcessorConfig:
     Attributes
     ----------
     make_operator : callable
-        ``() -> WindowOperator``; called once per key group and micro-batch.
+        ``() -> OperatorHandle``; called once per key group and micro-batch.
     time_mode : TimeMode
         Which engine clocks the query moves (its name is taken too): event time follows
         Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
@@ -131,7 +131,7 @@ class ProcessorConfig:
         them back into pandas. None: Spark hands the rows as they are.
     """
 
-    make_operator: Callable[[], WindowOperator]
+    make_operator: Callable[[], OperatorHandle]
     time_mode: TimeMode
     value_names: tuple[str, ...]
     value_types: tuple[str, ...]

@@ -43,8 +43,8 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming.worker.clock import engine_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -231,11 +231,11 @@ class WindowGroups:
         figures.emitted(operator)
         for visit in visits:
             self._take_back(operator, visit, group, clock, figures)
-        _release(operator)
+        operator.release()
 
     def _take_back(
         self,
-        operator: WindowOperator,
+        operator: OperatorHandle,
         visit: Visit,
         group: StoredGroup,
         clock: BatchClock,
@@ -302,17 +302,7 @@ def _cohort(visit: Visit, run: KeyRun | None, forwarded: int | None) -> tuple[in
     return visit.watermark, visit.processing_time, early
 
 
-def _release(operator: WindowOperator) -> None:
-    """Drop what ``operator`` holds once the call is done with it: an operator is in
-    reference cycles (its path and timer services call back into it), so what it still
-    held would wait for the cyclic collector, which walks every object of it; dropped
-    here, reference counting frees it at once."""
-    operator.forget_all_keys()
-    operator.output.clear()
-    operator.side_outputs.clear()
-
-
-def _restore(operator: WindowOperator, visit: Visit, figures: CallFigures) -> None:
+def _restore(operator: OperatorHandle, visit: Visit, figures: CallFigures) -> None:
     key_state: KeyState | None = visit.stored.load_state()
     if key_state is not None:
         figures.restored(key_state)
@@ -320,7 +310,7 @@ def _restore(operator: WindowOperator, visit: Visit, figures: CallFigures) -> No
 
 
 def _restore_where(
-    operator: WindowOperator,
+    operator: OperatorHandle,
     visits: list[Visit],
     wanted: Callable[[Visit], bool],
     figures: CallFigures,

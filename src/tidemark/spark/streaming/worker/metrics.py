@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import WindowOperator
 from tidemark.spark.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
 from tidemark.spark.metrics import Figures
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -38,7 +38,7 @@ class CallFigures:
     def kept(self, key_state: KeyState | None) -> None:
         """A visited key's state after the call (None: it holds none)."""
 
-    def emitted(self, operator: WindowOperator) -> None:
+    def emitted(self, operator: OperatorHandle) -> None:
         """An operator of the call is done: its results, side outputs, dropped count."""
 
     def record(self) -> tuple[Any, ...] | None:
@@ -69,7 +69,7 @@ class CountedFigures(CallFigures):
             figures.keys_in_state_change += 1
             figures.windows_in_state_change += len(key_state.contents)
 
-    def emitted(self, operator: WindowOperator) -> None:
+    def emitted(self, operator: OperatorHandle) -> None:
         figures, late = self.figures, operator.late_data_tag
         figures.num_records_out += len(operator.output)
         if late is not None:

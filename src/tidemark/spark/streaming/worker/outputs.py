@@ -16,7 +16,7 @@ from typing import Any
 
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.contract import OperatorHandle
 from tidemark.errors import WindowSpecError
 from tidemark.spark.codec import checked_array
 from tidemark.spark.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
@@ -37,7 +37,7 @@ class Outputs:
         self._fields = _arrow_fields(config.result_schema)
 
     def records(
-        self, operator: WindowOperator, before_elements: int, follows: int | None
+        self, operator: OperatorHandle, before_elements: int, follows: int | None
     ) -> list[tuple[Any, ...]]:
         """The operator's results, side outputs and dropped count as combined-schema rows;
         the first ``before_elements`` results were emitted on the watermark."""
@@ -65,7 +65,7 @@ class Outputs:
             records.append((DROPPED_OUTPUT, None, *blanks, None, dropped, *late))
         return records
 
-    def _check_results(self, results: list[tuple[Any, ...]], operator: WindowOperator) -> None:
+    def _check_results(self, results: list[tuple[Any, ...]], operator: OperatorHandle) -> None:
         """Fail, naming the field, on a result value Spark's Arrow conversion of the
         output would refuse (a string for a ``long``, an int past 64 bits)."""
         if not results or not self._fields:
