@@ -24,9 +24,8 @@ from typing import Any
 import pandas as pd
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction
 from tidemark.spark.streaming.worker.clock import spark_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -51,13 +50,12 @@ class Sum(AggregateFunction):
         return a + b
 
 
-def make_operator() -> WindowOperator:
-    return window_operator(TumblingEventTimeWindows.of(10_000), window_logic(Sum()))
+SPEC = OperatorSpec(TumblingEventTimeWindows.of(10_000), window_logic(Sum()))
 
 
 def config() -> ProcessorConfig:
     return ProcessorConfig(
-        make_operator=make_operator,
+        spec=SPEC,
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),

@@ -52,9 +52,8 @@ from typing import Any
 import pandas as pd
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.streaming import window_stream, write_outputs
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
@@ -85,8 +84,7 @@ class CountSum(AggregateFunction):
         return (a[0] + b[0], a[1] + b[1])
 
 
-def make_operator() -> WindowOperator:
-    return window_operator(TumblingEventTimeWindows.of(WINDOW_MS), window_logic(CountSum()))
+SPEC = OperatorSpec(TumblingEventTimeWindows.of(WINDOW_MS), window_logic(CountSum()))
 
 
 def count_sum_row(result: Any, timestamp: int) -> tuple:
@@ -144,7 +142,7 @@ def start_tidemark(
         _source(spark, directory),
         key_columns=["key"],
         timestamp_column="ts",
-        make_operator=make_operator,
+        spec=SPEC,
         out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
         value_columns=["key", "v", "ts"],
         result_schema=schema,

@@ -168,7 +168,7 @@ def test_a_checkpoint_written_before_the_clock_was_recorded_keeps_the_shifted_cl
 
 
 def test_a_window_built_on_another_clock_than_its_checkpoint_is_refused(spark, tmp_path):
-    from streaming_scenarios import _op
+    from streaming_scenarios import _spec
 
     from tidemark.spark.streaming import window_stream, write_outputs
 
@@ -180,7 +180,7 @@ def test_a_window_built_on_another_clock_than_its_checkpoint_is_refused(spark, t
         source,
         key_columns=["k"],
         timestamp_column="ts",
-        make_operator=_op(tm.TumblingEventTimeWindows.of(MINUTE)),
+        spec=_spec(tm.TumblingEventTimeWindows.of(MINUTE)),
         out_of_orderness_ms=0,
         value_columns=["k", "v", "ts"],
         result_schema=source.schema,

@@ -19,8 +19,8 @@ from pyspark import cloudpickle
 from spark_state_fakes import StateHandle, TimerValues
 
 from tidemark import TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -292,7 +292,7 @@ def _processor(
 ) -> tuple[WindowStatefulProcessor, StateHandle]:
     """A processor on a fake handle; ``pickled``: the copy a Spark task unpickles."""
     config = ProcessorConfig(
-        make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),
+        spec=OperatorSpec(TumblingEventTimeWindows.of(100), window_logic(max)),
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 from checkpoint_compat import LATE, write_input
-from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _op, describe_row
+from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _spec, describe_row
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
@@ -159,7 +159,7 @@ def _low_level_window(spark, root, **checkpoint):
         df,
         key_columns=["key"],
         timestamp_column="ts",
-        make_operator=_op(tm.TumblingEventTimeWindows.of(10)),
+        spec=_spec(tm.TumblingEventTimeWindows.of(10)),
         out_of_orderness_ms=0,
         value_columns=VALUE_COLUMNS,
         result_schema=RESULT_SCHEMA,

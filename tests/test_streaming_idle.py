@@ -21,7 +21,7 @@ from streaming_scenarios import (
     LATE,
     RESULT_SCHEMA,
     VALUE_COLUMNS,
-    _op,
+    _spec,
     describe_row,
     write_batch_file,
 )
@@ -36,7 +36,7 @@ from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000
-TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
+TUMBLING_10 = _spec(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
 
 
 # ---------------------------------------------------------------------- processor by hand
@@ -44,7 +44,7 @@ TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
 
 def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, Handle]:
     config = ProcessorConfig(
-        make_operator=TUMBLING_10,
+        spec=TUMBLING_10,
         time_mode="EventTime",
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
@@ -140,7 +140,7 @@ def test_idleness_needs_event_time(spark):
     with pytest.raises(WindowSpecError, match="`idleness` advances the event-time watermark"):
         _window_stream(
             df,
-            make_operator=_op(TumblingProcessingTimeWindows.of(1000)),
+            spec=_spec(TumblingProcessingTimeWindows.of(1000)),
             out_of_orderness_ms=None,
             time_mode="ProcessingTime",
             idleness_ms=IDLENESS_MS,
@@ -154,7 +154,7 @@ def _window_stream(df: Any, **overrides: Any) -> Any:
     arguments: dict[str, Any] = dict(
         key_columns=["key"],
         timestamp_column="ts",
-        make_operator=TUMBLING_10,
+        spec=TUMBLING_10,
         out_of_orderness_ms=0,
         value_columns=VALUE_COLUMNS,
         result_schema=RESULT_SCHEMA,

@@ -12,7 +12,7 @@ import os
 
 import pytest
 from pyspark.sql import functions as F
-from streaming_scenarios import _op
+from streaming_scenarios import _spec
 
 import tidemark as tm
 from tidemark.spark.streaming import END_OF_INPUT_MS, window_stream
@@ -68,7 +68,7 @@ def test_a_streaming_source_refuses_it_with_the_same_message(spark, tmp_path):
             df,
             key_columns=["k"],
             timestamp_column="ts",
-            make_operator=_op(tm.TumblingEventTimeWindows.of(10)),
+            spec=_spec(tm.TumblingEventTimeWindows.of(10)),
             out_of_orderness_ms=0,
             value_columns=["k", "ts"],
             result_schema=df.schema,

@@ -48,14 +48,14 @@ def test_a_streaming_call_leaves_its_keys_state_to_reference_counting():
     from spark_state_fakes import StateHandle, TimerValues
 
     from tidemark import TumblingEventTimeWindows
-    from tidemark._engine.create import window_operator
     from tidemark._engine.functions import window_logic
+    from tidemark._engine.spec import OperatorSpec
     from tidemark.spark.columns import TS
     from tidemark.spark.streaming.worker.config import ProcessorConfig
     from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 
     config = ProcessorConfig(
-        make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),
+        spec=OperatorSpec(TumblingEventTimeWindows.of(100), window_logic(max)),
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("LongType", "LongType"),

@@ -48,6 +48,7 @@ from typing import Any
 
 from pyspark.errors import AnalysisException
 
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode
 from tidemark.spark.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
@@ -258,21 +259,20 @@ def _clock(offset_ms: int) -> str:
     return "2**50 ms ahead of the engine's" if offset_ms else "unshifted (the engine's own)"
 
 
-def describe_window(operator: Any, **columns: Any) -> dict[str, str]:
+def describe_window(spec: OperatorSpec, **columns: Any) -> dict[str, str]:
     """What a window's state depends on, as text that compares equal across processes:
-    its operator's assigner, trigger, evictor, allowed lateness and kind of function,
+    its spec's assigner, trigger, evictor, allowed lateness and kind of function,
     its accumulation mode under a Dataflow trigger (a pipeline without one describes
     none, as before the mode existed), and ``columns`` (e.g. the key and value columns
     with their types, the time mode).
 
     >>> from tidemark import TumblingEventTimeWindows
-    >>> from tidemark._engine.create import window_operator
     >>> from tidemark._engine.functions import window_logic
-    >>> op = window_operator(TumblingEventTimeWindows.of(600_000), window_logic(max))
-    >>> describe_window(op, key="user string")["assigner"]
+    >>> from tidemark._engine.spec import OperatorSpec
+    >>> spec = OperatorSpec(TumblingEventTimeWindows.of(600_000), window_logic(max))
+    >>> describe_window(spec, key="user string")["assigner"]
     'TumblingEventTimeWindows(offset_ms=0, size_ms=600000)'
     """
-    spec = operator.spec
     logic = spec.logic
     function = type(logic).__name__
     if logic.window_function is not None:
@@ -308,11 +308,11 @@ def _accumulator(function: Any) -> str:
     return f"{name} with a {accumulator} accumulator"
 
 
-def results_kept(operator: Any, result_schema: Any) -> dict[str, str]:
+def results_kept(spec: OperatorSpec, result_schema: Any) -> dict[str, str]:
     """What a pipeline record says of results its state keeps (``describe_window``'s
     ``columns``): in RETRACTING mode each window's last results, to retract them, in
     ``result_schema``; nothing in any other mode."""
-    if operator.spec.accumulation_mode is not AccumulationMode.RETRACTING:
+    if spec.accumulation_mode is not AccumulationMode.RETRACTING:
         return {}
     return {"output schema": result_schema.simpleString()}
 

@@ -151,7 +151,7 @@ def _window_frame(
         df if earlier is None else replace(earlier, frame=df),
         key_columns=keys,
         timestamp_column=timestamp,
-        make_operator=op.operator_maker(),
+        spec=op.run_spec(),
         out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
         value_columns=values,
         result_schema=op.output_schema,

@@ -41,7 +41,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import InputDataError, WindowSpecError
 from tidemark.outputs import OutputTag
@@ -169,7 +169,7 @@ def window_stream(
     *,
     key_columns: list[str],
     timestamp_column: str | None,
-    make_operator: Callable[[], WindowOperator],
+    spec: OperatorSpec,
     out_of_orderness_ms: int | None,
     value_columns: list[str],
     result_schema: StructType,
@@ -198,8 +198,9 @@ def window_stream(
         The grouping columns; the engine's key is the value of one column, or the tuple.
     timestamp_column : str or None
         Event time: long milliseconds or a timestamp. None only for processing time.
-    make_operator : callable
-        ``() -> WindowOperator``, shipped to the workers (it must pickle).
+    spec : OperatorSpec
+        The window's one record with its run's options, shipped to the workers (it must
+        pickle), which build its operator.
     out_of_orderness_ms : int or None
         The bounded out-of-orderness of the watermark strategy; required for EventTime.
     value_columns : list of str
@@ -264,8 +265,7 @@ def window_stream(
     upstream = df if isinstance(df, StreamingWindow) else None
     source = df.frame if isinstance(df, StreamingWindow) else df
     time_mode = _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
-    operator = make_operator()
-    assigner = operator.assigner
+    assigner = spec.assigner
     check_time_mode(assigner, time_mode, out_of_orderness_ms, idleness_ms)
     if upstream is not None or feeds_downstream:
         check_chain_mode(assigner, time_mode, idleness_ms, upstream)
@@ -301,7 +301,7 @@ def window_stream(
     pandas_output = lossless_output(result_schema)
     key_types = _type_names(source, key_columns)
     config = ProcessorConfig(
-        make_operator=make_operator,
+        spec=spec,
         time_mode=time_mode,
         value_names=tuple(value_columns),
         value_types=_type_names(source, value_columns),
@@ -335,11 +335,11 @@ def window_stream(
     if late_tag is not None:
         schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
     described = describe_window(
-        operator,
+        spec,
         key=_columns_of(source, key_columns),
         values=_columns_of(source, value_columns),
         time_mode=time_mode.value,
-        **results_kept(operator, result_schema),
+        **results_kept(spec, result_schema),
     )
     operator_schema = pandas_output.operator_schema(output_schema)
     frame = key_group_operator(prepared, config, operator_schema, delay)

@@ -10,7 +10,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from tidemark._engine.create import create_window_operator, partials_operator
 from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
 from tidemark.spark.lossless import PandasInput, PandasOutput
@@ -65,8 +67,10 @@ class ProcessorConfig:
 
     Attributes
     ----------
-    make_operator : callable
-        ``() -> WindowOperator``; called once per key group and micro-batch.
+    spec : OperatorSpec
+        The window's one record, with the run's options: :meth:`make_operator` builds
+        its operator once per key group and micro-batch; what else a worker needs of
+        the window (its assigner) it reads here, building no operator for it.
     time_mode : TimeMode
         Which engine clocks the query moves (its name is taken too): event time follows
         Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
@@ -123,7 +127,7 @@ class ProcessorConfig:
         default here, every query's before layouts were recorded), or a base and deltas.
     partial_position : int, optional
         Where ``__tm_partial`` is in the processor's input, when the source's rows are
-        combined per window before the shuffle (:mod:`.combine`): ``make_operator``
+        combined per window before the shuffle (:mod:`.combine`): :meth:`make_operator`
         then makes the operator that merges the partials
         (:func:`~tidemark._engine.create.partials_operator`). None: rows are elements.
     unpacking : Unpacking, optional
@@ -131,7 +135,7 @@ class ProcessorConfig:
         them back into pandas. None: Spark hands the rows as they are.
     """
 
-    make_operator: Callable[[], WindowOperator]
+    spec: OperatorSpec
     time_mode: TimeMode
     value_names: tuple[str, ...]
     value_types: tuple[str, ...]
@@ -159,6 +163,13 @@ class ProcessorConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))
+
+    def make_operator(self) -> WindowOperator:
+        """The operator of :attr:`spec` (the one merging its partials when the input
+        carries them, ``partial_position``)."""
+        if self.partial_position is not None:
+            return partials_operator(self.spec)
+        return create_window_operator(self.spec)
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []
