@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pyspark.sql.types import LongType, StructField, StructType
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows
 from tidemark._engine.functions import window_logic
@@ -60,7 +61,7 @@ def config() -> ProcessorConfig:
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),
         value_positions=(0, 1),
-        result_names=("total",),
+        result_schema=StructType([StructField("total", LongType())]),
         result_to_row=lambda value, ts: (value,),
         key_positions=(0,),
         key_types=("StringType",),

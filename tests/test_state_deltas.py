@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 import pytest
 from pyspark import cloudpickle
+from pyspark.sql.types import LongType, StructField, StructType
 from spark_state_fakes import StateHandle, TimerValues
 
 from tidemark import TumblingEventTimeWindows
@@ -297,7 +298,7 @@ def _processor(
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),
         value_positions=(0, 1),
-        result_names=("v",),
+        result_schema=StructType([StructField("v", LongType())]),
         result_to_row=lambda result, ts: (result[1],),
         spark_offset_ms=0,
         state_layout=layout,

@@ -49,7 +49,7 @@ def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, Handle
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
         value_positions=(0, 1, 2),
-        result_names=tuple(RESULT_SCHEMA.fieldNames()),
+        result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
         idleness_ms=idleness_ms,
     )

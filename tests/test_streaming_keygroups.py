@@ -68,7 +68,7 @@ def _config() -> ProcessorConfig:
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
         value_positions=(0, 1, 2),
-        result_names=tuple(RESULT_SCHEMA.fieldNames()),
+        result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
     )
 

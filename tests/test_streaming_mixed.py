@@ -115,7 +115,7 @@ class _OneGroup:
             value_names=tuple(VALUE_COLUMNS),
             value_types=("StringType", "LongType", "LongType"),
             value_positions=(0, 1, 2),
-            result_names=tuple(RESULT_SCHEMA.fieldNames()),
+            result_schema=RESULT_SCHEMA,
             result_to_row=describe_row,
         )
         assert config.spark_time_mode() == TimeMode.PROCESSING_TIME

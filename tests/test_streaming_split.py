@@ -16,6 +16,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql.types import LongType, StructField, StructType
 
 from tidemark import TumblingEventTimeWindows
 from tidemark._engine.functions import window_logic
@@ -46,7 +47,7 @@ def _config(**changes) -> ProcessorConfig:  # type: ignore[no-untyped-def]
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),
         value_positions=(0, 1),
-        result_names=("r",),
+        result_schema=StructType([StructField("r", LongType())]),
         result_to_row=lambda value, ts: (value,),
         timestamp_position=2,
     )

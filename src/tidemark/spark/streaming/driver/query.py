@@ -306,7 +306,6 @@ def window_stream(
         value_names=tuple(value_columns),
         value_types=_type_names(source, value_columns),
         value_positions=tuple(input_names.index(c) for c in value_columns),
-        result_names=tuple(result_schema.fieldNames()),
         result_to_row=result_to_row,
         key_positions=tuple(input_names.index(c) for c in key_columns),
         key_types=key_types,

@@ -10,9 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tidemark._engine.create import create_window_operator, partials_operator
+from tidemark._engine.create import partials_operator
 from tidemark._engine.operator import WindowOperator
-from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.codec import result_tuple
 from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
 from tidemark.spark.lossless import PandasInput, PandasOutput
@@ -20,6 +19,7 @@ from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.packing import Unpacking
 from tidemark.spark.streaming.worker.variables import StateLayout
+from tidemark.spark.worker_plan import WorkerPlan
 
 __all__ = [
     "ProcessorConfig",
@@ -62,33 +62,29 @@ class UpstreamInput:
 
 
 @dataclass(frozen=True)
-class ProcessorConfig:
-    """Everything a worker needs to run the window operator for one query.
+class ProcessorConfig(WorkerPlan):
+    """Everything a worker needs to run the window operator for one query: the
+    :class:`~tidemark.spark.worker_plan.WorkerPlan` both modes share (the spec, whose
+    operator :meth:`make_operator` builds once per key group and micro-batch, the value
+    columns and their types, the result schema), and what a stream adds.
 
     Attributes
     ----------
-    spec : OperatorSpec
-        The window's one record, with the run's options: :meth:`make_operator` builds
-        its operator once per key group and micro-batch; what else a worker needs of
-        the window (its assigner) it reads here, building no operator for it.
     time_mode : TimeMode
         Which engine clocks the query moves (its name is taken too): event time follows
         Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
         :meth:`spark_time_mode`.
     key_positions, key_types : tuple
         Where the key columns are in the processor's input, and their Spark type names.
-    value_names, value_types : tuple of str
-        The columns of the Rows handed to the user's functions, and their Spark type names.
     value_positions : tuple of int
-        Where those columns are in the processor's input; the timestamp (long ms) is at
+        Where the value columns are in the processor's input; the timestamp (long ms) is at
         ``timestamp_position``. Positions, because PySpark rebuilds the pandas frames from
         ``itertuples`` (4.3), which renames columns that are not identifiers.
     timestamp_position : int
         Where the timestamp (long ms) is in the processor's input.
-    result_names : tuple of str
-        The result columns, in the order ``result_to_row`` returns them.
     result_to_row : callable
-        ``(result, timestamp_ms) -> tuple`` for one main result.
+        ``(result, timestamp_ms) -> tuple`` for one main result, in the order of
+        ``result_names``.
     engine_key : callable, optional
         The tuple of a row's key columns to the engine's key; default: the value of a
         single key column, else the tuple.
@@ -103,9 +99,6 @@ class ProcessorConfig:
         elements, stamped with their ``__tm_ts``; no row is an end-of-input marker.
     feeds_downstream : bool
         A later window reads the output: each row carries ``__tm_phase``.
-    result_schema : StructType, optional
-        The results' schema: a result a field cannot hold fails naming the field
-        (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
     metrics : bool
         Each call emits a ``"__tm_stats"`` row of its figures (:mod:`.metrics`).
     spark_offset_ms : int
@@ -135,12 +128,8 @@ class ProcessorConfig:
         them back into pandas. None: Spark hands the rows as they are.
     """
 
-    spec: OperatorSpec
     time_mode: TimeMode
-    value_names: tuple[str, ...]
-    value_types: tuple[str, ...]
     value_positions: tuple[int, ...]
-    result_names: tuple[str, ...]
     result_to_row: Callable[[Any, int], tuple]
     key_positions: tuple[int, ...] = (0,)
     key_types: tuple[str, ...] = ("StringType",)
@@ -150,7 +139,6 @@ class ProcessorConfig:
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     upstream: UpstreamInput | None = None
     feeds_downstream: bool = False
-    result_schema: Any = None
     metrics: bool = False
     spark_offset_ms: int = SPARK_OFFSET_MS
     out_of_orderness_ms: int | None = None
@@ -169,7 +157,7 @@ class ProcessorConfig:
         carries them, ``partial_position``)."""
         if self.partial_position is not None:
             return partials_operator(self.spec)
-        return create_window_operator(self.spec)
+        return super().make_operator()
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []
