@@ -54,7 +54,7 @@ import pandas as pd
 from tidemark import AggregateFunction, TumblingEventTimeWindows
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
@@ -140,14 +140,15 @@ def start_tidemark(
     schema = StructType([StructField(n, LongType()) for n in ("window_max_ts", "count", "total")])
     combined = window_stream(
         _source(spark, directory),
-        key_columns=["key"],
-        timestamp_column="ts",
-        spec=SPEC,
-        out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
-        value_columns=["key", "v", "ts"],
-        result_schema=schema,
-        result_to_row=count_sum_row,
-        late_tag=None,
+        StreamPlan(
+            key_columns=["key"],
+            timestamp_column="ts",
+            spec=SPEC,
+            out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
+            value_columns=["key", "v", "ts"],
+            result_schema=schema,
+            result_to_row=count_sum_row,
+        ),
         max_parallelism=groups,
         spark_offset_ms=SPARK_OFFSET_MS,  # events from the epoch on, some before it
     )

@@ -49,7 +49,13 @@ from tidemark import (
 from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
-from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS, window_stream, write_outputs
+from tidemark.spark.streaming import (
+    DROPPED_OUTPUT,
+    END_OF_INPUT_MS,
+    StreamPlan,
+    window_stream,
+    write_outputs,
+)
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.time import LONG_MAX, TimeDomain
 
@@ -379,24 +385,22 @@ def keyed_file_stream(spark: Any, directory: Path, batches: list[list[tuple]]) -
 def combined_stream(spark: Any, scenario: Scenario, input_dir: Path) -> Any:
     schema = f"key string, v long, ts {scenario.timestamp_type}"
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(input_dir))
-    return window_stream(
-        df,
-        key_columns=["key"],
+    plan = StreamPlan(
+        scenario.spec,
+        key_columns=("key",),
+        value_columns=tuple(VALUE_COLUMNS),
         timestamp_column="ts",
-        spec=scenario.spec,
-        out_of_orderness_ms=scenario.out_of_orderness_ms,
-        value_columns=VALUE_COLUMNS,
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
-        late_tag=scenario.late_tag,
+        out_of_orderness_ms=scenario.out_of_orderness_ms,
         idleness_ms=scenario.idleness_ms,
+    )
+    return window_stream(
+        df,
+        plan,
+        max_parallelism=scenario.max_parallelism,
         # scenarios run from the epoch on: their first watermarks need Spark's clock shifted
         spark_offset_ms=SPARK_OFFSET_MS,
-        **(
-            {}
-            if scenario.max_parallelism is None
-            else {"max_parallelism": scenario.max_parallelism}
-        ),
     )
 
 

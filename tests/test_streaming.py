@@ -40,7 +40,7 @@ from tidemark import (
 )
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver.checkpoint import stored_layout
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
@@ -157,7 +157,7 @@ def test_processing_time_assigner_needs_processing_time_mode(spark):
         _window_stream(df, spec=spec)
 
 
-def _window_stream(df, **overrides):
+def _window_stream(df, max_parallelism=None, **overrides):
     if "key" not in df.columns:
         df = df.selectExpr("'a' as key", "value as v", "timestamp as ts", "timestamp")
     arguments = dict(
@@ -168,11 +168,14 @@ def _window_stream(df, **overrides):
         value_columns=["key", "v", "ts"],
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
-        late_tag=None,
-        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
     )
     arguments.update(overrides)
-    return window_stream(df, **arguments)
+    return window_stream(
+        df,
+        StreamPlan(**arguments),
+        max_parallelism=max_parallelism,
+        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
+    )
 
 
 # ---------------------------------------------------------------------- all scenarios

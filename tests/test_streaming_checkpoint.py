@@ -9,7 +9,7 @@ from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _spec, describe_ro
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver import checkpoint as checkpoint_files
 from tidemark.spark.streaming.driver import from_plan
 from tidemark.spark.streaming.driver.checkpoint import (
@@ -157,14 +157,15 @@ def _low_level_window(spark, root, **checkpoint):
     df = spark.readStream.schema("key string, v long, ts long").json(str(root / "in"))
     return window_stream(
         df,
-        key_columns=["key"],
-        timestamp_column="ts",
-        spec=_spec(tm.TumblingEventTimeWindows.of(10)),
-        out_of_orderness_ms=0,
-        value_columns=VALUE_COLUMNS,
-        result_schema=RESULT_SCHEMA,
-        result_to_row=describe_row,
-        late_tag=None,
+        StreamPlan(
+            key_columns=["key"],
+            timestamp_column="ts",
+            spec=_spec(tm.TumblingEventTimeWindows.of(10)),
+            out_of_orderness_ms=0,
+            value_columns=VALUE_COLUMNS,
+            result_schema=RESULT_SCHEMA,
+            result_to_row=describe_row,
+        ),
         **checkpoint,
     )
 

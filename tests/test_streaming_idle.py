@@ -29,7 +29,7 @@ from streaming_scenarios import (
 from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming import select_output, window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, select_output, window_stream, write_outputs
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
 from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
@@ -154,16 +154,15 @@ def _window_stream(df: Any, **overrides: Any) -> Any:
     arguments: dict[str, Any] = dict(
         key_columns=["key"],
         timestamp_column="ts",
-        spec=TUMBLING_10,
+        spec=TUMBLING_10,  # its late data under LATE
         out_of_orderness_ms=0,
         value_columns=VALUE_COLUMNS,
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
-        late_tag=LATE,
-        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
     )
     arguments.update(overrides)
-    return window_stream(df, **arguments)
+    # timestamps from the epoch on
+    return window_stream(df, StreamPlan(**arguments), spark_offset_ms=SPARK_OFFSET_MS)
 
 
 def _start(spark: Any, root: Path, idleness_ms: int | None) -> tuple[Any, dict[str, list]]:

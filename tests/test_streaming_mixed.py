@@ -43,7 +43,7 @@ from tidemark._engine.create import create_window_operator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -321,15 +321,16 @@ def _start(
     df = spark.readStream.schema("key string, v long, ts long").json(str(root / "in"))
     combined = window_stream(
         df,
-        key_columns=["key"],
-        timestamp_column="ts",
-        spec=spec,
-        out_of_orderness_ms=0,
-        value_columns=VALUE_COLUMNS,
-        result_schema=RESULT_SCHEMA,
-        result_to_row=describe_row,
-        late_tag=None,
-        time_mode=mode,
+        StreamPlan(
+            key_columns=["key"],
+            timestamp_column="ts",
+            spec=spec,
+            out_of_orderness_ms=0,
+            value_columns=VALUE_COLUMNS,
+            result_schema=RESULT_SCHEMA,
+            result_to_row=describe_row,
+            time_mode=mode,
+        ),
         spark_offset_ms=spark_offset_ms,
     )
     got: list[tuple] = []

@@ -1,6 +1,6 @@
 """The DataStream API on a streaming DataFrame: a window operation (a plan's
-:class:`~tidemark.spark.plan.WindowOp`) becomes :func:`~.query.window_stream`'s
-arguments, one streaming query (see :mod:`tidemark.spark.streaming`)."""
+:class:`~tidemark.spark.plan.WindowOp`) becomes a :class:`~.stream_plan.StreamPlan`
+for :func:`~.query.window_stream`, one streaming query (see :mod:`tidemark.spark.streaming`)."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from tidemark.spark.streaming.driver.checkpoint import checkpoint_clock
 from tidemark.spark.streaming.driver.combine import pre_aggregation
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
+from tidemark.spark.streaming.driver.stream_plan import StreamPlan
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
 from tidemark.spark.streaming.worker.modes import TimeMode
@@ -147,24 +148,26 @@ def _window_frame(
         partitions=source.partitions,
         spark_offset_ms=spark_offset_ms,
     )
-    window = window_stream(
-        df if earlier is None else replace(earlier, frame=df),
-        key_columns=keys,
+    plan = StreamPlan(
+        op.run_spec(),
+        key_columns=tuple(keys),
+        value_columns=tuple(values),
         timestamp_column=timestamp,
-        spec=op.run_spec(),
-        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
-        value_columns=values,
         result_schema=op.output_schema,
         result_to_row=functools.partial(result_row, op.output_schema.fieldNames()),
-        late_tag=op.late_tag,
+        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
         time_mode=mode,
         idleness_ms=idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
-        checkpoint=checkpoint,
         partitions=source.partitions if earlier is None else None,
-        spark_offset_ms=spark_offset_ms,
         pre_aggregate=combining,
+    )
+    window = window_stream(
+        df if earlier is None else replace(earlier, frame=df),
+        plan,
+        checkpoint=checkpoint,
+        spark_offset_ms=spark_offset_ms,
     )
     if window.watermarks is None or source.strategy.idleness_ms is None:
         return window
