@@ -41,7 +41,7 @@ from tidemark import (
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
 from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
-from tidemark.spark.streaming.driver.checkpoint import stored_layout
+from tidemark.spark.streaming.driver.checkpoint import read_records
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import load_keys
@@ -113,7 +113,7 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
     # a window not in a chain runs in applyInPandasWithState (bindings.py), in the
     # deltas layout in transformWithStateInPandas
     progress = stream.query.recentProgress
-    deltas = stored_layout(spark, stream.checkpoint) == "deltas"
+    deltas = read_records(spark, stream.checkpoint).layout == "deltas"
     operator = "transformWithStateInPandasExec" if deltas else "applyInPandasWithState"
     assert {op["operatorName"] for p in progress for op in p["stateOperators"]} == {operator}
 

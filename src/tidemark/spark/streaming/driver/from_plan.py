@@ -21,7 +21,11 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.partitions import check_partitions
 from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
-from tidemark.spark.streaming.driver.checkpoint import checkpoint_clock
+from tidemark.spark.streaming.driver.checkpoint import (
+    CheckpointRecords,
+    checkpoint_clock,
+    read_records,
+)
 from tidemark.spark.streaming.driver.combine import pre_aggregation
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
@@ -104,21 +108,24 @@ def run_streaming_window(op: WindowOp, checkpoint: str | None = None) -> Streami
     source = source_of(op)
     if checkpoint is None:
         spark_offset_ms = SPARK_OFFSET_MS if source.shift_spark_clock else 0
-    else:
-        spark = source.df.sparkSession
-        spark_offset_ms = checkpoint_clock(spark, checkpoint, source.shift_spark_clock)
-    return _window_frame(op, False, checkpoint, spark_offset_ms)
+        return _window_frame(op, False, None, spark_offset_ms)
+    recorded = read_records(source.df.sparkSession, checkpoint)
+    spark_offset_ms = checkpoint_clock(recorded, source.shift_spark_clock)
+    return _window_frame(op, False, recorded, spark_offset_ms)
 
 
 def _window_frame(
-    op: WindowOp, feeds_downstream: bool, checkpoint: str | None, spark_offset_ms: int
+    op: WindowOp,
+    feeds_downstream: bool,
+    recorded: CheckpointRecords | None,
+    spark_offset_ms: int,
 ) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
     earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        earlier = _window_frame(upstream, True, checkpoint, spark_offset_ms)
+        earlier = _window_frame(upstream, True, recorded, spark_offset_ms)
         df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
@@ -166,7 +173,7 @@ def _window_frame(
     window = window_stream(
         df if earlier is None else replace(earlier, frame=df),
         plan,
-        checkpoint=checkpoint,
+        checkpoint=recorded,
         spark_offset_ms=spark_offset_ms,
     )
     if window.watermarks is None or source.strategy.idleness_ms is None:

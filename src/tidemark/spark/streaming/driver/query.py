@@ -61,10 +61,11 @@ from tidemark.spark.streaming.driver.chain import (
     upstream_schemas,
 )
 from tidemark.spark.streaming.driver.checkpoint import (
+    CheckpointRecords,
     describe_window,
+    read_records,
     results_kept,
     state_layout,
-    stored_groups,
 )
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
 from tidemark.spark.streaming.driver.packing import packed_input
@@ -125,6 +126,9 @@ class StreamingWindow:
         How the key groups' state is kept (:mod:`~..worker.deltas`), with the checkpoint.
     watermarks : WatermarkSetup or None
         How its watermark is made, for each micro-batch's record (:mod:`.batch_records`).
+    recorded : CheckpointRecords or None
+        The records of the checkpoint it was built for, read when it was built: its
+        query's start compares the window with them (:func:`~.sinks.write_outputs`).
     """
 
     frame: DataFrame
@@ -137,6 +141,7 @@ class StreamingWindow:
     spark_offset_ms: int = 0
     state_layout: StateLayout = StateLayout()
     watermarks: records.WatermarkSetup | None = None
+    recorded: CheckpointRecords | None = None
 
     @property
     def chained(self) -> bool:
@@ -160,7 +165,7 @@ def window_stream(
     df: DataFrame | StreamingWindow,
     plan: StreamPlan,
     *,
-    checkpoint: str | None = None,
+    checkpoint: str | CheckpointRecords | None = None,
     max_parallelism: int | None = None,
     spark_offset_ms: int = 0,
 ) -> StreamingWindow:
@@ -175,12 +180,14 @@ def window_stream(
         columns (see "Chains of windows" in the streaming guide).
     plan : StreamPlan
         The window, the columns it reads and writes, its clocks (:class:`.StreamPlan`).
-    checkpoint : str, optional
-        The checkpoint the query will start on (:func:`~.sinks.write_outputs`'s): read
-        before the frame is built, so that a restart keeps the number of key groups it
-        recorded where the number is the session's default, and its state layout (else
-        the session's ``spark.tidemark.streaming.stateLayout``, see the streaming
-        guide's "State layouts"; a window of a chain takes its earlier window's).
+    checkpoint : str or CheckpointRecords, optional
+        The checkpoint the query will start on (:func:`~.sinks.write_outputs`'s), or its
+        records already read (:func:`~.checkpoint.read_records`): read once, before the
+        frame is built, and kept with the window for its start to compare, so that a
+        restart keeps the number of key groups it recorded where the number is the
+        session's default, and its state layout (else the session's
+        ``spark.tidemark.streaming.stateLayout``, see the streaming guide's "State
+        layouts"; a window of a chain takes its earlier window's).
         Without it, a restart on a checkpoint recorded with another default number is
         refused, naming the number.
     max_parallelism : int, optional
@@ -211,14 +218,13 @@ def window_stream(
     source = df.frame if isinstance(df, StreamingWindow) else df
     time_mode = check_plan(source, plan, upstream)
     spark = source.sparkSession
-    groups = _key_groups(spark, max_parallelism, checkpoint, upstream)
+    recorded = _records(spark, checkpoint, upstream)
+    groups = _key_groups(spark, max_parallelism, recorded, upstream)
     if upstream is not None:
-        spark_offset_ms = upstream.spark_offset_ms
-    check_spark_offset(spark_offset_ms)
-    if upstream is not None:
-        layout = upstream.state_layout
+        spark_offset_ms, layout = upstream.spark_offset_ms, upstream.state_layout
     else:
-        layout = state_layout(spark, checkpoint, plan.key_columns == (ALL_KEY,))
+        layout = state_layout(spark, recorded, plan.key_columns == (ALL_KEY,))
+    check_spark_offset(spark_offset_ms)
     setup = _Setup(time_mode, groups.count, spark_offset_ms, layout)
     prepared, config = _key_group_input(source, plan, upstream, setup)
     output_schema = combined_schema(plan.result_schema, phase=plan.feeds_downstream)
@@ -237,6 +243,7 @@ def window_stream(
         watermarks=records.watermark_setup(
             upstream, time_mode, plan.out_of_orderness_ms, plan.partitions
         ),
+        recorded=recorded,
     )
 
 
@@ -325,15 +332,29 @@ def _described(source: DataFrame, plan: StreamPlan, time_mode: TimeMode) -> dict
     )
 
 
+def _records(
+    spark: Any, checkpoint: str | CheckpointRecords | None, upstream: StreamingWindow | None
+) -> CheckpointRecords | None:
+    """The records of the checkpoint the query will start on, read once: given, or a
+    chain's earlier window's; None without a checkpoint."""
+    if checkpoint is None or isinstance(checkpoint, CheckpointRecords):
+        return checkpoint
+    if upstream is not None:
+        return upstream.recorded
+    return read_records(spark, checkpoint)
+
+
 def _key_groups(
-    spark: Any, given: int | None, checkpoint: str | None, upstream: StreamingWindow | None
+    spark: Any,
+    given: int | None,
+    recorded: CheckpointRecords | None,
+    upstream: StreamingWindow | None,
 ) -> KeyGroups:
     """The number of key groups, decided before anything is built: a chain's windows
-    share the first one's; a restart reads the number its checkpoint recorded."""
+    share the first one's; a restart takes the number its checkpoint recorded."""
     if upstream is not None:
         return KeyGroups.decide(spark, upstream.key_groups.count)
-    recorded = None if checkpoint is None else stored_groups(spark, checkpoint)
-    return KeyGroups.decide(spark, given, recorded)
+    return KeyGroups.decide(spark, given, None if recorded is None else recorded.groups)
 
 
 def _columns_of(df: DataFrame, names: list[str]) -> str:
