@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pyspark.sql.types import LongType, StructField, StructType
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction
 from tidemark.spark.streaming.worker.clock import spark_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -51,18 +51,17 @@ class Sum(AggregateFunction):
         return a + b
 
 
-def make_operator() -> WindowOperator:
-    return window_operator(TumblingEventTimeWindows.of(10_000), window_logic(Sum()))
+SPEC = OperatorSpec(TumblingEventTimeWindows.of(10_000), window_logic(Sum()))
 
 
 def config() -> ProcessorConfig:
     return ProcessorConfig(
-        make_operator=make_operator,
+        spec=SPEC,
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),
         value_positions=(0, 1),
-        result_names=("total",),
+        result_schema=StructType([StructField("total", LongType())]),
         result_to_row=lambda value, ts: (value,),
         key_positions=(0,),
         key_types=("StringType",),

@@ -52,10 +52,9 @@ from typing import Any
 import pandas as pd
 
 from tidemark import AggregateFunction, TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import WindowOperator
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark._engine.spec import OperatorSpec
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
@@ -85,8 +84,7 @@ class CountSum(AggregateFunction):
         return (a[0] + b[0], a[1] + b[1])
 
 
-def make_operator() -> WindowOperator:
-    return window_operator(TumblingEventTimeWindows.of(WINDOW_MS), window_logic(CountSum()))
+SPEC = OperatorSpec(TumblingEventTimeWindows.of(WINDOW_MS), window_logic(CountSum()))
 
 
 def count_sum_row(result: Any, timestamp: int) -> tuple:
@@ -142,14 +140,15 @@ def start_tidemark(
     schema = StructType([StructField(n, LongType()) for n in ("window_max_ts", "count", "total")])
     combined = window_stream(
         _source(spark, directory),
-        key_columns=["key"],
-        timestamp_column="ts",
-        make_operator=make_operator,
-        out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
-        value_columns=["key", "v", "ts"],
-        result_schema=schema,
-        result_to_row=count_sum_row,
-        late_tag=None,
+        StreamPlan(
+            key_columns=["key"],
+            timestamp_column="ts",
+            spec=SPEC,
+            out_of_orderness_ms=OUT_OF_ORDERNESS_MS,
+            value_columns=["key", "v", "ts"],
+            result_schema=schema,
+            result_to_row=count_sum_row,
+        ),
         max_parallelism=groups,
         spark_offset_ms=SPARK_OFFSET_MS,  # events from the epoch on, some before it
     )

@@ -46,10 +46,16 @@ from tidemark import (
     TumblingEventTimeWindows,
     ValueStateDescriptor,
 )
-from tidemark._engine.create import window_operator
+from tidemark._engine.create import create_window_operator
 from tidemark._engine.functions import window_logic
-from tidemark._engine.operator import WindowOperator
-from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS, window_stream, write_outputs
+from tidemark._engine.spec import OperatorSpec
+from tidemark.spark.streaming import (
+    DROPPED_OUTPUT,
+    END_OF_INPUT_MS,
+    StreamPlan,
+    window_stream,
+    write_outputs,
+)
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.time import LONG_MAX, TimeDomain
 
@@ -172,7 +178,7 @@ def describe_row(result: Any, timestamp: int) -> tuple:
 @dataclass
 class Scenario:
     name: str
-    make_operator: Callable[[], WindowOperator]
+    spec: OperatorSpec
     batches: list[list[tuple[str, int, int]]]
     out_of_orderness_ms: int = 0
     late_tag: OutputTag | None = None
@@ -182,14 +188,10 @@ class Scenario:
     max_parallelism: int | None = None  # key groups; None: the runner's default
 
 
-def _op(assigner: Any, **kwargs: Any) -> Callable[[], WindowOperator]:
+def _spec(assigner: Any, **kwargs: Any) -> OperatorSpec:
     function = kwargs.pop("function", None) or Describe()
-
-    def make() -> WindowOperator:
-        logic = window_logic(*function) if isinstance(function, tuple) else window_logic(function)
-        return window_operator(assigner, logic, **kwargs)
-
-    return make
+    logic = window_logic(*function) if isinstance(function, tuple) else window_logic(function)
+    return OperatorSpec(assigner, logic, **kwargs)
 
 
 #   size 10, allowed lateness 5, out-of-orderness 2      W after batch: 2 12 22 27 MAX
@@ -198,7 +200,7 @@ def _op(assigner: Any, **kwargs: Any) -> Callable[[], WindowOperator]:
 #   batch 3: a@12 -> late firing of a[10,20); a@1, b@9 (windows cleaned) -> side output
 LATENESS = Scenario(
     "tumbling_lateness_side_output",
-    _op(TumblingEventTimeWindows.of(10), allowed_lateness_ms=5, late_data_tag=LATE),
+    _spec(TumblingEventTimeWindows.of(10), allowed_lateness_ms=5, late_data_tag=LATE),
     [
         [("a", 1, 1), ("a", 2, 3), ("b", 3, 5)],
         [("a", 4, 12), ("a", 5, 8), ("b", 6, 15)],
@@ -214,7 +216,7 @@ LATENESS = Scenario(
 # pane, a late pane per late element, ACCUMULATING (pane state in the state store).
 PANES = Scenario(
     "dataflow_panes_accumulating",
-    _op(
+    _spec(
         TumblingEventTimeWindows.of(10),
         trigger=AfterWatermark(early=AfterCount(2), late=AfterCount(1)),
         accumulation_mode=AccumulationMode.ACCUMULATING,
@@ -233,12 +235,12 @@ SCENARIOS = {
         PANES,
         Scenario(
             "tumbling_dropped_without_tag",
-            _op(TumblingEventTimeWindows.of(10)),
+            _spec(TumblingEventTimeWindows.of(10)),
             [[("a", 1, 1), ("b", 2, 25)], [("a", 3, 4), ("a", 4, 26)], [END]],
         ),
         Scenario(
             "sliding_reduce_timestamp_column",
-            _op(SlidingEventTimeWindows.of(10, 5), function=(_sum_rows, Describe())),
+            _spec(SlidingEventTimeWindows.of(10, 5), function=(_sum_rows, Describe())),
             [[("a", 1, 1), ("a", 2, 7)], [("a", 3, 12), ("b", 4, 3)], [("a", 5, 21)], [END]],
             out_of_orderness_ms=3,
             timestamp_type="timestamp",
@@ -247,7 +249,7 @@ SCENARIOS = {
             # a: [1,6) and [10,15) in batch 0; 5 bridges them in batch 1 (a merge across
             # batches); 30 -> new session; b: one session growing over three batches.
             "session_merges_across_batches",
-            _op(EventTimeSessionWindows.with_gap(5)),
+            _spec(EventTimeSessionWindows.with_gap(5)),
             [
                 [("a", 1, 1), ("a", 2, 10), ("b", 3, 0)],
                 [("a", 4, 5), ("b", 5, 4)],
@@ -259,22 +261,22 @@ SCENARIOS = {
         ),
         Scenario(
             "count_window_purging",
-            _op(GlobalWindows.create(), trigger=PurgingTrigger.of(CountTrigger.of(3))),
+            _spec(GlobalWindows.create(), trigger=PurgingTrigger.of(CountTrigger.of(3))),
             [[("a", 1, 1), ("a", 2, 2)], [("a", 3, 3), ("a", 4, 4), ("b", 5, 1)], [("a", 5, 9)]],
         ),
         Scenario(
             "count_window_sliding_evictor",
-            _op(GlobalWindows.create(), trigger=CountTrigger.of(2), evictor=CountEvictor.of(3)),
+            _spec(GlobalWindows.create(), trigger=CountTrigger.of(2), evictor=CountEvictor.of(3)),
             [[("a", 1, 1), ("a", 2, 2), ("a", 3, 3)], [("a", 4, 4), ("a", 5, 5)], [("a", 6, 6)]],
         ),
         Scenario(
             "continuous_event_time_trigger",
-            _op(TumblingEventTimeWindows.of(100), trigger=ContinuousEventTimeTrigger.of(20)),
+            _spec(TumblingEventTimeWindows.of(100), trigger=ContinuousEventTimeTrigger.of(20)),
             [[("a", 1, 5), ("a", 2, 18)], [("a", 3, 45)], [("a", 4, 61), ("b", 5, 70)], [END]],
         ),
         Scenario(
             "tumbling_count_evictor",
-            _op(TumblingEventTimeWindows.of(10), evictor=CountEvictor.of(2)),
+            _spec(TumblingEventTimeWindows.of(10), evictor=CountEvictor.of(2)),
             [[("a", 1, 1), ("a", 2, 2)], [("a", 3, 3), ("a", 4, 12)], [("a", 5, 15)], [END]],
         ),
         Scenario(
@@ -283,7 +285,7 @@ SCENARIOS = {
             # needs no with_idleness (which runs in ProcessingTime mode, see
             # test_streaming_idle.py): Spark's watermark is global.
             "idle_key_closed_by_timer",
-            _op(TumblingEventTimeWindows.of(10)),
+            _spec(TumblingEventTimeWindows.of(10)),
             [[("a", 1, 1), ("b", 2, 2)], [("a", 3, 11)], [("a", 4, 22)]],
         ),
     ]
@@ -295,7 +297,7 @@ SCENARIOS = {
 
 def engine_reference(scenario: Scenario) -> dict[str, Any]:
     """What the engine emits fed each batch, then the watermark Spark moves to."""
-    op = scenario.make_operator()
+    op = create_window_operator(scenario.spec)
     max_ts: int | None = None
     ended = False
     for batch in scenario.batches:
@@ -383,24 +385,22 @@ def keyed_file_stream(spark: Any, directory: Path, batches: list[list[tuple]]) -
 def combined_stream(spark: Any, scenario: Scenario, input_dir: Path) -> Any:
     schema = f"key string, v long, ts {scenario.timestamp_type}"
     df = spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).json(str(input_dir))
-    return window_stream(
-        df,
-        key_columns=["key"],
+    plan = StreamPlan(
+        scenario.spec,
+        key_columns=("key",),
+        value_columns=tuple(VALUE_COLUMNS),
         timestamp_column="ts",
-        make_operator=scenario.make_operator,
-        out_of_orderness_ms=scenario.out_of_orderness_ms,
-        value_columns=VALUE_COLUMNS,
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
-        late_tag=scenario.late_tag,
+        out_of_orderness_ms=scenario.out_of_orderness_ms,
         idleness_ms=scenario.idleness_ms,
+    )
+    return window_stream(
+        df,
+        plan,
+        max_parallelism=scenario.max_parallelism,
         # scenarios run from the epoch on: their first watermarks need Spark's clock shifted
         spark_offset_ms=SPARK_OFFSET_MS,
-        **(
-            {}
-            if scenario.max_parallelism is None
-            else {"max_parallelism": scenario.max_parallelism}
-        ),
     )
 
 

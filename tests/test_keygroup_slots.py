@@ -9,7 +9,11 @@ import pytest
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming.driver.checkpoint import GROUPS_FILE, check_checkpoint_groups
+from tidemark.spark.streaming.driver.checkpoint import (
+    GROUPS_FILE,
+    check_checkpoint_groups,
+    read_records,
+)
 from tidemark.spark.streaming.driver.keygroups import (
     MAX_PARALLELISM_CONF,
     KeyGroups,
@@ -50,10 +54,10 @@ def test_spark_places_group_g_in_partition_g_mod_p(spark, groups, partitions):
 
 def test_the_checkpoint_keeps_its_number_of_key_groups(spark, tmp_path):
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_groups(spark, checkpoint, 4)  # first start: recorded
-    check_checkpoint_groups(spark, checkpoint, 4)  # same: starts
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 4)  # first start: recorded
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 4)  # same: starts
     with pytest.raises(WindowSpecError, match=r"has 4 key groups, this query 3.*maxParallelism=4"):
-        check_checkpoint_groups(spark, checkpoint, 3)
+        check_checkpoint_groups(spark, read_records(spark, checkpoint), 3)
     # written with the JVM's file system, read as Spark writes text (and Connect reads it)
     assert [r.value for r in spark.read.text(f"{checkpoint}/{GROUPS_FILE}").collect()] == ["4"]
 
@@ -63,9 +67,9 @@ def test_a_marker_spark_wrote_is_read(spark, tmp_path):
     checkpoint = str(tmp_path / "checkpoint")
     marker = spark.createDataFrame([("6",)], "value string")
     marker.coalesce(1).write.text(f"{checkpoint}/{GROUPS_FILE}")
-    check_checkpoint_groups(spark, checkpoint, 6)
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 6)
     with pytest.raises(WindowSpecError, match=r"has 6 key groups, this query 8"):
-        check_checkpoint_groups(spark, checkpoint, 8)
+        check_checkpoint_groups(spark, read_records(spark, checkpoint), 8)
 
 
 def test_the_default_state_partitions_follow_the_cores_and_the_shuffle_partitions(spark):

@@ -41,7 +41,6 @@ from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import worker
 from tidemark.spark.batch.worker import BatchDriver, RunnerConfig
-from tidemark.spark.columns import combined_schema
 from tidemark.testing import WindowOperatorHarness
 
 CLEARED = OutputTag("cleared")
@@ -233,12 +232,11 @@ def batch_task(
     output = StructType([StructField(n, LongType()) for n in ("k", "n", "start")])
     config = RunnerConfig(
         spec=spec,
-        value_names=["k"],
-        value_types=["LongType"],
+        value_names=("k",),
+        value_types=("LongType",),
+        result_schema=output,
         key_columns=["k"],
         function_key=False,
-        output_names=output.fieldNames(),
-        output_schema=combined_schema(output),
         replay=False,
         watermarks=None,
         timestamp_column=None,

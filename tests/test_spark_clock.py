@@ -168,9 +168,9 @@ def test_a_checkpoint_written_before_the_clock_was_recorded_keeps_the_shifted_cl
 
 
 def test_a_window_built_on_another_clock_than_its_checkpoint_is_refused(spark, tmp_path):
-    from streaming_scenarios import _op
+    from streaming_scenarios import _spec
 
-    from tidemark.spark.streaming import window_stream, write_outputs
+    from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 
     _write(tmp_path / "in", [[("a", 1, JAN_2024)]])
     (tmp_path / "checkpoint" / CLOCK_FILE).mkdir(parents=True)
@@ -178,14 +178,15 @@ def test_a_window_built_on_another_clock_than_its_checkpoint_is_refused(spark, t
     source = spark.readStream.schema("k string, v long, ts long").json(str(tmp_path / "in"))
     window = window_stream(
         source,
-        key_columns=["k"],
-        timestamp_column="ts",
-        make_operator=_op(tm.TumblingEventTimeWindows.of(MINUTE)),
-        out_of_orderness_ms=0,
-        value_columns=["k", "v", "ts"],
-        result_schema=source.schema,
-        result_to_row=lambda value, ts: value,
-        late_tag=None,
+        StreamPlan(
+            key_columns=["k"],
+            timestamp_column="ts",
+            spec=_spec(tm.TumblingEventTimeWindows.of(MINUTE)),
+            out_of_orderness_ms=0,
+            value_columns=["k", "v", "ts"],
+            result_schema=source.schema,
+            result_to_row=lambda value, ts: value,
+        ),
     )
     with pytest.raises(tm.WindowSpecError, match=r"spark_offset_ms=1125899906842624"):
         write_outputs(window, {"main": lambda df, b: None}, str(tmp_path / "checkpoint"))

@@ -16,11 +16,12 @@ from typing import Any
 import pandas as pd
 import pytest
 from pyspark import cloudpickle
+from pyspark.sql.types import LongType, StructField, StructType
 from spark_state_fakes import StateHandle, TimerValues
 
 from tidemark import TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -292,12 +293,12 @@ def _processor(
 ) -> tuple[WindowStatefulProcessor, StateHandle]:
     """A processor on a fake handle; ``pickled``: the copy a Spark task unpickles."""
     config = ProcessorConfig(
-        make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),
+        spec=OperatorSpec(TumblingEventTimeWindows.of(100), window_logic(max)),
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),
         value_positions=(0, 1),
-        result_names=("v",),
+        result_schema=StructType([StructField("v", LongType())]),
         result_to_row=lambda result, ts: (result[1],),
         spark_offset_ms=0,
         state_layout=layout,

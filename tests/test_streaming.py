@@ -26,7 +26,7 @@ from streaming_scenarios import (
     Describe,
     FileStream,
     Scenario,
-    _op,
+    _spec,
     combined_stream,
     describe_row,
     engine_reference,
@@ -40,8 +40,8 @@ from tidemark import (
 )
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import combined_schema
-from tidemark.spark.streaming import window_stream, write_outputs
-from tidemark.spark.streaming.driver.checkpoint import stored_layout
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
+from tidemark.spark.streaming.driver.checkpoint import read_records
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import load_keys
@@ -85,14 +85,14 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
         batch 3: a@12 -> late firing of a[10,20); a@1, b@9 -> side output "late"
     """
     log = tmp_path / "fired.log"
-    make = _op(
+    spec = _spec(
         TumblingEventTimeWindows.of(10),
         allowed_lateness_ms=5,
         late_data_tag=LATE,
         function=Describe(str(log)),
     )
     # One key group: a and b share a processor call, a state row and a Spark timer.
-    scenario = dataclasses.replace(LATENESS, make_operator=make, max_parallelism=1)
+    scenario = dataclasses.replace(LATENESS, spec=spec, max_parallelism=1)
     stream = FileStream(spark, scenario, tmp_path / "run").start()
     try:
         stream.feed(4)
@@ -113,7 +113,7 @@ def test_lateness_side_output_and_cleanup_match_engine(spark, tmp_path):
     # a window not in a chain runs in applyInPandasWithState (bindings.py), in the
     # deltas layout in transformWithStateInPandas
     progress = stream.query.recentProgress
-    deltas = stored_layout(spark, stream.checkpoint) == "deltas"
+    deltas = read_records(spark, stream.checkpoint).layout == "deltas"
     operator = "transformWithStateInPandasExec" if deltas else "applyInPandasWithState"
     assert {op["operatorName"] for p in progress for op in p["stateOperators"]} == {operator}
 
@@ -152,27 +152,30 @@ def test_own_watermark_is_rejected(spark):
 
 def test_processing_time_assigner_needs_processing_time_mode(spark):
     df = spark.readStream.format("rate").load()
-    make = _op(TumblingProcessingTimeWindows.of(1000))
+    spec = _spec(TumblingProcessingTimeWindows.of(1000))
     with pytest.raises(WindowSpecError, match="needs time_mode='ProcessingTime'"):
-        _window_stream(df, make_operator=make)
+        _window_stream(df, spec=spec)
 
 
-def _window_stream(df, **overrides):
+def _window_stream(df, max_parallelism=None, **overrides):
     if "key" not in df.columns:
         df = df.selectExpr("'a' as key", "value as v", "timestamp as ts", "timestamp")
     arguments = dict(
         key_columns=["key"],
         timestamp_column="ts",
-        make_operator=_op(TumblingEventTimeWindows.of(10)),
+        spec=_spec(TumblingEventTimeWindows.of(10)),
         out_of_orderness_ms=0,
         value_columns=["key", "v", "ts"],
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
-        late_tag=None,
-        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
     )
     arguments.update(overrides)
-    return window_stream(df, **arguments)
+    return window_stream(
+        df,
+        StreamPlan(**arguments),
+        max_parallelism=max_parallelism,
+        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
+    )
 
 
 # ---------------------------------------------------------------------- all scenarios
@@ -313,7 +316,7 @@ def test_processing_time_windows_close_on_idle_input(spark, tmp_path):
     df = spark.readStream.schema("key string, v long, ts long").json(str(tmp_path / "in"))
     combined = _window_stream(
         df,
-        make_operator=_op(TumblingProcessingTimeWindows.of(2000)),
+        spec=_spec(TumblingProcessingTimeWindows.of(2000)),
         out_of_orderness_ms=None,
         time_mode="ProcessingTime",
     )
@@ -337,8 +340,8 @@ def test_processing_time_windows_close_on_idle_input(spark, tmp_path):
 
 @pytest.mark.slow
 def test_processing_time_timer_in_event_time_query_fails_loudly(spark, tmp_path):
-    make = _op(TumblingEventTimeWindows.of(10), trigger=ContinuousProcessingTimeTrigger.of(5))
-    scenario = Scenario("mixed", make, [[("a", 1, 1)]])
+    spec = _spec(TumblingEventTimeWindows.of(10), trigger=ContinuousProcessingTimeTrigger.of(5))
+    scenario = Scenario("mixed", spec, [[("a", 1, 1)]])
     stream = FileStream(spark, scenario, tmp_path).start()
     try:
         with pytest.raises(WindowSpecError, match="processing-time timer was registered"):

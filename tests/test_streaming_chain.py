@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 from pyspark.sql import Row
 from spark_state_fakes import Handle, TimerValues
-from streaming_scenarios import VALUE_COLUMNS, Describe, _op, describe_row
+from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _spec, describe_row
 
 import tidemark as tm
 from tidemark.spark import aggregations
@@ -472,14 +472,12 @@ def test_a_sink_for_a_window_outside_the_chain_is_refused(spark, tmp_path):
 def test_chained_processor_feeds_early_results_before_the_watermark():
     result_names = ("key", "start", "end", "n", "total", "watermark")
     config = ProcessorConfig(
-        make_operator=_op(
-            tm.TumblingEventTimeWindows.of(10), late_data_tag=LATE2, function=Describe()
-        ),
+        spec=_spec(tm.TumblingEventTimeWindows.of(10), late_data_tag=LATE2, function=Describe()),
         time_mode="EventTime",
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
         value_positions=(0, 1, 2),
-        result_names=result_names,
+        result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
         timestamp_position=3,
         upstream=UpstreamInput(1, 3, len(result_names), phased=False),

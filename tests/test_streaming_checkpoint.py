@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 from checkpoint_compat import LATE, write_input
-from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _op, describe_row
+from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, _spec, describe_row
 
 import tidemark as tm
 from tidemark.errors import WindowSpecError
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver import checkpoint as checkpoint_files
 from tidemark.spark.streaming.driver import from_plan
 from tidemark.spark.streaming.driver.checkpoint import (
@@ -22,8 +22,8 @@ from tidemark.spark.streaming.driver.checkpoint import (
     check_checkpoint_groups,
     check_checkpoint_layout,
     describe,
+    read_records,
     state_layout,
-    stored_groups,
 )
 from tidemark.spark.streaming.driver.keygroups import KeyGroups
 
@@ -90,11 +90,11 @@ def test_each_part_of_the_pipeline_is_compared(spark, tmp_path, changed, named):
         "key": "k string",
     }
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint(spark, checkpoint, 4, (first,))
+    check_checkpoint(spark, read_records(spark, checkpoint), 4, (first,))
     assert (tmp_path / "checkpoint" / PIPELINE_FILE).is_dir()
-    check_checkpoint(spark, checkpoint, 4, (first,))
+    check_checkpoint(spark, read_records(spark, checkpoint), 4, (first,))
     with pytest.raises(WindowSpecError, match=named):
-        check_checkpoint(spark, checkpoint, 4, ({**first, **changed},))
+        check_checkpoint(spark, read_records(spark, checkpoint), 4, ({**first, **changed},))
 
 
 def test_descriptions_never_show_an_address():
@@ -116,7 +116,7 @@ def test_a_restart_adopts_the_checkpoints_default_number_of_key_groups(spark, tm
     write_input(tmp_path / "in", 0)
     window = tm.TumblingEventTimeWindows.of(10)
     _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
-    first = stored_groups(spark, str(tmp_path / "checkpoint"))
+    first = read_records(spark, str(tmp_path / "checkpoint")).groups
     assert first == 8  # 2 state partitions (shuffle partitions, cores), 4 groups each
     before = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", "1")  # a default of 4 groups now
@@ -125,7 +125,7 @@ def test_a_restart_adopts_the_checkpoints_default_number_of_key_groups(spark, tm
         _run(_windowed(spark, tmp_path, window), tmp_path).awaitTermination(300)
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", before)
-    assert stored_groups(spark, str(tmp_path / "checkpoint")) == 8
+    assert read_records(spark, str(tmp_path / "checkpoint")).groups == 8
 
 
 def test_a_restart_reads_the_record_before_building_the_window_once(spark, tmp_path, monkeypatch):
@@ -157,14 +157,15 @@ def _low_level_window(spark, root, **checkpoint):
     df = spark.readStream.schema("key string, v long, ts long").json(str(root / "in"))
     return window_stream(
         df,
-        key_columns=["key"],
-        timestamp_column="ts",
-        make_operator=_op(tm.TumblingEventTimeWindows.of(10)),
-        out_of_orderness_ms=0,
-        value_columns=VALUE_COLUMNS,
-        result_schema=RESULT_SCHEMA,
-        result_to_row=describe_row,
-        late_tag=None,
+        StreamPlan(
+            key_columns=["key"],
+            timestamp_column="ts",
+            spec=_spec(tm.TumblingEventTimeWindows.of(10)),
+            out_of_orderness_ms=0,
+            value_columns=VALUE_COLUMNS,
+            result_schema=RESULT_SCHEMA,
+            result_to_row=describe_row,
+        ),
         **checkpoint,
     )
 
@@ -175,9 +176,11 @@ def test_window_stream_takes_the_number_its_checkpoint_recorded(spark, tmp_path)
     refused, naming the number to use."""
     (tmp_path / "in").mkdir()
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_layout(spark, checkpoint, state_layout(spark, None).name)  # a first start
-    check_checkpoint_clock(spark, checkpoint, 0)
-    check_checkpoint_groups(spark, checkpoint, 3)  # with 3 groups
+    check_checkpoint_layout(
+        spark, read_records(spark, checkpoint), state_layout(spark, None).name
+    )  # a first start
+    check_checkpoint_clock(spark, read_records(spark, checkpoint), 0)
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 3)  # with 3 groups
     assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).key_groups == KeyGroups(3, 3)
     unread = _low_level_window(spark, tmp_path)
     assert unread.key_groups == KeyGroups(8, 2)  # the session's default
@@ -204,8 +207,10 @@ def test_a_window_built_without_the_checkpoint_of_the_release_before_is_refused(
     naming the setting that restarts it; built with it, the window takes the row layout."""
     (tmp_path / "in").mkdir()
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_clock(spark, checkpoint, 0)  # as the release before's first start
-    check_checkpoint_groups(spark, checkpoint, 8)
+    check_checkpoint_clock(
+        spark, read_records(spark, checkpoint), 0
+    )  # as the release before's first start
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 8)
     assert _low_level_window(spark, tmp_path, checkpoint=checkpoint).state_layout.name == "row"
     unread = _low_level_window(spark, tmp_path)
     assert unread.state_layout.name == DEFAULT_LAYOUT == "deltas"
@@ -284,11 +289,18 @@ def test_an_aggregate_with_another_accumulator_is_refused_before_it_starts(spark
 def test_a_record_written_before_a_field_was_described_restarts_and_gains_it(spark, tmp_path):
     old = {"assigner": "A", "function": "AggregateLogic", "key": "k string"}
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint(spark, checkpoint, 4, (old,))
+    check_checkpoint(spark, read_records(spark, checkpoint), 4, (old,))
     now = {**old, "accumulator": "Sum('v') with a list accumulator", "output schema": "s"}
-    check_checkpoint(spark, checkpoint, 4, (now,))  # accepted: the old record lacks both
+    check_checkpoint(
+        spark, read_records(spark, checkpoint), 4, (now,)
+    )  # accepted: the old record lacks both
     with pytest.raises(WindowSpecError, match=r"accumulator was Sum\('v'\) with a list"):
-        check_checkpoint(spark, checkpoint, 4, ({**now, "accumulator": "Max('v') with a list"},))
+        check_checkpoint(
+            spark,
+            read_records(spark, checkpoint),
+            4,
+            ({**now, "accumulator": "Max('v') with a list"},),
+        )
 
 
 def test_a_record_on_the_drivers_disk_is_written_without_hadoop(spark, tmp_path, monkeypatch):
@@ -301,11 +313,13 @@ def test_a_record_on_the_drivers_disk_is_written_without_hadoop(spark, tmp_path,
 
     monkeypatch.setattr(checkpoint_files, "_HadoopFiles", no_hadoop)
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_clock(spark, checkpoint, 0)
-    check_checkpoint_layout(spark, checkpoint, DEFAULT_LAYOUT)
-    check_checkpoint(spark, checkpoint, 4, ({"assigner": "A"},))
-    check_checkpoint(spark, checkpoint, 4, ({"assigner": "A"},))  # a restart reads them
-    assert stored_groups(spark, checkpoint) == 4
+    check_checkpoint_clock(spark, read_records(spark, checkpoint), 0)
+    check_checkpoint_layout(spark, read_records(spark, checkpoint), DEFAULT_LAYOUT)
+    check_checkpoint(spark, read_records(spark, checkpoint), 4, ({"assigner": "A"},))
+    check_checkpoint(
+        spark, read_records(spark, checkpoint), 4, ({"assigner": "A"},)
+    )  # a restart reads them
+    assert read_records(spark, checkpoint).groups == 4
     assert [r.value for r in spark.read.text(f"{checkpoint}/{PIPELINE_FILE}").collect()] == [
         '[{"assigner": "A"}]'
     ]
@@ -349,8 +363,8 @@ def test_a_checkpoint_elsewhere_than_the_drivers_disk_goes_through_hadoop(
     monkeypatch.setattr(checkpoint_files, "_local_directory", lambda spark, path: None)
     monkeypatch.setattr(checkpoint_files, "_HadoopFiles", Spy)
     checkpoint = str(tmp_path / "checkpoint")
-    check_checkpoint_groups(spark, checkpoint, 4)
-    check_checkpoint_groups(spark, checkpoint, 4)
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 4)
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 4)
     assert used and all(path.startswith(checkpoint) for path in used)
-    assert stored_groups(spark, checkpoint) == 4
+    assert read_records(spark, checkpoint).groups == 4
     assert (tmp_path / "checkpoint" / GROUPS_FILE / ".part-00000.txt.crc").exists()

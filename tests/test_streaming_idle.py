@@ -21,7 +21,7 @@ from streaming_scenarios import (
     LATE,
     RESULT_SCHEMA,
     VALUE_COLUMNS,
-    _op,
+    _spec,
     describe_row,
     write_batch_file,
 )
@@ -29,14 +29,14 @@ from streaming_scenarios import (
 from tidemark import TumblingEventTimeWindows, TumblingProcessingTimeWindows
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming import select_output, window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, select_output, window_stream, write_outputs
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import DEFAULT_MAX_PARALLELISM, ProcessorConfig
 from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import StoredGroup, StoredKey
 
 IDLENESS_MS = 1_000
-TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
+TUMBLING_10 = _spec(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
 
 
 # ---------------------------------------------------------------------- processor by hand
@@ -44,12 +44,12 @@ TUMBLING_10 = _op(TumblingEventTimeWindows.of(10), late_data_tag=LATE)
 
 def _processor(idleness_ms: int | None) -> tuple[WindowStatefulProcessor, Handle]:
     config = ProcessorConfig(
-        make_operator=TUMBLING_10,
+        spec=TUMBLING_10,
         time_mode="EventTime",
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
         value_positions=(0, 1, 2),
-        result_names=tuple(RESULT_SCHEMA.fieldNames()),
+        result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
         idleness_ms=idleness_ms,
     )
@@ -140,7 +140,7 @@ def test_idleness_needs_event_time(spark):
     with pytest.raises(WindowSpecError, match="`idleness` advances the event-time watermark"):
         _window_stream(
             df,
-            make_operator=_op(TumblingProcessingTimeWindows.of(1000)),
+            spec=_spec(TumblingProcessingTimeWindows.of(1000)),
             out_of_orderness_ms=None,
             time_mode="ProcessingTime",
             idleness_ms=IDLENESS_MS,
@@ -154,16 +154,15 @@ def _window_stream(df: Any, **overrides: Any) -> Any:
     arguments: dict[str, Any] = dict(
         key_columns=["key"],
         timestamp_column="ts",
-        make_operator=TUMBLING_10,
+        spec=TUMBLING_10,  # its late data under LATE
         out_of_orderness_ms=0,
         value_columns=VALUE_COLUMNS,
         result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
-        late_tag=LATE,
-        spark_offset_ms=SPARK_OFFSET_MS,  # timestamps from the epoch on
     )
     arguments.update(overrides)
-    return window_stream(df, **arguments)
+    # timestamps from the epoch on
+    return window_stream(df, StreamPlan(**arguments), spark_offset_ms=SPARK_OFFSET_MS)
 
 
 def _start(spark: Any, root: Path, idleness_ms: int | None) -> tuple[Any, dict[str, list]]:

@@ -23,9 +23,10 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import Row
 from spark_state_fakes import GroupState, Handle, TimerValues
-from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _op, describe_row
+from streaming_scenarios import RESULT_SCHEMA, VALUE_COLUMNS, Describe, _spec, describe_row
 
 from tidemark import TriggerResult, TumblingEventTimeWindows
+from tidemark._engine.create import create_window_operator
 from tidemark.spark.columns import TS
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -51,7 +52,7 @@ class TimerAtEachElement(Trigger):
         pass
 
 
-MAKE = _op(TumblingEventTimeWindows.of(1000), trigger=TimerAtEachElement(), function=Describe())
+SPEC = _spec(TumblingEventTimeWindows.of(1000), trigger=TimerAtEachElement(), function=Describe())
 CALLS: list[tuple[int | None, list[tuple[str, int]]]] = [
     (None, [("a", 50), ("b", 60)]),
     (55, [("a", 52)]),
@@ -62,12 +63,12 @@ CALLS: list[tuple[int | None, list[tuple[str, int]]]] = [
 
 def _config() -> ProcessorConfig:
     return ProcessorConfig(
-        make_operator=MAKE,
+        spec=SPEC,
         time_mode="EventTime",
         value_names=tuple(VALUE_COLUMNS),
         value_types=("StringType", "LongType", "LongType"),
         value_positions=(0, 1, 2),
-        result_names=tuple(RESULT_SCHEMA.fieldNames()),
+        result_schema=RESULT_SCHEMA,
         result_to_row=describe_row,
     )
 
@@ -93,7 +94,7 @@ def _streamed() -> tuple[Counter, Handle]:
 
 
 def _engine() -> Counter:
-    op = MAKE()
+    op = create_window_operator(SPEC)
     for watermark, rows in CALLS:
         if watermark is not None and watermark > op.current_watermark:
             op.process_watermark(watermark)
@@ -143,7 +144,7 @@ def test_applyinpandaswithstate_binding_processing_time_timeout():
 
     config = dataclasses.replace(
         _config(),
-        make_operator=_op(TumblingProcessingTimeWindows.of(10_000)),
+        spec=_spec(TumblingProcessingTimeWindows.of(10_000)),
         time_mode="ProcessingTime",
     )
     function = WindowGroupFunction(config)

@@ -19,8 +19,8 @@ from tidemark.spark.streaming import END_OF_INPUT_MS
 from tidemark.spark.streaming.driver.checkpoint import (
     LAYOUT_CONF,
     check_checkpoint_groups,
+    read_records,
     state_layout,
-    stored_layout,
 )
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.state import load_keys
@@ -65,14 +65,14 @@ def test_the_deltas_layout_equals_the_engine_and_restarts_in_it(spark, tmp_path,
         first.feed(2)
     finally:
         first.stop()
-    assert stored_layout(spark, first.checkpoint) == "deltas"
+    assert read_records(spark, first.checkpoint).layout == "deltas"
     assert _keys(spark, first.checkpoint) == {"a", "b"}
     operators = {
         op["operatorName"] for p in first.query.recentProgress for op in p["stateOperators"]
     }
     assert operators == {"transformWithStateInPandasExec"}
     asking(None)  # a window built with the checkpoint (as write_outputs of a pipeline) keeps it
-    assert state_layout(spark, first.checkpoint).name == "deltas"
+    assert state_layout(spark, read_records(spark, first.checkpoint)).name == "deltas"
     asking("deltas", 200)  # FileStream builds its window without the checkpoint
     second = first.restarted()
     try:
@@ -103,14 +103,14 @@ def test_another_layout_on_a_checkpoint_is_refused_before_the_query_starts(spark
 def test_a_checkpoint_without_a_layout_record_is_in_the_row_layout(spark, tmp_path, asking):
     """A checkpoint of the release before records its key groups, not its layout."""
     checkpoint = str(tmp_path / "checkpoint")
-    assert stored_layout(spark, checkpoint) is None
-    check_checkpoint_groups(spark, checkpoint, 4)
-    assert stored_layout(spark, checkpoint) == "row"
+    assert read_records(spark, checkpoint).layout is None
+    check_checkpoint_groups(spark, read_records(spark, checkpoint), 4)
+    assert read_records(spark, checkpoint).layout == "row"
     asking(None)
-    assert state_layout(spark, checkpoint).name == "row"
+    assert state_layout(spark, read_records(spark, checkpoint)).name == "row"
     asking("deltas")
     with pytest.raises(WindowSpecError, match="its state is in the 'row' layout"):
-        state_layout(spark, checkpoint)
+        state_layout(spark, read_records(spark, checkpoint))
 
 
 def test_a_layout_the_session_names_wrongly_is_refused(spark, asking):
@@ -215,14 +215,14 @@ def test_a_window_all_takes_the_row_layout_unless_asked(spark, tmp_path, asking,
     asking(asked)
     first = run()
     layout = asked or "row"
-    assert stored_layout(spark, str(tmp_path / "checkpoint")) == layout
+    assert read_records(spark, str(tmp_path / "checkpoint")).layout == layout
     asking(None)  # a restart keeps the recorded layout
     _write_json(files, "3.json", [("a", 4, 1140)])
     _write_json(files, "4.json", [("c", 0, END_OF_INPUT_MS)])  # ends the input
     operators = set(first + run())
     tws = "transformWithStateInPandasExec"
     assert operators == ({tws} if layout == "deltas" else {"applyInPandasWithState"})
-    assert stored_layout(spark, str(tmp_path / "checkpoint")) == layout
+    assert read_records(spark, str(tmp_path / "checkpoint")).layout == layout
     paths = [str(files / f"{n}.json") for n in (1, 2, 3)]
     bounded = spark.read.schema("k string, n long, ts long").json(paths)
     batch = tm.from_dataframe(bounded, timestamp="ts").window_all(

@@ -26,7 +26,7 @@ from streaming_scenarios import (
     Describe,
     EarlyFirings,
     WatermarkFiring,
-    _op,
+    _spec,
     describe_row,
     write_batch_file,
 )
@@ -39,9 +39,11 @@ from tidemark import (
     TumblingEventTimeWindows,
     TumblingProcessingTimeWindows,
 )
+from tidemark._engine.create import create_window_operator
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.spark.columns import TS
-from tidemark.spark.streaming import window_stream, write_outputs
+from tidemark.spark.streaming import StreamPlan, window_stream, write_outputs
 from tidemark.spark.streaming.driver.state_reader import read_group_rows
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS, spark_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
@@ -104,14 +106,16 @@ class _OneGroup:
     rows (``handleInputRows``), then each expired timer (``handleExpiredTimer``), which
     Spark deletes after the call."""
 
-    def __init__(self, make: Any, time_mode: TimeMode = TimeMode.EVENT_AND_PROCESSING_TIME) -> None:
+    def __init__(
+        self, spec: OperatorSpec, time_mode: TimeMode = TimeMode.EVENT_AND_PROCESSING_TIME
+    ) -> None:
         config = ProcessorConfig(
-            make_operator=make,
+            spec=spec,
             time_mode=time_mode,
             value_names=tuple(VALUE_COLUMNS),
             value_types=("StringType", "LongType", "LongType"),
             value_positions=(0, 1, 2),
-            result_names=tuple(RESULT_SCHEMA.fieldNames()),
+            result_schema=RESULT_SCHEMA,
             result_to_row=describe_row,
         )
         assert config.spark_time_mode() == TimeMode.PROCESSING_TIME
@@ -147,10 +151,10 @@ class _Expired:
 Batches = list[tuple[int | None, int, list[tuple[str, int]]]]
 
 
-def _engine_reference(make: Any, batches: Batches) -> Counter:
+def _engine_reference(spec: OperatorSpec, batches: Batches) -> Counter:
     """The engine fed, per batch: Spark's watermark (when it rose), the batch's
     processing time, then the batch's elements."""
-    op = make()
+    op = create_window_operator(spec)
     for watermark, now, rows in batches:
         if watermark is not None and watermark > op.current_watermark:
             op.process_watermark(watermark)
@@ -183,33 +187,33 @@ BATCHES: Batches = [
 
 
 @pytest.mark.parametrize(
-    "make",
+    "spec",
     [
         pytest.param(
-            _op(TumblingEventTimeWindows.of(100), trigger=ContinuousProcessingTimeTrigger.of(10)),
+            _spec(TumblingEventTimeWindows.of(100), trigger=ContinuousProcessingTimeTrigger.of(10)),
             id="continuous-processing",
         ),
         pytest.param(
-            _op(
+            _spec(
                 TumblingEventTimeWindows.of(100),
                 trigger=PurgingTrigger.of(ContinuousProcessingTimeTrigger.of(10)),
             ),
             id="purging-continuous-processing",
         ),
         pytest.param(
-            _op(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(10)), id="early-firings"
+            _spec(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(10)), id="early-firings"
         ),
     ],
 )
-def test_event_time_windows_with_processing_time_firings_equal_the_engine(make):
-    group = _OneGroup(make)
+def test_event_time_windows_with_processing_time_firings_equal_the_engine(spec):
+    group = _OneGroup(spec)
     for step in BATCHES:
         group.batch(*step)
-    want = _engine_reference(make, BATCHES)
+    want = _engine_reference(spec, BATCHES)
     assert group.got == want
     assert ("b", 100, 200, 1, 150, 149) in want  # early, after [0,100) ended at W 149
     at_end = [r for r in want if r[:3] == ("a", 0, 100) and r[5] == 149]
-    fires_at_end = isinstance(make().trigger, EarlyFirings)
+    fires_at_end = isinstance(spec.trigger, EarlyFirings)
     assert at_end == ([("a", 0, 100, 2, 25, 149)] if fires_at_end else [])
     assert group.handle.state.row is None and group.handle.timers == set()
 
@@ -220,7 +224,7 @@ def test_processing_time_past_an_event_time_window_end_fires_once_per_batch():
     its next timer in the past. Flink fires that timer again at once, forever (a worker
     here would hang); the engine holds it for the next advance, so each micro-batch fires
     the window once (transcripts/timer_registered_in_the_past.yaml)."""
-    make = _op(TumblingEventTimeWindows.of(100), trigger=ContinuousProcessingTimeTrigger.of(10))
+    spec = _spec(TumblingEventTimeWindows.of(100), trigger=ContinuousProcessingTimeTrigger.of(10))
     batches: Batches = [
         (None, 1, [("a", 5)]),
         (None, 150, []),  # 10, 20, ..., 90, then 99 (capped): caught up; 99 again is held
@@ -229,11 +233,11 @@ def test_processing_time_past_an_event_time_window_end_fires_once_per_batch():
         (LONG_MAX, 180, []),  # the watermark first: the window's cleanup takes its timer
         (LONG_MAX, 190, []),
     ]
-    group = _OneGroup(make)
+    group = _OneGroup(spec)
     with within_seconds(60, "a ContinuousProcessingTimeTrigger past the window end"):
         for step in batches:
             group.batch(*step)
-        want = _engine_reference(make, batches)
+        want = _engine_reference(spec, batches)
     assert group.got == want
     assert sum(want.values()) == 10 + 1 + 1
     assert group.handle.state.row is None and group.handle.timers == set()
@@ -243,8 +247,8 @@ def test_pending_event_time_timers_poll_the_next_batch_and_visit_only_due_keys()
     """Spark holds no event-time timer in a ProcessingTime query: the group asks for a
     call in the next micro-batch while its keys wait for the watermark, and a key is
     visited only when Spark's watermark reaches its own timer."""
-    make = _op(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(1_000))
-    group = _OneGroup(make)
+    spec = _spec(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(1_000))
+    group = _OneGroup(spec)
     group.batch(None, 1, [("a", 5), ("b", 150)])
     assert group.handle.timers == {2}  # the next batch; the early timers are at 1000
     stored = StoredGroup.decode(group.handle.state.row, 32)
@@ -274,11 +278,11 @@ REVERSE: Batches = [
 
 
 def test_processing_time_windows_with_an_event_time_trigger_equal_the_engine():
-    make = _op(TumblingProcessingTimeWindows.of(50), trigger=WatermarkFiring())
-    group = _OneGroup(make)
+    spec = _spec(TumblingProcessingTimeWindows.of(50), trigger=WatermarkFiring())
+    group = _OneGroup(spec)
     for step in REVERSE:
         group.batch(*step)
-    want = _engine_reference(make, REVERSE)
+    want = _engine_reference(spec, REVERSE)
     assert group.got == want
     assert want[("a", 0, 50, 1, 5, 8)] == 1  # early, by the watermark
     assert want[("b", 0, 50, 1, 30, 39)] == 2  # early at W 39, then at the window's end
@@ -288,8 +292,8 @@ def test_processing_time_windows_with_an_event_time_trigger_equal_the_engine():
 def test_an_event_time_timer_without_a_watermark_fails_naming_the_fix():
     """A trigger declaring both domains on a stream without a watermark runs in
     ProcessingTime; if it really registers an event-time timer, that fails loudly."""
-    make = _op(TumblingProcessingTimeWindows.of(50), trigger=WatermarkFiring())
-    group = _OneGroup(make, time_mode=TimeMode.PROCESSING_TIME)
+    spec = _spec(TumblingProcessingTimeWindows.of(50), trigger=WatermarkFiring())
+    group = _OneGroup(spec, time_mode=TimeMode.PROCESSING_TIME)
     with pytest.raises(WindowSpecError, match=r"event-time timer.*key='a'.*WatermarkStrategy"):
         group.batch(None, 1, [("a", 5)])
 
@@ -311,21 +315,22 @@ def _state_rows(spark: Any, checkpoint: str) -> list:
 
 
 def _start(
-    spark: Any, root: Path, make: Any, mode: str, spark_offset_ms: int = 0
+    spark: Any, root: Path, spec: OperatorSpec, mode: str, spark_offset_ms: int = 0
 ) -> tuple[Any, list[tuple]]:
     (root / "in").mkdir(parents=True)
     df = spark.readStream.schema("key string, v long, ts long").json(str(root / "in"))
     combined = window_stream(
         df,
-        key_columns=["key"],
-        timestamp_column="ts",
-        make_operator=make,
-        out_of_orderness_ms=0,
-        value_columns=VALUE_COLUMNS,
-        result_schema=RESULT_SCHEMA,
-        result_to_row=describe_row,
-        late_tag=None,
-        time_mode=mode,
+        StreamPlan(
+            key_columns=["key"],
+            timestamp_column="ts",
+            spec=spec,
+            out_of_orderness_ms=0,
+            value_columns=VALUE_COLUMNS,
+            result_schema=RESULT_SCHEMA,
+            result_to_row=describe_row,
+            time_mode=mode,
+        ),
         spark_offset_ms=spark_offset_ms,
     )
     got: list[tuple] = []
@@ -347,8 +352,8 @@ def test_event_time_window_fires_early_by_processing_time_and_at_its_end(spark, 
         batch 2: a@150          W 149 > 99: [0,100) fires once more, at W 149, and ends
         batch 3: end of input   W MAX: [100,200) fires and ends
     """
-    make = _op(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(300))
-    query, got = _start(spark, tmp_path, make, TimeMode.EVENT_AND_PROCESSING_TIME)
+    spec = _spec(TumblingEventTimeWindows.of(100), trigger=EarlyFirings(300))
+    query, got = _start(spark, tmp_path, spec, TimeMode.EVENT_AND_PROCESSING_TIME)
     directory = tmp_path / "in"
 
     def fired(n: int, window: int = 0) -> bool:
@@ -393,10 +398,10 @@ def test_processing_time_window_fires_early_by_the_watermark(spark, tmp_path):
         the window's end (processing time): a and b fire, at W 49
     """
     size = 20_000
-    make = _op(TumblingProcessingTimeWindows.of(size), trigger=WatermarkFiring())
+    spec = _spec(TumblingProcessingTimeWindows.of(size), trigger=WatermarkFiring())
     # w@0 makes a watermark before the epoch: Spark's clock runs shifted (issue 28)
     mode = TimeMode.EVENT_AND_PROCESSING_TIME
-    query, got = _start(spark, tmp_path, make, mode, spark_offset_ms=SPARK_OFFSET_MS)
+    query, got = _start(spark, tmp_path, spec, mode, spark_offset_ms=SPARK_OFFSET_MS)
     directory = tmp_path / "in"
     try:
         write_batch_file(directory, 0, [("w", 0, 0)], "long")

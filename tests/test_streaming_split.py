@@ -16,10 +16,11 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from pyspark.sql.types import LongType, StructField, StructType
 
 from tidemark import TumblingEventTimeWindows
-from tidemark._engine.create import window_operator
 from tidemark._engine.functions import window_logic
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import InputDataError
 from tidemark.functions import ReduceFunction
 from tidemark.spark.columns import EARLY, ON_ELEMENTS, TS
@@ -33,8 +34,7 @@ class First(ReduceFunction):
         return a
 
 
-def _make_operator():  # type: ignore[no-untyped-def]
-    return window_operator(TumblingEventTimeWindows.of(10), window_logic(First()))
+SPEC = OperatorSpec(TumblingEventTimeWindows.of(10), window_logic(First()))
 
 
 COLUMNS = ["key", "v", TS]
@@ -42,12 +42,12 @@ COLUMNS = ["key", "v", TS]
 
 def _config(**changes) -> ProcessorConfig:  # type: ignore[no-untyped-def]
     config = ProcessorConfig(
-        make_operator=_make_operator,
+        spec=SPEC,
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("StringType", "LongType"),
         value_positions=(0, 1),
-        result_names=("r",),
+        result_schema=StructType([StructField("r", LongType())]),
         result_to_row=lambda value, ts: (value,),
         timestamp_position=2,
     )

@@ -12,10 +12,10 @@ import os
 
 import pytest
 from pyspark.sql import functions as F
-from streaming_scenarios import _op
+from streaming_scenarios import _spec
 
 import tidemark as tm
-from tidemark.spark.streaming import END_OF_INPUT_MS, window_stream
+from tidemark.spark.streaming import END_OF_INPUT_MS, StreamPlan, window_stream
 from tidemark.spark.timestamps import timestamp_ms
 
 pytestmark = pytest.mark.spark
@@ -66,14 +66,15 @@ def test_a_streaming_source_refuses_it_with_the_same_message(spark, tmp_path):
     with pytest.raises(tm.WindowSpecError, match=f"`timestamp_column` column 'ts' {TYPE_ERROR}"):
         window_stream(
             df,
-            key_columns=["k"],
-            timestamp_column="ts",
-            make_operator=_op(tm.TumblingEventTimeWindows.of(10)),
-            out_of_orderness_ms=0,
-            value_columns=["k", "ts"],
-            result_schema=df.schema,
-            result_to_row=lambda value, ts: value,
-            late_tag=None,
+            StreamPlan(
+                key_columns=["k"],
+                timestamp_column="ts",
+                spec=_spec(tm.TumblingEventTimeWindows.of(10)),
+                out_of_orderness_ms=0,
+                value_columns=["k", "ts"],
+                result_schema=df.schema,
+                result_to_row=lambda value, ts: value,
+            ),
         )
 
 

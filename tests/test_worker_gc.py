@@ -45,22 +45,23 @@ def test_a_streaming_call_leaves_its_keys_state_to_reference_counting():
     them): released at the call's end, the key states they held are freed at once, not
     left for the cyclic collector to walk (the keys' states of 1,000 keys here)."""
     import pandas as pd
+    from pyspark.sql.types import LongType, StructField, StructType
     from spark_state_fakes import StateHandle, TimerValues
 
     from tidemark import TumblingEventTimeWindows
-    from tidemark._engine.create import window_operator
     from tidemark._engine.functions import window_logic
+    from tidemark._engine.spec import OperatorSpec
     from tidemark.spark.columns import TS
     from tidemark.spark.streaming.worker.config import ProcessorConfig
     from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 
     config = ProcessorConfig(
-        make_operator=lambda: window_operator(TumblingEventTimeWindows.of(100), window_logic(max)),
+        spec=OperatorSpec(TumblingEventTimeWindows.of(100), window_logic(max)),
         time_mode="EventTime",
         value_names=("key", "v"),
         value_types=("LongType", "LongType"),
         value_positions=(0, 1),
-        result_names=("v",),
+        result_schema=StructType([StructField("v", LongType())]),
         result_to_row=lambda result, ts: (result[1],),
         spark_offset_ms=0,
     )

@@ -16,11 +16,8 @@ import sys
 import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from tidemark._engine.contract import OperatorHandle
-from tidemark._engine.create import create_window_operator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import TidemarkWarning, WindowSpecError
@@ -127,7 +124,7 @@ class WindowOp:
 
     The window's settings read through it (``assigner``, ``trigger`` ...) are the
     spec's. A run ships :meth:`run_spec` to Spark's workers, which build the operator
-    from it (:func:`~tidemark._engine.create.create_window_operator`)."""
+    from it where its windows run (:func:`~tidemark._engine.create.create_window_operator`)."""
 
     upstream: PlanNode
     key: KeySpec | None
@@ -196,11 +193,6 @@ class WindowOp:
             fast_paths=fast_paths_enabled(spark),
             slice_incremental=slice_incremental_enabled(spark),
         )
-
-    def operator_maker(self) -> Callable[[], OperatorHandle]:
-        """A picklable ``() -> OperatorHandle`` of a streaming run's :meth:`run_spec`
-        (a query makes an operator per key group and micro-batch)."""
-        return partial(create_window_operator, self.run_spec())
 
 
 PlanNode = Source | WindowOp

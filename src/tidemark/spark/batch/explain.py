@@ -312,7 +312,7 @@ def _label(element: Element, hidden: set[Any]) -> Element:
     return replace(element, label=" ".join(shown) or None)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _RecordingConfig(RunnerConfig):
     """The run's config, whose operator notes the driver's calls (:class:`_Recorder`)."""
 

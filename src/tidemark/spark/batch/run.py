@@ -46,7 +46,6 @@ from tidemark.spark.columns import (
     SEQ,
     TS,
     WM,
-    combined_schema,
     with_function_key,
 )
 from tidemark.spark.confs import WORKER_SORT_BYTES
@@ -129,12 +128,11 @@ def runner_config(
     """What a task running ``spec`` over ``frame``'s elements is given."""
     return RunnerConfig(
         spec=spec,
-        value_names=frame.value_schema.fieldNames(),
-        value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
+        value_names=tuple(frame.value_schema.fieldNames()),
+        value_types=tuple(type(f.dataType).__name__ for f in frame.value_schema.fields),
+        result_schema=output_schema,
         key_columns=key_columns or [],
         function_key=function_key,
-        output_names=output_schema.fieldNames(),
-        output_schema=combined_schema(output_schema, frame.replay),
         replay=frame.replay,
         watermarks=frame.watermarks,
         timestamp_column=frame.timestamp_column,

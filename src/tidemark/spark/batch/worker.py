@@ -28,6 +28,7 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -35,8 +36,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tidemark._engine.contract import OperatorHandle
-from tidemark._engine.create import create_window_operator
-from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import InputDataError, WindowResultError
 from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.batch.replay import advance_clocks
@@ -59,6 +58,7 @@ from tidemark.spark.columns import (
     STATS_OUTPUT,
     TS,
     WM,
+    combined_schema,
     decode_key,
     encode_side,
 )
@@ -66,6 +66,7 @@ from tidemark.spark.keys import key_normaliser
 from tidemark.spark.metrics import Figures
 from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.spark.worker_gc import fewer_gc_passes
+from tidemark.spark.worker_plan import WorkerPlan
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
 __all__ = [
@@ -90,17 +91,14 @@ _NO_KEY = object()
 _FLUSH_ROWS = 10_000
 
 
-@dataclass
-class RunnerConfig:
-    """Everything a task needs, picklable (no DataFrames)."""
+@dataclass(frozen=True)
+class RunnerConfig(WorkerPlan):
+    """Everything a task needs, picklable (no DataFrames): the
+    :class:`~tidemark.spark.worker_plan.WorkerPlan` both modes share (the spec, the
+    value columns and their types, the result schema), and what BATCH and replays add."""
 
-    spec: OperatorSpec  # the window's one record, with the run's options
-    value_names: list[str]
-    value_types: list[str]
     key_columns: list[str]
     function_key: bool
-    output_names: list[str]
-    output_schema: Any
     replay: bool
     watermarks: Any
     timestamp_column: str | None
@@ -112,8 +110,10 @@ class RunnerConfig:
     sort_columns: list[str] | None = None
     sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
 
-    def make_operator(self) -> OperatorHandle:
-        return create_window_operator(self.spec)
+    @cached_property
+    def output_schema(self) -> Any:
+        """The combined output's schema (:func:`tidemark.spark.columns.combined_schema`)."""
+        return combined_schema(self.result_schema, self.replay)
 
 
 class _Output:
@@ -129,10 +129,10 @@ class _Output:
     def __init__(self, config: RunnerConfig):
         self.config = config
         self.rows: list[tuple[Any, ...]] = []
-        self.result_values: list[Any] = []  # BATCH results, each fitting output_names
+        self.result_values: list[Any] = []  # BATCH results, each fitting result_names
         self.result_stamps: list[int] = []
         self.seq = 0
-        width = len(config.output_names)
+        width = len(config.result_names)
         self.empty_result = (None,) * width
         # (first result index, first row index, key) of each stretch emitted for one key
         self.key_marks: list[tuple[int, int, Any]] = []
@@ -167,7 +167,7 @@ class _Output:
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
-        names, values, stamps = self.config.output_names, self.result_values, self.result_stamps
+        names, values, stamps = self.config.result_names, self.result_values, self.result_stamps
         try:
             for value, ts in emitted:
                 values.append(result_tuple(value, names))
@@ -180,7 +180,7 @@ class _Output:
     def _fitted(self, value: Any, ts: int) -> tuple[Any, ...]:
         """``value`` as a tuple of the output's fields, or the error with its context."""
         try:
-            return result_tuple(value, self.config.output_names)
+            return result_tuple(value, self.config.result_names)
         except WindowResultError as exc:
             key = self.key_marks[-1][2] if self.key_marks else None
             raise WindowResultError(f"{exc} ({_context(key, ts)})") from None
@@ -211,7 +211,7 @@ class _Output:
         if self.result_values:
             values, stamps = self.result_values, self.result_stamps
             n = len(values)
-            columns: dict[str, Any] = dict(zip(self.config.output_names, zip(*values)))
+            columns: dict[str, Any] = dict(zip(self.config.result_names, zip(*values)))
             blanks = [None] * n
             columns.update({OUTPUT: [MAIN] * n, TS: stamps, SIDE: blanks, DROPPED: blanks})
             described = self._describer(list(zip(values, stamps)), of_rows=False)
@@ -229,7 +229,7 @@ class _Output:
     def _describer(self, collected: list[tuple[Any, ...]], of_rows: bool) -> Any:
         """``index -> text`` naming a collected result (a ``(values, timestamp)`` pair,
         or a row), its key and its window."""
-        names = self.config.output_names
+        names = self.config.result_names
 
         def describe(index: int) -> str:
             item = collected[index]

@@ -30,13 +30,11 @@ shuffle").
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import partial
 from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from tidemark._engine.create import partials_operator
 from tidemark._engine.partials import stream_serves
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.columns import KEY_GROUP, PARTIAL
@@ -73,12 +71,7 @@ class PreAggregation:
         ]
         schema = StructType([*fields, StructField(PARTIAL, BinaryType(), True)])
         combined = prepared.mapInPandas(PartitionCombiner(config, self.spec), schema)
-        merging = replace(
-            config,
-            make_operator=partial(partials_operator, self.spec),
-            partial_position=len(fields),
-        )
-        return combined, merging
+        return combined, replace(config, partial_position=len(fields))
 
 
 def pre_aggregation(

@@ -24,7 +24,6 @@ nothing: a running query goes on as before. The guide: ``docs/why-no-result.md``
 from __future__ import annotations
 
 import re
-import types
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -274,7 +273,7 @@ def _pipeline_parts(
 
 
 def _check_matches(spec: OperatorSpec, recorded: RecordedQuery, checkpoint: str) -> None:
-    given = describe_window(types.SimpleNamespace(spec=spec))
+    given = describe_window(spec)
     stored = recorded.window
     changes = [
         f"{name} was {stored.get(name)}, given {value}"

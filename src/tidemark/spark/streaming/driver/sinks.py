@@ -40,9 +40,11 @@ from tidemark.spark.metrics import OBSERVATION, observed
 from tidemark.spark.preflight import streaming_settings
 from tidemark.spark.streaming.driver.batch_records import record_batches
 from tidemark.spark.streaming.driver.checkpoint import (
+    CheckpointRecords,
     check_checkpoint,
     check_checkpoint_clock,
     check_checkpoint_layout,
+    read_records,
 )
 from tidemark.spark.streaming.driver.keygroups import SHUFFLE_PARTITIONS
 from tidemark.spark.streaming.driver.query import (
@@ -154,9 +156,10 @@ def write_outputs(
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
     check_one_window(window)
-    check_checkpoint_clock(spark, checkpoint, window.spark_offset_ms)
-    check_checkpoint_layout(spark, checkpoint, window.state_layout.name)
-    check_checkpoint(spark, checkpoint, window.key_groups.count, window.pipeline)
+    recorded = _records(spark, window, checkpoint)
+    check_checkpoint_clock(spark, recorded, window.spark_offset_ms)
+    check_checkpoint_layout(spark, recorded, window.state_layout.name)
+    check_checkpoint(spark, recorded, window.key_groups.count, window.pipeline)
     all_schemas = {**window.side_schemas, **(schemas or {})}
     claim_tables(
         spark,
@@ -188,6 +191,16 @@ def write_outputs(
             if "Multiple applyInPandasWithStates" not in str(exc):
                 raise
             raise one_window_per_query() from exc
+
+
+def _records(spark: Any, window: StreamingWindow, checkpoint: str) -> CheckpointRecords:
+    """The records of ``checkpoint`` to compare ``window`` with: those read when it was
+    built for ``checkpoint``, unless they showed no start yet (read again: another
+    query may have started on it since, and its records must not be overwritten)."""
+    recorded = window.recorded
+    if recorded is not None and recorded.checkpoint == checkpoint and recorded.started:
+        return recorded
+    return read_records(spark, checkpoint)
 
 
 def _check_trigger_ends(window: StreamingWindow, trigger: dict[str, Any] | None) -> None:

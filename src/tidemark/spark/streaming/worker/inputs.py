@@ -86,7 +86,7 @@ class RowReader:
     def __init__(self, config: ProcessorConfig):
         self._config = config
         self._row_type = row_type_of(config.value_names)
-        self._assigner = config.make_operator().assigner
+        self._assigner = config.spec.assigner
         self._bounds = self._assigner.timestamp_range()  # what its windows hold
 
     def split_frames(self, frames: Iterable[pd.DataFrame], spark_watermark_ms: int) -> KeyRuns:
