@@ -207,13 +207,13 @@ def pyspark_version() -> str:
     return pyspark.__version__
 
 
-def markdown(runs: list[Ran], tiny: bool, started: datetime.datetime) -> str:
+def markdown(runs: list[Ran], tiny: bool, started: datetime.datetime, head: str) -> str:
     """The results file: the run's set-up, the table of entries, then each entry's output."""
     size = "tiny (smoke sizes: no figure to quote)" if tiny else "full"
     lines = [
         f"# Benchmarks, {started:%Y-%m-%d %H:%M} UTC",
         "",
-        f"- commit {commit()}; PySpark {pyspark_version()}; Python {platform.python_version()}",
+        f"- commit {head}; PySpark {pyspark_version()}; Python {platform.python_version()}",
         f"- {os.cpu_count()} cores; sizes: {size}",
         f"- load average before: {runs[0].load_before:.1f}; after: {runs[-1].load_after:.1f}",
         "",
@@ -245,13 +245,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="the results file (default: benchmarks/results/)")
     args = parser.parse_args(argv)
     entries = select(args.only)
-    started = datetime.datetime.now(datetime.timezone.utc)
+    started, head = datetime.datetime.now(datetime.timezone.utc), commit()  # what ran
     runs = [
         run_entry(entry, tuple(run))
         for entry in entries
         for run in (entry.tiny if args.tiny else entry.full)
     ]
-    text = markdown(runs, args.tiny, started)
+    text = markdown(runs, args.tiny, started, head)
     parts = [f"{started:%Y-%m-%d}", f"pyspark-{pyspark_version()}"]
     parts += [e.name for e in entries] if args.only else []  # a part does not overwrite the whole
     name = "-".join(parts + (["tiny"] if args.tiny else [])) + ".md"
