@@ -239,7 +239,7 @@ def markdown(runs: list[Ran], tiny: bool, started: datetime.datetime, head: str)
         f"- {os.cpu_count()} cores; sizes: {size}",
         f"- load average before: {runs[0].load_before:.1f}; after: {runs[-1].load_after:.1f}",
         "",
-        "| entry | measures | against | arguments | seconds | load before / after | status |",
+        "| entry | measures | against | arguments | seconds | load before / after | verdict |",
         "|---|---|---|---|---|---|---|",
     ]
     for ran in runs:
