@@ -123,17 +123,20 @@ docs: $(DOCS_STAMP)
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 	@echo "docs: docs/_build/html/index.html"
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/engine_throughput.py
+# `make bench`: the benchmarks' current table (benchmarks/README.md), every entry at full
+# size (hours on 2 cores), written to benchmarks/results/; a part or a smoke run with
+# BENCH, e.g. `make bench BENCH="--only engine"`, `make bench BENCH=--tiny`
+bench: java
+	$(BIN)/python -m benchmarks $(BENCH)
 
-# Nexmark's windowed queries, tidemark beside Spark's own SQL (benchmarks/nexmark/README.md);
-# the full table takes a while on 2 cores: `python benchmarks/nexmark/run.py --quick` for a look;
-# `make nexmark-stream`: the stream at 100,000 bids a micro-batch (issue 31, 5), rows checked first
+# Nexmark's windowed queries, tidemark beside Spark's own SQL (benchmarks/README.md);
+# `make nexmark-stream`: the stream at 100,000 bids a micro-batch (issue 31, 5), rows checked
+# first; `make nexmark`: BATCH, replay and stream at 200,000 bids
 nexmark-stream: java
-	$(BIN)/python benchmarks/nexmark/run.py --stream-100k
+	$(BIN)/python -m benchmarks --only nexmark-stream
 
 nexmark: java
-	$(BIN)/python benchmarks/nexmark/run.py
+	$(BIN)/python -m benchmarks --only nexmark
 
 # `make dist`: the wheel to install in a cluster's Python, and the same files as a .zip to
 # ship with a job (`spark-submit --py-files`, `addPyFile`, `addArtifacts(..., pyfile=True)`):
