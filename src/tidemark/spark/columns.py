@@ -47,6 +47,24 @@ watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first``,
 ``__tm_agg`` and ``__tm_counted``; a pre-aggregated ``window_all``'s partials
 (:mod:`tidemark.spark.batch.preaggregate`) are ``__tm_start``, ``__tm_end`` and
 ``__tm_partial`` (the contents, cloudpickled).
+
+The columns of one step, named here and used only by the module that adds them:
+
+- a streaming window's lossless input (:mod:`tidemark.spark.lossless`): ``__tm_nan<i>``
+  (float column ``i``'s NaN flag), ``__tm_utc<i>`` (timestamp column ``i``'s
+  microseconds) and ``__tm_packed`` (a row's nested values, pickled);
+- the deltas layout's packed input (:mod:`tidemark.spark.streaming.worker.packing`):
+  ``__tm_key_group`` and ``__tm_key_group_rows`` (one key group's rows of an Arrow batch,
+  as an Arrow IPC stream);
+- the vectorized pre-aggregation's shuffled partials
+  (:mod:`tidemark.spark.vectorized_combined`): ``__tm_partial_<name>``;
+- a Kafka source's JSON parse (:mod:`tidemark.spark.kafka`): ``__tm_corrupt`` (the raw
+  text of a value that is not JSON);
+- a key's history (:mod:`tidemark.spark.streaming.driver.history`): ``__tm_ts``,
+  ``__tm_input``, ``__tm_file`` and ``__tm_position`` (where each row was read).
+
+Names that reach a checkpoint keep their spelling: ``__tm_key_group`` is the streaming
+state's grouping key.
 """
 
 from __future__ import annotations
@@ -99,6 +117,17 @@ __all__ = [
     "COUNTED",
     "WINDOW_END",
     "PARTIAL",
+    "NAN_FLAG",
+    "UTC_MICROS",
+    "NESTED_PACKED",
+    "KEY_GROUP_ROWS",
+    "CORRUPT",
+    "HISTORY_INPUT",
+    "HISTORY_FILE",
+    "HISTORY_POSITION",
+    "partial_column",
+    "INTERNAL_PREFIX",
+    "is_internal",
     "combined_schema",
     "encode_side",
     "decode_side",
@@ -131,6 +160,17 @@ WATERMARK_MARK = "__tm_watermark_mark"  # streaming: null, with the watermark's 
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 COUNTED = "__tm_counted"  # SQL path: a sum's non-null values (a null sum of some overflowed)
 WINDOW_END, PARTIAL = "__tm_end", "__tm_partial"  # a pre-aggregated window's partials
+NAN_FLAG = "__tm_nan"  # lossless input: the prefix of a float column's NaN flag, __tm_nan3
+UTC_MICROS = "__tm_utc"  # lossless input: the prefix of a timestamp column's micros, __tm_utc3
+NESTED_PACKED = "__tm_packed"  # lossless input: a row's nested values, pickled
+KEY_GROUP_ROWS = "__tm_key_group_rows"  # deltas layout: a key group's rows, Arrow IPC
+CORRUPT = "__tm_corrupt"  # Kafka: the text of a value that is not JSON
+HISTORY_INPUT, HISTORY_FILE = "__tm_input", "__tm_file"  # a key's history: where read
+HISTORY_POSITION = "__tm_position"  # a key's history: a row's place in its file
+_PARTIAL_PREFIX = "__tm_partial_"
+
+INTERNAL_PREFIX = "__tm_"
+"""What every internal column's name starts with (a user's column may not)."""
 
 MAIN = "main"
 """The ``__tm_output`` of a result row."""
@@ -170,6 +210,25 @@ def combined_schema(
     if phase:
         fields += [StructField(PHASE, LongType(), True), StructField(FORWARDED, LongType(), True)]
     return StructType(fields)
+
+
+def is_internal(name: str) -> bool:
+    """Whether column ``name`` is one of tidemark's own (case-insensitive, as Spark's
+    default resolution is).
+
+    >>> is_internal("__TM_ts"), is_internal("ts")
+    (True, False)
+    """
+    return name.lower().startswith(INTERNAL_PREFIX)
+
+
+def partial_column(name: str) -> str:
+    """The shuffled column of a vectorized pre-aggregation's partial ``name``.
+
+    >>> partial_column("sum")
+    '__tm_partial_sum'
+    """
+    return f"{_PARTIAL_PREFIX}{name}"
 
 
 def upstream_output_name(depth: int, name: str) -> str:

@@ -61,6 +61,7 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
     combined_schema,
+    partial_column,
 )
 from tidemark.spark.confs import PRE_AGGREGATE, WORKER_SORT_BYTES
 from tidemark.spark.metrics import Figures
@@ -85,7 +86,7 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
 
 def partial_columns(function: VectorizedCombineFunction) -> list[str]:
     """The shuffled columns of ``function``'s partials, named after its ``partials``."""
-    return [f"__tm_partial_{name}" for name in function.partials]
+    return [partial_column(name) for name in function.partials]
 
 
 def run_combined(op: WindowOp, frame: ElementFrame) -> Any:
@@ -128,7 +129,7 @@ def _global_partitions(spark: Any) -> int:
     few (about one per window and input partition holding it), and each Python task
     costs ~0.1 s however little it does (8 tasks at 10M events: 1.7 s of their wall
     time, 0.6 s of CPU; ``benchmarks/README.md``)."""
-    return max(1, min(engine_partitions(spark), session_parallelism(spark)))
+    return max(1, min(engine_partitions(spark), session_cores(spark)))
 
 
 # ------------------------------------------------------------------ the local step

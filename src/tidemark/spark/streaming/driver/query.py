@@ -50,6 +50,7 @@ from tidemark.spark.columns import (
     WATERMARK_MARK,
     WATERMARK_TIME,
     combined_schema,
+    is_internal,
 )
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.lossless import lossless_input, lossless_output
@@ -431,7 +432,7 @@ def _refusing_null_keys(
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in dict.fromkeys(shown) if c]))
     marker = F.coalesce(timestamp >= F.lit(END_OF_INPUT_MS), F.lit(False))
     for key in key_columns:
-        if key.startswith("__tm_"):  # window_all's constant, a key function's pickle
+        if is_internal(key):  # window_all's constant, a key function's pickle
             continue
         column = F.col(f"`{key}`")
         message = F.concat(
