@@ -51,7 +51,6 @@ from tidemark.functions import VectorizedCombineFunction, checked_partial
 from tidemark.spark import vectorized
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
-from tidemark.spark.batch.replay import session_parallelism
 from tidemark.spark.batch.run import engine_partitions
 from tidemark.spark.columns import (
     MAIN,
@@ -66,6 +65,7 @@ from tidemark.spark.columns import (
 from tidemark.spark.confs import PRE_AGGREGATE, WORKER_SORT_BYTES
 from tidemark.spark.metrics import Figures
 from tidemark.spark.plan import WindowOp
+from tidemark.spark.session import session_cores
 from tidemark.spark.vectorized import Plan
 from tidemark.time import LONG_MAX
 from tidemark.windows import TimeWindow
