@@ -35,8 +35,9 @@ carries every window's side outputs and dropped counts too: an output ``name`` o
 
 Values are encoded with ``cloudpickle`` (so instances of classes defined in a driver
 script survive the trip to a worker and back) and decoded with ``pickle.loads``. A key
-function's keys travel in ``__tm_key`` as plain pickles (protocol 4): Spark partitions,
-groups and keeps streaming state by those bytes, so equal keys must give equal bytes.
+function's keys (checked and normalised by the key rules, :mod:`tidemark.spark.keys`)
+travel in ``__tm_key`` as plain pickles (protocol 4): Spark partitions, groups and keeps
+streaming state by those bytes, so equal keys must give equal bytes.
 
 Element frames (the input of a window operation) carry ``__tm_ts`` (event time, long
 ms, see :mod:`tidemark.spark.timestamps`) and, by mode, ``__tm_key``, ``__tm_seq`` (the
@@ -77,14 +78,9 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from tidemark.errors import InputDataError, UserFunctionError
-from tidemark.spark.codec import (
-    arrow_batch,
-    arrow_column,
-    arrow_rows_and_columns,
-    function_key_value,
-    result_tuple,
-)
+from tidemark.spark.codec import result_tuple
+from tidemark.spark.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
+from tidemark.spark.keys import function_key
 
 __all__ = [
     "OUTPUT",
@@ -134,7 +130,6 @@ __all__ = [
     "encode_key",
     "decode_key",
     "with_function_key",
-    "function_key",
     "main_output",
     "side_output",
     "dropped_counts",
@@ -277,45 +272,6 @@ def decode_key(blob: bytes) -> Any:
     return pickle.loads(blob)
 
 
-def function_key(function: Any, row: Any) -> bytes:
-    """The encoded key of ``row`` under the user's key ``function``.
-
-    Raises
-    ------
-    UserFunctionError
-        The function raised, or returned None (Flink refuses a null key: "Assigned key
-        must not be null!"); it names the function and the row.
-    InputDataError
-        The key is not hashable (a list, a dict): the engine keeps state per key in
-        dicts, and two equal lists would not be one key.
-    """
-    try:
-        key = function(row)
-    except Exception as exc:
-        raise UserFunctionError(
-            f"the key function {_name(function)} raised {type(exc).__name__}: {exc} (row {row!r})"
-        ) from exc
-    if key is None:
-        raise UserFunctionError(
-            f"the key function {_name(function)} returned None for row {row!r}: every element needs "
-            "a key (Flink: 'Assigned key must not be null!'); return the key (a missing "
-            "`return`?)"
-        )
-    key = function_key_value(key)  # one NaN key; -0.0 is 0.0 (spark/keys.py)
-    try:
-        hash(key)
-    except TypeError:
-        raise InputDataError(
-            f"`key` function {_name(function)} must return a hashable key; got {key!r} "
-            f"({type(key).__name__}): return a tuple instead, e.g. tuple(...)"
-        ) from None
-    return encode_key(key)
-
-
-def _name(function: Any) -> str:
-    return getattr(function, "__name__", None) or repr(function)
-
-
 def with_function_key(df: Any, names: list[str], function: Any, combined: bool = False) -> Any:
     """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
     encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming).
@@ -339,9 +295,12 @@ class _FunctionKeys:
             rows, _ = arrow_rows_and_columns(batch, self.names)
             if self.combined:
                 results = [name == MAIN for name in arrow_column(batch, OUTPUT)]
-                keys = [function_key(function, r) if on else None for r, on in zip(rows, results)]
+                keys = [
+                    encode_key(function_key(function, r)) if on else None
+                    for r, on in zip(rows, results)
+                ]
             else:
-                keys = [function_key(function, row) for row in rows]
+                keys = [encode_key(function_key(function, row)) for row in rows]
             yield batch.append_column(KEY, pa.array(keys, type=pa.binary()))
 
 

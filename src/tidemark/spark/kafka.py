@@ -28,9 +28,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidemark.errors import InputDataError, SessionSetupError, WindowSpecError
-from tidemark.spark.codec import parse_schema
 from tidemark.spark.columns import CORRUPT
 from tidemark.spark.partitions import PARTITION_COUNT, PARTITION_SOURCE
+from tidemark.spark.schemas import parse_schema
 from tidemark.spark.session import is_connect
 from tidemark.spark.surfacing import raise_error_column
 

@@ -51,8 +51,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, StructField, StructType
 
-from tidemark.spark.codec import arrow_column, checked_array, column_values
+from tidemark.spark.column_values import arrow_column, column_values
 from tidemark.spark.columns import NAN_FLAG, NESTED_PACKED, UTC_MICROS
+from tidemark.spark.value_errors import checked_array
 
 __all__ = [
     "PandasInput",

@@ -21,8 +21,8 @@ from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution, metrics
 from tidemark.spark.batch.explain import NO_KEY, explanation
-from tidemark.spark.codec import parse_schema
 from tidemark.spark.plan import WindowOp
+from tidemark.spark.schemas import parse_schema
 from tidemark.spark.sinks import check_sinks
 from tidemark.spark.streaming.driver.from_plan import chain_output_name
 from tidemark.spark.streaming.driver.sinks import write_outputs as start_query

@@ -43,7 +43,6 @@ from tidemark.spark.batch.worker import (
     NULL_TIMESTAMP_ADVICE,
     UNPARSEABLE_ADVICE,
 )
-from tidemark.spark.codec import SUM_ADVICE
 from tidemark.spark.columns import (
     AGGREGATE,
     COUNTED,
@@ -59,6 +58,7 @@ from tidemark.spark.columns import (
 from tidemark.spark.confs import SQL_FAST_PATH
 from tidemark.spark.keys import key_normaliser
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.value_errors import SUM_ADVICE
 
 __all__ = ["applies", "sql_window", "checked_elements", "columnar_windows", "CONF"]
 

@@ -40,12 +40,8 @@ from tidemark.errors import InputDataError, WindowResultError
 from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
-from tidemark.spark.codec import (
-    arrow_batch,
-    arrow_column,
-    arrow_rows_and_columns,
-    result_tuple,
-)
+from tidemark.spark.codec import result_tuple
+from tidemark.spark.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,

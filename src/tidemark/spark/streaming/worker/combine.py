@@ -35,7 +35,8 @@ from tidemark._engine.partials import Partial, slice_ms
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssignerContext
 from tidemark.errors import UserFunctionError
-from tidemark.spark.codec import column_values, row_type_of
+from tidemark.spark.codec import row_type_of
+from tidemark.spark.column_values import column_values
 from tidemark.spark.columns import PARTIAL, encode_side
 from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.spark.streaming.worker.config import ProcessorConfig

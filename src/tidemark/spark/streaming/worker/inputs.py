@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from tidemark.ranges import first_out_of_range, out_of_range_error
-from tidemark.spark.codec import column_values, row_type_of
+from tidemark.spark.codec import row_type_of
+from tidemark.spark.column_values import column_values
 from tidemark.spark.columns import (
     EARLY,
     MAIN,
