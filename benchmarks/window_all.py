@@ -54,7 +54,7 @@ from nexmark.queries import spark_query, tidemark_query  # noqa: E402
 from spark_batch import events  # noqa: E402
 
 import tidemark as tm  # noqa: E402
-from tidemark.spark.batch.preaggregate import CONF  # noqa: E402
+from tidemark.spark.batch.local_global import CONF  # noqa: E402
 from tidemark.spark.columns import MAIN, OUTPUT, TS  # noqa: E402
 from tidemark.spark.session import get_spark  # noqa: E402
 

@@ -67,11 +67,11 @@ def captured_processor(
     query: str, one_task: bool, fold_keyed: bool = False
 ) -> tuple[list[str], Any, Any]:
     """The input columns and the ``ProcessorConfig`` tidemark builds for ``query``, and
-    its folding step (``(input columns, PartitionCombiner)``; None: it has none)."""
-    import tidemark.spark.streaming.driver.combine as combine
+    its folding step (``(input columns, PartitionPreAggregation)``; None: it has none)."""
+    import tidemark.spark.streaming.driver.preaggregate as combine
     import tidemark.spark.streaming.driver.query as driver
     from tidemark.spark.session import get_spark
-    from tidemark.spark.streaming.worker.combine import PartitionCombiner
+    from tidemark.spark.streaming.worker.preaggregate import PartitionPreAggregation
 
     spark = get_spark(master="local[1]")
     spark.conf.set(combine.CONF, str(not one_task).lower())
@@ -85,7 +85,7 @@ def captured_processor(
         return build(prepared, config, *args)
 
     def capture_folding(self: Any, prepared: Any, config: Any) -> Any:
-        folding.append((prepared.columns, PartitionCombiner(config, self.spec)))
+        folding.append((prepared.columns, PartitionPreAggregation(config, self.spec)))
         return apply(self, prepared, config)
 
     driver.key_group_operator = capture  # type: ignore[assignment]

@@ -46,7 +46,7 @@ arrival order, recorded watermark and arrival time). Two paths add columns of th
 while they run, named here too: streaming's ``__tm_event_time`` (the column Spark's
 watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first``,
 ``__tm_agg`` and ``__tm_counted``; a pre-aggregated ``window_all``'s partials
-(:mod:`tidemark.spark.batch.preaggregate`) are ``__tm_start``, ``__tm_end`` and
+(:mod:`tidemark.spark.batch.local_global`) are ``__tm_start``, ``__tm_end`` and
 ``__tm_partial`` (the contents, cloudpickled).
 
 The columns of one step, named here and used only by the module that adds them:
@@ -58,7 +58,7 @@ The columns of one step, named here and used only by the module that adds them:
   ``__tm_key_group`` and ``__tm_key_group_rows`` (one key group's rows of an Arrow batch,
   as an Arrow IPC stream);
 - the vectorized pre-aggregation's shuffled partials
-  (:mod:`tidemark.spark.vectorized_combined`): ``__tm_partial_<name>``;
+  (:mod:`tidemark.spark.vectorized_preaggregate`): ``__tm_partial_<name>``;
 - a Kafka source's JSON parse (:mod:`tidemark.spark.kafka`): ``__tm_corrupt`` (the raw
   text of a value that is not JSON);
 - a key's history (:mod:`tidemark.spark.streaming.driver.history`): ``__tm_ts``,

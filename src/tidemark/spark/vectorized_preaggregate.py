@@ -1,5 +1,6 @@
 """``aggregate_vectorized`` of a :class:`~tidemark.functions.VectorizedCombineFunction`
-in BATCH: each input partition combined where it is, only the partial numbers shuffled.
+in BATCH: each input partition pre-aggregated where it is, only the partial numbers
+shuffled.
 
 Where the columnar path applies (:func:`tidemark.spark.vectorized.applies`: a keyed
 BATCH window of tumbling or sliding event-time windows, each fired once at its end over
@@ -70,14 +71,14 @@ from tidemark.spark.vectorized import Plan
 from tidemark.time import LONG_MAX
 from tidemark.windows import TimeWindow
 
-__all__ = ["applies", "run_combined", "partial_columns", "CONF"]
+__all__ = ["applies", "run_preaggregated", "partial_columns", "CONF"]
 
 CONF = PRE_AGGREGATE.name
 _DENSE = 1 << 62  # group codes stay below this: no int64 overflow when combined
 
 
 def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
-    """Whether ``op`` runs combined before the shuffle: the columnar path applies, the
+    """Whether ``op`` is pre-aggregated before the shuffle: the columnar path applies, the
     function declares a partial step, ``spark.tidemark.preAggregate`` is on."""
     if not vectorized.applies(op, frame, spark):
         return False
@@ -89,7 +90,7 @@ def partial_columns(function: VectorizedCombineFunction) -> list[str]:
     return [partial_column(name) for name in function.partials]
 
 
-def run_combined(op: WindowOp, frame: ElementFrame) -> Any:
+def run_preaggregated(op: WindowOp, frame: ElementFrame) -> Any:
     """The combined frame of ``op`` (see :func:`applies`): local partials, the shuffle
     of the partials by key, the windows finished."""
     spark = frame.df.sparkSession
