@@ -53,7 +53,22 @@ __all__ = [
     "key_normaliser",
     "check_key_columns",
     "checked_key",
+    "null_key_message",
+    "NULL_KEY_ADVICE",
 ]
+
+NULL_KEY_ADVICE = "Fill in or filter out the rows without one."
+"""What to do about an element without a key (a null in a key column), in every mode."""
+
+
+def null_key_message(column: str) -> str:
+    """The start of the error of a null in key ``column`` (Flink: "Assigned key must not
+    be null"); an example row and :data:`NULL_KEY_ADVICE` follow it.
+
+    >>> null_key_message("k")
+    "null key in column 'k': every element needs a key; example row: "
+    """
+    return f"null key in column {column!r}: every element needs a key; example row: "
 
 
 class NaNKey(float):

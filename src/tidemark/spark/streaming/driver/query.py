@@ -42,7 +42,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.spark.batch.worker import NULL_KEY_ADVICE
 from tidemark.spark.columns import (
     ALL_KEY,
     KEY_GROUP,
@@ -52,7 +51,7 @@ from tidemark.spark.columns import (
     combined_schema,
     is_internal,
 )
-from tidemark.spark.keys import key_normaliser
+from tidemark.spark.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
 from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.partitions import union_by_partition
 from tidemark.spark.session import is_connect
@@ -436,7 +435,7 @@ def _refusing_null_keys(
             continue
         column = F.col(f"`{key}`")
         message = F.concat(
-            F.lit(f"null key in column {key!r}: every element needs a key; example row: "),
+            F.lit(null_key_message(key)),
             example,
             F.lit(f". {NULL_KEY_ADVICE}"),
         )
