@@ -20,7 +20,7 @@ from typing import Any
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution, metrics
-from tidemark.spark.batch.explain import NO_KEY, explanation
+from tidemark.spark.batch.key_events import NO_KEY, explanation
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.schemas import parse_schema
 from tidemark.spark.sinks import check_sinks

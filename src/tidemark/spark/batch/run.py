@@ -80,7 +80,7 @@ def run_partitioned(
     """The combined frame of ``op`` over ``frame``, run by the engine in Spark tasks,
     each partition by a ``driver`` (BATCH or replay; a function of the task's config).
     ``output_schema``: the schema of what ``driver`` yields, where it is not the
-    combined frame's (an explanation's recording, :mod:`.explain`)."""
+    combined frame's (an explanation's recording, :mod:`.key_events`)."""
     sort_budget = WORKER_SORT_BYTES.read(spark)
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = runner_config(
