@@ -189,7 +189,7 @@ def _aggregate_floor(batches: Any) -> Any:
     accumulator per key and window start: the user's calls and nothing else of note."""
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.column_values import arrow_rows_and_columns
 
     function, accumulators = CountSum(), {}
     add, create = function.add, function.create_accumulator
@@ -206,7 +206,7 @@ def _process_floor(batches: Any) -> Any:
     equal (key, window start) in the batch's order, ``elements`` the run's list."""
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.column_values import arrow_rows_and_columns
 
     function, calls = CountElements(), 0
     for batch in batches:
@@ -266,7 +266,7 @@ def _local_partials(batches: Any, pickled: bool = False, runs: bool = False) -> 
 
 
 def _fold_elements(batch: Any, accumulators: dict[Any, Any]) -> None:
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.column_values import arrow_rows_and_columns
 
     function = CountSum()
     add, create = function.add, function.create_accumulator
@@ -280,7 +280,7 @@ def _fold_runs(batch: Any, accumulators: dict[Any, Any]) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.column_values import arrow_rows_and_columns
 
     function = CountSum()
     add, create = function.add, function.create_accumulator

@@ -22,7 +22,7 @@ import tidemark as tm
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import InputDataError, TidemarkWarning, WindowSpecError
-from tidemark.spark.columns import function_key
+from tidemark.spark.keys import function_key
 from tidemark.spark.timestamps import ScaledTimestamp
 from tidemark.time import LONG_MIN, from_datetime, to_datetime
 

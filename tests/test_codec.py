@@ -13,12 +13,8 @@ from pyspark.sql import Row
 
 from tidemark.functions import ReduceFunction
 from tidemark.spark.aggregations import Max, MaxBy, Min, MinBy, Sum
-from tidemark.spark.codec import (
-    RowResultReduce,
-    arrow_rows_and_columns,
-    as_tidemark_row,
-    row_type_of,
-)
+from tidemark.spark.codec import RowResultReduce, as_tidemark_row, row_type_of
+from tidemark.spark.column_values import arrow_rows_and_columns
 
 
 def _rows(names, *values):

@@ -19,10 +19,10 @@ import pytest
 import tidemark as tm
 from tidemark.errors import WindowSpecError
 from tidemark.spark import confs, execution
-from tidemark.spark.batch import preaggregate, sorting, sql_plan
+from tidemark.spark.batch import local_global, sorting, sql_plan
 from tidemark.spark.execution import ExecutionMode
 from tidemark.spark.plan import fast_paths_enabled, slice_incremental_enabled
-from tidemark.spark.streaming.driver import combine
+from tidemark.spark.streaming.driver import preaggregate as stream_preaggregate
 from tidemark.spark.streaming.driver.checkpoint import DEFAULT_LAYOUT, state_layout
 from tidemark.spark.streaming.driver.keygroups import session_max_parallelism
 from tidemark.spark.streaming.worker.variables import LAYOUTS, StateLayout
@@ -202,8 +202,8 @@ def test_no_module_reads_a_conf_of_its_own_but_through_its_declaration():
             reads += 1
     assert reads >= 5  # Spark's own confs (shuffle partitions, ...) are found
     assert sql_plan.CONF == confs.SQL_FAST_PATH.name
-    assert preaggregate.CONF == confs.PRE_AGGREGATE.name
-    assert combine.CONF == confs.STREAMING_PRE_AGGREGATE.name
+    assert local_global.CONF == confs.PRE_AGGREGATE.name
+    assert stream_preaggregate.CONF == confs.STREAMING_PRE_AGGREGATE.name
     assert sorting.CONF == confs.WORKER_SORT_BYTES.name
 
 

@@ -1,7 +1,7 @@
 """``result.explain(...)`` on BATCH and replay results: the events are the run's.
 
 An explanation replays one key's events on the engine, so each check here is that the
-events a bounded Spark run gives for a key (:mod:`tidemark.spark.batch.explain`) are
+events a bounded Spark run gives for a key (:mod:`tidemark.spark.batch.key_events`) are
 that key's input exactly as the run fed it: the reference harness of the differential
 suite (:mod:`differential`, built from the scenario, not from the run's spec), fed each
 key's events alone, gives the Spark run's results (with the watermark a process function
@@ -37,7 +37,7 @@ from tidemark.errors import WindowSpecError
 from tidemark.explain.events import Element, EndOfInput, ProcessingTime, Watermark
 from tidemark.panes import PaneInfo
 from tidemark.spark import execution
-from tidemark.spark.batch.explain import KeyEvents, all_key_events, explained, key_events
+from tidemark.spark.batch.key_events import KeyEvents, all_key_events, explained, key_events
 from tidemark.testing import WindowOperatorHarness
 from tidemark.time import LONG_MAX, from_datetime
 

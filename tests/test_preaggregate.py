@@ -17,7 +17,7 @@ import pytest
 import tidemark as tm
 from tidemark.errors import InputDataError, UserFunctionError
 from tidemark.spark import execution
-from tidemark.spark.batch.preaggregate import CONF
+from tidemark.spark.batch.local_global import CONF
 
 pytestmark = pytest.mark.spark
 

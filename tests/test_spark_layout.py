@@ -145,7 +145,12 @@ def test_the_plan_and_the_column_protocol_sit_below_the_runners():
     graph = import_graph()
     assert graph["tidemark.spark.confs"] == set()  # the confs' readers sit below everything
     assert graph["tidemark.spark.plan"] <= {"tidemark.spark.confs"}
-    assert graph["tidemark.spark.columns"] <= {"tidemark.spark.codec"}
+    assert graph["tidemark.spark.columns"] <= {
+        "tidemark.spark.codec",
+        "tidemark.spark.column_values",
+        "tidemark.spark.keys",
+    }
+    assert graph["tidemark.spark.keys"] <= {"tidemark.spark.plan"}  # every key rule, below
     for module in ("tidemark.spark._java", "tidemark.spark.session"):
         assert graph[module] <= {"tidemark.spark._java"}, module
 

@@ -1,5 +1,5 @@
 """A streaming window whose function is declared order-insensitive, folded per key and
-slice in each input partition before its key groups (``spark/streaming/driver/combine.py``):
+slice in each input partition before its key groups (``spark/streaming/driver/preaggregate.py``):
 a ``window_all``, keyed tumbling and sliding windows and a chain's first window, against
 the engine fed the same micro-batches, and against the same query with every element
 folded in its key group (``spark.tidemark.streaming.preAggregate=false``).
@@ -35,7 +35,7 @@ from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.metrics import metrics_of
 from tidemark.spark.streaming import DROPPED_OUTPUT, END_OF_INPUT_MS
-from tidemark.spark.streaming.driver.combine import CONF, KEYED_CONF
+from tidemark.spark.streaming.driver.preaggregate import CONF, KEYED_CONF
 from tidemark.time import LONG_MAX
 
 pytestmark = pytest.mark.spark

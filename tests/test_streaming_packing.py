@@ -16,9 +16,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from tidemark.spark.columns import KEY_GROUP
+from tidemark.spark.columns import KEY_GROUP, KEY_GROUP_ROWS
 from tidemark.spark.streaming.worker.packing import (
-    PACKED,
     Unpacking,
     arrow_to_pandas,
     pack_batches,
@@ -72,7 +71,7 @@ def _packed_rows(batches: list[pa.RecordBatch]) -> dict[int, list[pd.DataFrame]]
     """Each key group's packed rows, as its calls get them (a frame of the two columns)."""
     calls: dict[int, list[pd.DataFrame]] = {}
     for packed in pack_batches(batches):
-        assert packed.schema.names == [KEY_GROUP, PACKED]
+        assert packed.schema.names == [KEY_GROUP, KEY_GROUP_ROWS]
         for group, blob in zip(*packed.to_pydict().values(), strict=True):
             calls.setdefault(group, []).append(pd.DataFrame({"_1": [group], "_2": [blob]}))
     return calls

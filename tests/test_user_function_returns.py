@@ -399,7 +399,7 @@ def test_a_timestamp_after_9999_fails_the_stream(spark, tmp_path):
 def test_a_timestamp_column_beyond_datetime_names_the_column_and_value():
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_column
+    from tidemark.spark.column_values import arrow_column
 
     stamps = pa.array([0, FAR_SECONDS * 10**6], pa.timestamp("us", tz="UTC"))
     with pytest.raises(tm.InputDataError, match=FAR_REFUSED):

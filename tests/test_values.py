@@ -18,6 +18,7 @@ from value_cases import CASES, MODES, NAN, run
 
 import tidemark as tm
 from tidemark.spark.aggregations import Max, MaxBy, Min, MinBy
+from tidemark.spark.columns import encode_key
 from tidemark.spark.confs import STREAMING_PACK_INPUT as PACK_INPUT
 from tidemark.spark.keys import NAN_KEY, column_key, function_key_value, key_normaliser
 
@@ -31,6 +32,15 @@ def test_every_nan_key_is_one_key_and_pickles_to_the_same_bytes():
     assert pickle.loads(pickle.dumps(NAN_KEY)) is NAN_KEY
     assert pickle.dumps(function_key_value(("a", float("nan")))) == pickle.dumps(("a", NAN_KEY))
     assert repr(NAN_KEY) == "nan" and NAN_KEY != 1.0 and NAN_KEY + 1 != NAN_KEY + 1
+
+
+def test_a_nan_key_pickles_to_the_bytes_old_checkpoints_hold():
+    # a key function's keys are pickled into __tm_key: a streaming query's key groups
+    # hash those bytes and its state holds them, so a NaN key calls the name it was
+    # first written with, wherever NaNKey lives
+    written = b"\x80\x04\x95(\x00\x00\x00\x00\x00\x00\x00\x8c\x14tidemark.spark.codec\x94"
+    assert encode_key(NAN_KEY) == written + b"\x8c\x08_nan_key\x94\x93\x94)R\x94."
+    assert pickle.loads(encode_key(NAN_KEY)) is NAN_KEY
 
 
 def test_minus_zero_is_the_key_zero_also_inside_structs_and_arrays():

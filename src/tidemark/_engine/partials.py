@@ -28,7 +28,7 @@ Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/fun
 A stream splits the same way where each micro-batch's elements of a window are judged
 against one watermark (or placed at one processing time) and nothing fires on an
 element (tumbling or sliding windows under their default trigger, no allowed lateness,
-no late side output: :mod:`tidemark.spark.streaming.driver.combine` says where): each
+no late side output: :mod:`tidemark.spark.streaming.driver.preaggregate` says where): each
 input partition of a micro-batch folds its elements per key and *slice* into a
 :class:`Partial` (the contents and how many elements they hold). A slice is a window
 for tumbling windows and ``gcd(size, slide)`` of time for sliding ones

@@ -1,40 +1,33 @@
-"""Rows in and out of the engine: pandas batches <-> pyspark Rows and result tuples."""
+"""Rows in and out of the engine: the Row type a window's functions are given, a result
+as the tuple of its output schema's fields, and how Rows pickle into streaming state.
+
+A :func:`row_type_of` Row is a ``pyspark.sql.Row`` in every respect whose fields read
+at C speed; :func:`result_tuple` fits a function's result (a Row, dict, tuple, list or
+scalar) to the output schema. Pickles keep the names they call: a streaming state's
+Rows call :func:`restored_row` and :func:`rows_from_columns`, and a NaN key
+(:mod:`tidemark.spark.keys`) ``tidemark.spark.codec._nan_key``, so checkpoints hold
+these names: they stay here, with their signatures.
+"""
 
 from __future__ import annotations
 
-import datetime
 import functools
-import math
 from collections.abc import Callable, Iterable, Sequence
-from decimal import Decimal
 from itertools import repeat
 from operator import is_
 from typing import Any
 
-import numpy as np
-import pandas as pd
 from pyspark.sql import Row
 
-from tidemark.errors import InputDataError, WindowResultError, WindowSpecError
+from tidemark.errors import WindowResultError
 from tidemark.functions import ReduceFunction
 from tidemark.panes import PanedResult
+from tidemark.spark.keys import _nan_key  # noqa: F401 (a NaN key's pickle calls it here)
 from tidemark.spark.pane_columns import paned_tuple
 
 __all__ = [
-    "NULL_MICROS",
-    "parse_schema",
-    "check_column_names",
-    "SUM_ADVICE",
-    "NaNKey",
-    "NAN_KEY",
-    "float_key",
-    "function_key_value",
-    "arrow_column",
-    "arrow_rows_and_columns",
-    "arrow_batch",
-    "checked_array",
     "result_tuple",
-    "column_values",
+    "row_type_of",
     "as_tidemark_row",
     "restored_row",
     "row_reductions",
@@ -42,96 +35,6 @@ __all__ = [
     "rows_from_columns",
     "RowResultReduce",
 ]
-
-_INTEGRAL = ("LongType", "IntegerType", "ShortType", "ByteType")
-_TIMESTAMPS = ("TimestampType", "TimestampNTZType")
-
-NULL_MICROS = -(2**63)
-"""A null in a column of timestamps as long microseconds (as the streaming runner hands
-them to its workers, :func:`~tidemark.spark.timestamps.timestamp_micros`): no timestamp
-Spark holds is that far back."""
-
-_EPOCH = datetime.datetime(1970, 1, 1)
-_MICROSECOND = datetime.timedelta(microseconds=1)
-
-
-def parse_schema(schema: Any, spark: Any) -> Any:
-    """A StructType from a StructType or a DDL string such as ``"user string, n long"``,
-    its column names told apart (:func:`check_column_names`)."""
-    from pyspark.sql.types import StructType
-
-    if isinstance(schema, StructType):
-        check_column_names(schema.fieldNames(), "`output_schema`", spark)
-        return schema
-    if isinstance(schema, str):
-        try:
-            parsed = spark.createDataFrame([], schema).schema
-        except Exception as exc:
-            raise WindowSpecError(
-                f"`output_schema` must be a StructType or a DDL string like "
-                f"'user string, n long'; could not parse {schema!r}: {exc}"
-            ) from exc
-        check_column_names(parsed.fieldNames(), "`output_schema`", spark)
-        return parsed
-    raise WindowSpecError(
-        f"`output_schema` must be a StructType or a DDL string; got {schema!r} "
-        f"({type(schema).__name__})"
-    )
-
-
-def check_column_names(names: Sequence[str], what: str, spark: Any) -> None:
-    """Refuse column ``names`` that Spark cannot tell apart (equal names, or names
-    equal but for case in a session where ``spark.sql.caseSensitive`` is false, the
-    default: Spark's ``[AMBIGUOUS_REFERENCE]``), or that tidemark uses itself
-    (``__tm_...``). ``what`` says whose columns they are, e.g. "`df`".
-
-    Raises
-    ------
-    WindowSpecError
-        Naming the columns and how to rename them.
-    """
-    sensitive = str(spark.conf.get("spark.sql.caseSensitive", "false")).lower() == "true"
-    seen: dict[str, str] = {}
-    for name in names:
-        folded = name if sensitive else name.lower()
-        if folded in seen:
-            rule = "equal" if seen[folded] == name else "equal but for case"
-            raise WindowSpecError(
-                f"{what} has two columns named {seen[folded]!r} and {name!r} ({rule}): "
-                f"Spark cannot tell them apart in a window's rows; rename one first, e.g. "
-                f"df.toDF(*new_names) or withColumnRenamed; columns: {list(names)}"
-            )
-        seen[folded] = name
-    internal = [name for name in names if name.lower().startswith("__tm_")]
-    if internal:
-        raise WindowSpecError(
-            f"{what} has columns named like tidemark's own internal columns (`__tm_...`): "
-            f"{internal}; rename them first"
-        )
-
-
-def column_values(series: pd.Series, type_name: str) -> list[Any]:
-    """Python values of one pandas column, as a Spark Row would hold them (a timestamp
-    column given as long microseconds, :data:`NULL_MICROS` for null, as naive UTC
-    ``datetime`` values)."""
-    if type_name in _TIMESTAMPS and series.dtype.kind == "i":
-        micros = series.tolist()
-        try:
-            return [None if v == NULL_MICROS else _EPOCH + _MICROSECOND * v for v in micros]
-        except OverflowError:
-            far = next(v for v in micros if v != NULL_MICROS and not _FIRST <= v <= _LAST)
-            raise beyond_datetime(str(series.name), far) from None
-    if pd.api.types.is_datetime64_any_dtype(series.dtype):
-        return [None if pd.isna(v) else v.to_pydatetime() for v in series]
-    values = series.tolist()
-    if series.dtype.kind in "iub":  # a NumPy integer or bool column holds no nulls
-        return values
-    missing = series.isna()
-    if missing.any():
-        values = [None if gone else v for v, gone in zip(values, missing.tolist())]
-    if type_name in _INTEGRAL and series.dtype.kind == "f":
-        return [None if v is None else int(v) for v in values]
-    return values
 
 
 def result_tuple(value: Any, names: Sequence[str]) -> tuple[Any, ...]:
@@ -181,56 +84,6 @@ def _positional(value: Iterable[Any], names: Sequence[str]) -> tuple[Any, ...]:
             f"{len(names)}: {list(names)}. Return one value per field, in its order"
         )
     return values
-
-
-def arrow_column(batch: Any, name: str) -> list[Any]:
-    """Python values of one column of a pyarrow RecordBatch, as a Spark Row holds them
-    (timestamps as naive UTC ``datetime`` values, whatever the session's time zone)."""
-    import pyarrow as pa
-
-    column = batch.column(batch.schema.get_field_index(name))
-    if not pa.types.is_timestamp(column.type):
-        return column.to_pylist()
-    if column.type.tz is not None:
-        column = column.cast(pa.timestamp(column.type.unit))
-    try:
-        return column.to_pylist()
-    except (OverflowError, ValueError):
-        micros = column.cast(pa.timestamp("us")).cast(pa.int64()).to_pylist()
-        far = next((v for v in micros if v is not None and not _FIRST <= v <= _LAST), None)
-        if far is None:
-            raise
-        raise beyond_datetime(name, far) from None
-
-
-_FIRST = (datetime.datetime.min - _EPOCH) // _MICROSECOND
-_LAST = (datetime.datetime.max - _EPOCH) // _MICROSECOND
-
-
-def beyond_datetime(column: str, micros: int) -> InputDataError:
-    """The error of a ``timestamp`` in ``column`` (``micros`` since the epoch) that no
-    Python ``datetime`` holds (Spark's do, to the year 294247), so no Row can."""
-    year = 1970 + micros / (365.2425 * 86_400_000_000)
-    return InputDataError(
-        f"timestamp {micros // 1000} ms since the epoch (about the year {year:.0f}) in "
-        f"column {column!r} is outside what a Python datetime holds, as the functions' "
-        "Rows do (0001-01-01 to 9999-12-31T23:59:59.999999 UTC): filter out or fix those "
-        "rows (a long cast to timestamp is read as seconds: for milliseconds use "
-        "F.timestamp_millis)"
-    )
-
-
-def arrow_rows_and_columns(
-    batch: Any, names: Sequence[str]
-) -> tuple[list[Any], dict[str, list[Any]]]:
-    """Rows of a pyarrow RecordBatch, and its columns as lists of Python values.
-
-    Rows are built as :func:`row_type_of` instances, without the per-row keyword
-    handling of ``Row(...)``, since this runs for every element.
-    """
-    columns = {n: arrow_column(batch, n) for n in names}
-    row_type = row_type_of(tuple(names))
-    return list(map(tuple.__new__, repeat(row_type), zip(*columns.values()))), columns
 
 
 @functools.lru_cache(maxsize=64)
@@ -398,164 +251,3 @@ def _field_descriptor(position: int, name: str) -> Any:
     except ImportError:  # pragma: no cover - CPython has had it since 3.8
         return property(lambda row: tuple.__getitem__(row, position), doc=name)
     return _tuplegetter(position, f"field {name!r}")
-
-
-def arrow_batch(
-    columns: dict[str, Any], schema: Any, describe: Callable[[int], str] | None = None
-) -> Any:
-    """A pyarrow RecordBatch of Python columns (sequences of values), typed by a Spark
-    ``schema``; a value a field cannot hold raises :func:`checked_array`'s error, the
-    row described by ``describe(row_index)``."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    try:
-        arrow_schema = to_arrow_schema(schema, timezone="UTC")
-    except TypeError:  # PySpark releases whose to_arrow_schema takes no time zone
-        arrow_schema = to_arrow_schema(schema)
-    arrays = [
-        checked_array(columns[f.name], f.type, schema[f.name], describe) for f in arrow_schema
-    ]
-    return pa.RecordBatch.from_arrays(arrays, schema=arrow_schema)
-
-
-def checked_array(
-    values: Sequence[Any],
-    arrow_type: Any,
-    field: Any,
-    describe: Callable[[int], str] | None = None,
-) -> Any:
-    """``pa.array(values, type=arrow_type)`` for the Spark StructField ``field``, or a
-    :class:`~tidemark.errors.WindowResultError` naming the field, its declared type and
-    the first value it cannot hold (a string for a ``long``, an int past 64 bits), with
-    the row ``describe(index)`` says (its key and window, where known). The check costs
-    nothing until a conversion fails."""
-    import pyarrow as pa
-
-    try:
-        array = pa.array(values, type=arrow_type)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError) as exc:
-        for index, value in enumerate(values):
-            try:
-                pa.array([value], type=arrow_type)
-            except (pa.ArrowException, OverflowError, TypeError, ValueError) as error:
-                raise _unfit(field, value, index, describe, str(error), arrow_type) from exc
-        raise
-    if pa.types.is_integer(arrow_type) and _holds_float(values):
-        # pyarrow truncates a float for an integer type (1.5 -> 1); Spark's
-        # createDataFrame refuses any float for an integral field: so do we
-        index = next(i for i, v in enumerate(values) if isinstance(v, _FLOATS))
-        why = "Spark takes no float for an integral field (Arrow would truncate it)"
-        raise _unfit(field, values[index], index, describe, why, arrow_type)
-    return array
-
-
-_FLOATS = (float, np.floating)
-
-
-def _holds_float(values: Sequence[Any]) -> bool:
-    return any(issubclass(kind, _FLOATS) for kind in set(map(type, values)))
-
-
-def _unfit(
-    field: Any,
-    value: Any,
-    index: int,
-    describe: Callable[[int], str] | None,
-    error: str,
-    arrow_type: Any,
-) -> WindowResultError:
-    """The error of ``value`` (result ``index``) that ``field`` cannot hold."""
-    where = f" ({describe(index)})" if describe is not None else ""
-    declared = field.dataType.simpleString()
-    advice = ""
-    if isinstance(value, (int, Decimal)) and _is_exact_number(arrow_type):
-        advice = f"; {SUM_ADVICE.format(name=field.name)}"
-    return WindowResultError(
-        f"`output_schema` field {field.name!r} is {declared}, but a result "
-        f"holds {value!r} ({type(value).__name__}) there{where}: {error}. "
-        f"Return a {declared} value for {field.name!r}, or declare its type "
-        f"to fit{advice}"
-    )
-
-
-SUM_ADVICE = (
-    "a shorthand sum() keeps its column's type, as Flink's does: cast the column to a "
-    "wider type before the window, e.g. df.withColumn({name!r}, "
-    "F.col({name!r}).cast('decimal(38,0)'))"
-)
-"""What to do about a sum beyond its column's type (``name``: the column), in every mode."""
-
-
-def _is_exact_number(arrow_type: Any) -> bool:
-    import pyarrow as pa
-
-    return bool(pa.types.is_integer(arrow_type) or pa.types.is_decimal(arrow_type))
-
-
-# ---------------------------------------------------------------- keys' floats
-# The float rule of keys (tidemark.spark.keys, whose table states every key rule) lives
-# here, below the column protocol: a key function's key is normalised before it is
-# pickled into ``__tm_key`` (tidemark.spark.columns), so equal keys give equal bytes.
-
-
-class NaNKey(float):
-    """The key of every NaN: a float NaN that equals any NaN and hashes alike, so a
-    dict holds one entry for all of them (a plain NaN is unequal even to itself).
-
-    >>> NAN_KEY == float("nan"), {NAN_KEY: 1}[NaNKey()], NAN_KEY + 1.0
-    (True, 1, nan)
-    """
-
-    __slots__ = ()
-
-    def __new__(cls) -> NaNKey:
-        return float.__new__(cls, "nan")
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, float) and math.isnan(other)
-
-    def __ne__(self, other: object) -> bool:
-        return not self.__eq__(other)
-
-    def __hash__(self) -> int:
-        return 0x7FF8_0000  # one value for all: Python's hash(nan) is per object
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_nan_key, ())  # equal keys pickle to equal bytes
-
-    def __repr__(self) -> str:
-        return "nan"
-
-
-NAN_KEY = NaNKey()
-"""The one NaN key (what a NaN key column's elements are keyed by)."""
-
-
-def _nan_key() -> NaNKey:
-    return NAN_KEY
-
-
-def float_key(value: Any) -> Any:
-    """A float's key: every NaN the one :data:`NAN_KEY`, ``-0.0`` the key ``0.0`` (in its
-    own type: numpy's float32 too); any other value itself."""
-    if math.isnan(value):
-        return NAN_KEY
-    return abs(value) if value == 0.0 else value  # -0.0 is the key 0.0, in its own type
-
-
-def function_key_value(value: Any) -> Any:
-    """A key function's key with the float rule applied, inside plain tuples and Rows
-    too; anything else as it is (a list stays a list, and is refused as unhashable).
-
-    >>> function_key_value(("a", -0.0))
-    ('a', 0.0)
-    """
-    if isinstance(value, (float, np.floating)):  # numpy's float32 is no float
-        return float_key(value)
-    if type(value) is tuple:
-        return tuple(function_key_value(v) for v in value)
-    fields = getattr(value, "__fields__", None)
-    if isinstance(value, Row) and fields is not None:
-        return Row(**{name: function_key_value(v) for name, v in zip(fields, value)})
-    return value

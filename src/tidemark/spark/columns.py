@@ -35,8 +35,9 @@ carries every window's side outputs and dropped counts too: an output ``name`` o
 
 Values are encoded with ``cloudpickle`` (so instances of classes defined in a driver
 script survive the trip to a worker and back) and decoded with ``pickle.loads``. A key
-function's keys travel in ``__tm_key`` as plain pickles (protocol 4): Spark partitions,
-groups and keeps streaming state by those bytes, so equal keys must give equal bytes.
+function's keys (checked and normalised by the key rules, :mod:`tidemark.spark.keys`)
+travel in ``__tm_key`` as plain pickles (protocol 4): Spark partitions, groups and keeps
+streaming state by those bytes, so equal keys must give equal bytes.
 
 Element frames (the input of a window operation) carry ``__tm_ts`` (event time, long
 ms, see :mod:`tidemark.spark.timestamps`) and, by mode, ``__tm_key``, ``__tm_seq`` (the
@@ -45,8 +46,26 @@ arrival order, recorded watermark and arrival time). Two paths add columns of th
 while they run, named here too: streaming's ``__tm_event_time`` (the column Spark's
 watermark is defined on) and the SQL fast path's ``__tm_start``, ``__tm_first``,
 ``__tm_agg`` and ``__tm_counted``; a pre-aggregated ``window_all``'s partials
-(:mod:`tidemark.spark.batch.preaggregate`) are ``__tm_start``, ``__tm_end`` and
+(:mod:`tidemark.spark.batch.local_global`) are ``__tm_start``, ``__tm_end`` and
 ``__tm_partial`` (the contents, cloudpickled).
+
+The columns of one step, named here and used only by the module that adds them:
+
+- a streaming window's lossless input (:mod:`tidemark.spark.lossless`): ``__tm_nan<i>``
+  (float column ``i``'s NaN flag), ``__tm_utc<i>`` (timestamp column ``i``'s
+  microseconds) and ``__tm_packed`` (a row's nested values, pickled);
+- the deltas layout's packed input (:mod:`tidemark.spark.streaming.worker.packing`):
+  ``__tm_key_group`` and ``__tm_key_group_rows`` (one key group's rows of an Arrow batch,
+  as an Arrow IPC stream);
+- the vectorized pre-aggregation's shuffled partials
+  (:mod:`tidemark.spark.vectorized_preaggregate`): ``__tm_partial_<name>``;
+- a Kafka source's JSON parse (:mod:`tidemark.spark.kafka`): ``__tm_corrupt`` (the raw
+  text of a value that is not JSON);
+- a key's history (:mod:`tidemark.spark.streaming.driver.history`): ``__tm_ts``,
+  ``__tm_input``, ``__tm_file`` and ``__tm_position`` (where each row was read).
+
+Names that reach a checkpoint keep their spelling: ``__tm_key_group`` is the streaming
+state's grouping key.
 """
 
 from __future__ import annotations
@@ -59,14 +78,9 @@ from pyspark import cloudpickle
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, LongType, StringType, StructField, StructType
 
-from tidemark.errors import InputDataError, UserFunctionError
-from tidemark.spark.codec import (
-    arrow_batch,
-    arrow_column,
-    arrow_rows_and_columns,
-    function_key_value,
-    result_tuple,
-)
+from tidemark.spark.codec import result_tuple
+from tidemark.spark.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
+from tidemark.spark.keys import function_key
 
 __all__ = [
     "OUTPUT",
@@ -99,13 +113,23 @@ __all__ = [
     "COUNTED",
     "WINDOW_END",
     "PARTIAL",
+    "NAN_FLAG",
+    "UTC_MICROS",
+    "NESTED_PACKED",
+    "KEY_GROUP_ROWS",
+    "CORRUPT",
+    "HISTORY_INPUT",
+    "HISTORY_FILE",
+    "HISTORY_POSITION",
+    "partial_column",
+    "INTERNAL_PREFIX",
+    "is_internal",
     "combined_schema",
     "encode_side",
     "decode_side",
     "encode_key",
     "decode_key",
     "with_function_key",
-    "function_key",
     "main_output",
     "side_output",
     "dropped_counts",
@@ -131,6 +155,17 @@ WATERMARK_MARK = "__tm_watermark_mark"  # streaming: null, with the watermark's 
 WINDOW_START, FIRST_ROW, AGGREGATE = "__tm_start", "__tm_first", "__tm_agg"  # SQL path
 COUNTED = "__tm_counted"  # SQL path: a sum's non-null values (a null sum of some overflowed)
 WINDOW_END, PARTIAL = "__tm_end", "__tm_partial"  # a pre-aggregated window's partials
+NAN_FLAG = "__tm_nan"  # lossless input: the prefix of a float column's NaN flag, __tm_nan3
+UTC_MICROS = "__tm_utc"  # lossless input: the prefix of a timestamp column's micros, __tm_utc3
+NESTED_PACKED = "__tm_packed"  # lossless input: a row's nested values, pickled
+KEY_GROUP_ROWS = "__tm_key_group_rows"  # deltas layout: a key group's rows, Arrow IPC
+CORRUPT = "__tm_corrupt"  # Kafka: the text of a value that is not JSON
+HISTORY_INPUT, HISTORY_FILE = "__tm_input", "__tm_file"  # a key's history: where read
+HISTORY_POSITION = "__tm_position"  # a key's history: a row's place in its file
+_PARTIAL_PREFIX = "__tm_partial_"
+
+INTERNAL_PREFIX = "__tm_"
+"""What every internal column's name starts with (a user's column may not)."""
 
 MAIN = "main"
 """The ``__tm_output`` of a result row."""
@@ -170,6 +205,25 @@ def combined_schema(
     if phase:
         fields += [StructField(PHASE, LongType(), True), StructField(FORWARDED, LongType(), True)]
     return StructType(fields)
+
+
+def is_internal(name: str) -> bool:
+    """Whether column ``name`` is one of tidemark's own (case-insensitive, as Spark's
+    default resolution is).
+
+    >>> is_internal("__TM_ts"), is_internal("ts")
+    (True, False)
+    """
+    return name.lower().startswith(INTERNAL_PREFIX)
+
+
+def partial_column(name: str) -> str:
+    """The shuffled column of a vectorized pre-aggregation's partial ``name``.
+
+    >>> partial_column("sum")
+    '__tm_partial_sum'
+    """
+    return f"{_PARTIAL_PREFIX}{name}"
 
 
 def upstream_output_name(depth: int, name: str) -> str:
@@ -218,45 +272,6 @@ def decode_key(blob: bytes) -> Any:
     return pickle.loads(blob)
 
 
-def function_key(function: Any, row: Any) -> bytes:
-    """The encoded key of ``row`` under the user's key ``function``.
-
-    Raises
-    ------
-    UserFunctionError
-        The function raised, or returned None (Flink refuses a null key: "Assigned key
-        must not be null!"); it names the function and the row.
-    InputDataError
-        The key is not hashable (a list, a dict): the engine keeps state per key in
-        dicts, and two equal lists would not be one key.
-    """
-    try:
-        key = function(row)
-    except Exception as exc:
-        raise UserFunctionError(
-            f"the key function {_name(function)} raised {type(exc).__name__}: {exc} (row {row!r})"
-        ) from exc
-    if key is None:
-        raise UserFunctionError(
-            f"the key function {_name(function)} returned None for row {row!r}: every element needs "
-            "a key (Flink: 'Assigned key must not be null!'); return the key (a missing "
-            "`return`?)"
-        )
-    key = function_key_value(key)  # one NaN key; -0.0 is 0.0 (spark/keys.py)
-    try:
-        hash(key)
-    except TypeError:
-        raise InputDataError(
-            f"`key` function {_name(function)} must return a hashable key; got {key!r} "
-            f"({type(key).__name__}): return a tuple instead, e.g. tuple(...)"
-        ) from None
-    return encode_key(key)
-
-
-def _name(function: Any) -> str:
-    return getattr(function, "__name__", None) or repr(function)
-
-
 def with_function_key(df: Any, names: list[str], function: Any, combined: bool = False) -> Any:
     """``df`` with ``__tm_key``: ``function(row)`` of each row's columns ``names``,
     encoded with :func:`encode_key`, so Spark can partition by it (batch and streaming).
@@ -280,9 +295,12 @@ class _FunctionKeys:
             rows, _ = arrow_rows_and_columns(batch, self.names)
             if self.combined:
                 results = [name == MAIN for name in arrow_column(batch, OUTPUT)]
-                keys = [function_key(function, r) if on else None for r, on in zip(rows, results)]
+                keys = [
+                    encode_key(function_key(function, r)) if on else None
+                    for r, on in zip(rows, results)
+                ]
             else:
-                keys = [function_key(function, row) for row in rows]
+                keys = [encode_key(function_key(function, row)) for row in rows]
             yield batch.append_column(KEY, pa.array(keys, type=pa.binary()))
 
 

@@ -11,7 +11,6 @@ from typing import Any
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import parse_schema
 from tidemark.spark.pane_columns import paned_schema, refuse_mode_without_dataflow_trigger
 from tidemark.spark.plan import (
     KeySpec,
@@ -20,6 +19,7 @@ from tidemark.spark.plan import (
     warn_lost_session_elements,
     warn_never_firing,
 )
+from tidemark.spark.schemas import parse_schema
 from tidemark.triggers import DataflowTrigger
 
 __all__ = ["finished_window"]

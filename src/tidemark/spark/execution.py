@@ -14,11 +14,11 @@ VECTORIZED          a keyed BATCH ``aggregate_vectorized`` on tumbling or slidin
                     columnar, the function called on array slices, the same as BATCH but
                     without a Row per element (:mod:`tidemark.spark.vectorized`)
 VECTORIZED_COMBINED the same, of a function with a partial step: each input partition
-                    combined where it is, only the partials shuffled, the same results
-                    (:mod:`tidemark.spark.vectorized_combined`)
+                    pre-aggregated where it is, only the partials shuffled, the same results
+                    (:mod:`tidemark.spark.vectorized_preaggregate`)
 LOCAL_GLOBAL        a BATCH ``window_all`` whose function is declared order-insensitive: the
                     engine per input partition, the partials merged in one task, the same as
-                    BATCH but on every core (:mod:`tidemark.spark.batch.preaggregate`)
+                    BATCH but on every core (:mod:`tidemark.spark.batch.local_global`)
 BATCH               any other bounded source: Flink's BATCH semantics, the engine per
                     partition (:class:`~tidemark.spark.batch.worker.BatchDriver`)
 =================== ===================================================================
@@ -51,8 +51,8 @@ import weakref
 from typing import Any
 
 from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
-from tidemark.spark import confs, vectorized, vectorized_combined
-from tidemark.spark.batch import preaggregate, sql_plan
+from tidemark.spark import confs, vectorized, vectorized_preaggregate
+from tidemark.spark.batch import local_global, sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
@@ -102,9 +102,9 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
         return ExecutionMode.REPLAY
     if sql_plan.applies(op, frame, spark):
         return ExecutionMode.SQL
-    if preaggregate.applies(op, frame, spark):
+    if local_global.applies(op, frame, spark):
         return ExecutionMode.LOCAL_GLOBAL
-    if vectorized_combined.applies(op, frame, spark):
+    if vectorized_preaggregate.applies(op, frame, spark):
         return ExecutionMode.VECTORIZED_COMBINED
     if vectorized.applies(op, frame, spark):
         return ExecutionMode.VECTORIZED
@@ -150,9 +150,9 @@ def _run(op: WindowOp, spark: Any) -> Any:
         return sql_plan.sql_window(op, frame)
     _engine_runs.add(op)
     if mode is ExecutionMode.LOCAL_GLOBAL:
-        return preaggregate.run_preaggregated(op, frame)
+        return local_global.run_preaggregated(op, frame)
     if mode is ExecutionMode.VECTORIZED_COMBINED:
-        return vectorized_combined.run_combined(op, frame)
+        return vectorized_preaggregate.run_preaggregated(op, frame)
     if mode is ExecutionMode.VECTORIZED:
         return vectorized.run_columnar(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver

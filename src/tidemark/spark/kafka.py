@@ -28,8 +28,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from tidemark.errors import InputDataError, SessionSetupError, WindowSpecError
-from tidemark.spark.codec import parse_schema
+from tidemark.spark.columns import CORRUPT
 from tidemark.spark.partitions import PARTITION_COUNT, PARTITION_SOURCE
+from tidemark.spark.schemas import parse_schema
 from tidemark.spark.session import is_connect
 from tidemark.spark.surfacing import raise_error_column
 
@@ -54,7 +55,6 @@ MALFORMED_SCHEMA = (
 )
 """The columns of :attr:`KafkaRecords.malformed`."""
 
-_CORRUPT = "__tm_corrupt"
 _ON_MALFORMED = ("fail", "side_output")
 
 
@@ -152,7 +152,7 @@ def read_kafka(
     return KafkaRecords(good.select(*values, *kafka), malformed)
 
 
-_PERMISSIVE = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": _CORRUPT}
+_PERMISSIVE = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": CORRUPT}
 
 
 def _schema(schema: Any, spark: Any) -> StructType:
@@ -168,7 +168,7 @@ def _check(fields: StructType, timestamp: str, on_malformed: str) -> None:
         raise WindowSpecError(
             f"`timestamp` must name a field of `schema`; got {timestamp!r}; fields: {names}"
         )
-    clash = [n for n in names if n in KAFKA_COLUMNS or n == _CORRUPT]
+    clash = [n for n in names if n in KAFKA_COLUMNS or n == CORRUPT]
     if clash:
         raise WindowSpecError(
             f"`schema` fields {clash} clash with the columns read_kafka adds "
@@ -248,7 +248,7 @@ _LOOKUP_TIMEOUT_MS = 60_000
 
 
 def _with_corrupt(fields: StructType) -> StructType:
-    return StructType([*fields.fields, StructField(_CORRUPT, StringType())])
+    return StructType([*fields.fields, StructField(CORRUPT, StringType())])
 
 
 def _error(timestamp: str, fields: StructType) -> Any:
@@ -256,7 +256,7 @@ def _error(timestamp: str, fields: StructType) -> Any:
     error = (
         F.when(F.col("json").isNull(), F.lit("it has no value (a null or empty record)"))
         .when(
-            F.col(f"json.{_CORRUPT}").isNotNull(),
+            F.col(f"json.{CORRUPT}").isNotNull(),
             F.lit(
                 "its value is not a JSON object of the schema (bad JSON, or a field of "
                 "the wrong type)"

@@ -22,30 +22,158 @@ several columns            the tuple of the columns' keys
 
 Elements keep their values: a Row's field holds ``-0.0``, a dict or a list as read;
 only the key is normalised. A key function's result follows the same float rule
-(inside tuples and Rows too), so its pickled bytes are equal for equal keys.
+(inside tuples and Rows too), so its pickled bytes (``__tm_key``,
+:func:`tidemark.spark.columns.encode_key`) are equal for equal keys; it must not be None
+and must be hashable (:func:`function_key`).
+
+A NaN key pickles as a call of ``tidemark.spark.codec._nan_key``, the name it had when
+keys were first written: a streaming query's key groups hash a key function's pickled
+keys, and its state holds them, so that name is kept (:mod:`tidemark.spark.codec`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from pyspark.sql import Row
 
-from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import NAN_KEY, NaNKey, float_key, function_key_value
+from tidemark.errors import InputDataError, UserFunctionError, WindowSpecError
 from tidemark.spark.plan import KeySpec
 
 __all__ = [
     "NAN_KEY",
     "NaNKey",
     "column_key",
+    "float_key",
     "function_key_value",
+    "function_key",
     "key_normaliser",
     "check_key_columns",
     "checked_key",
+    "null_key_message",
+    "NULL_KEY_ADVICE",
 ]
+
+NULL_KEY_ADVICE = "Fill in or filter out the rows without one."
+"""What to do about an element without a key (a null in a key column), in every mode."""
+
+
+def null_key_message(column: str) -> str:
+    """The start of the error of a null in key ``column`` (Flink: "Assigned key must not
+    be null"); an example row and :data:`NULL_KEY_ADVICE` follow it.
+
+    >>> null_key_message("k")
+    "null key in column 'k': every element needs a key; example row: "
+    """
+    return f"null key in column {column!r}: every element needs a key; example row: "
+
+
+class NaNKey(float):
+    """The key of every NaN: a float NaN that equals any NaN and hashes alike, so a
+    dict holds one entry for all of them (a plain NaN is unequal even to itself).
+
+    >>> NAN_KEY == float("nan"), {NAN_KEY: 1}[NaNKey()], NAN_KEY + 1.0
+    (True, 1, nan)
+    """
+
+    __slots__ = ()
+
+    def __new__(cls) -> NaNKey:
+        return float.__new__(cls, "nan")
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, float) and math.isnan(other)
+
+    def __ne__(self, other: object) -> bool:
+        return not self.__eq__(other)
+
+    def __hash__(self) -> int:
+        return 0x7FF8_0000  # one value for all: Python's hash(nan) is per object
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_nan_key, ())  # equal keys pickle to equal bytes
+
+    def __repr__(self) -> str:
+        return "nan"
+
+
+NAN_KEY = NaNKey()
+"""The one NaN key (what a NaN key column's elements are keyed by)."""
+
+
+def _nan_key() -> NaNKey:
+    return NAN_KEY
+
+
+# pickled under the name NaN keys were first written with (the module docstring)
+_nan_key.__module__ = "tidemark.spark.codec"
+
+
+def float_key(value: Any) -> Any:
+    """A float's key: every NaN the one :data:`NAN_KEY`, ``-0.0`` the key ``0.0`` (in its
+    own type: numpy's float32 too); any other value itself."""
+    if math.isnan(value):
+        return NAN_KEY
+    return abs(value) if value == 0.0 else value  # -0.0 is the key 0.0, in its own type
+
+
+def function_key_value(value: Any) -> Any:
+    """A key function's key with the float rule applied, inside plain tuples and Rows
+    too; anything else as it is (a list stays a list, and is refused as unhashable).
+
+    >>> function_key_value(("a", -0.0))
+    ('a', 0.0)
+    """
+    if isinstance(value, (float, np.floating)):  # numpy's float32 is no float
+        return float_key(value)
+    if type(value) is tuple:
+        return tuple(function_key_value(v) for v in value)
+    fields = getattr(value, "__fields__", None)
+    if isinstance(value, Row) and fields is not None:
+        return Row(**{name: function_key_value(v) for name, v in zip(fields, value)})
+    return value
+
+
+def function_key(function: Any, row: Any) -> Any:
+    """The key of ``row`` under the user's key ``function``, the float rule applied.
+
+    Raises
+    ------
+    UserFunctionError
+        The function raised, or returned None (Flink refuses a null key: "Assigned key
+        must not be null!"); it names the function and the row.
+    InputDataError
+        The key is not hashable (a list, a dict): the engine keeps state per key in
+        dicts, and two equal lists would not be one key.
+    """
+    try:
+        key = function(row)
+    except Exception as exc:
+        raise UserFunctionError(
+            f"the key function {_name(function)} raised {type(exc).__name__}: {exc} (row {row!r})"
+        ) from exc
+    if key is None:
+        raise UserFunctionError(
+            f"the key function {_name(function)} returned None for row {row!r}: every element needs "
+            "a key (Flink: 'Assigned key must not be null!'); return the key (a missing "
+            "`return`?)"
+        )
+    key = function_key_value(key)  # one NaN key; -0.0 is 0.0
+    try:
+        hash(key)
+    except TypeError:
+        raise InputDataError(
+            f"`key` function {_name(function)} must return a hashable key; got {key!r} "
+            f"({type(key).__name__}): return a tuple instead, e.g. tuple(...)"
+        ) from None
+    return key
+
+
+def _name(function: Any) -> str:
+    return getattr(function, "__name__", None) or repr(function)
 
 
 def column_key(value: Any) -> Any:

@@ -51,26 +51,16 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, BooleanType, StructField, StructType
 
-from tidemark.spark.codec import arrow_column, checked_array, column_values
+from tidemark.spark.column_values import arrow_column, column_values
+from tidemark.spark.columns import NAN_FLAG, NESTED_PACKED, UTC_MICROS
+from tidemark.spark.value_errors import checked_array
 
 __all__ = [
     "PandasInput",
     "PandasOutput",
     "lossless_input",
     "lossless_output",
-    "NAN_FLAG",
-    "UTC_MICROS",
-    "PACKED",
 ]
-
-NAN_FLAG = "__tm_nan"
-"""The prefix of a float column's NaN flag: ``__tm_nan3`` is column 3's."""
-
-UTC_MICROS = "__tm_utc"
-"""The prefix of a timestamp column's microseconds since the epoch (``__tm_utc3``)."""
-
-PACKED = "__tm_packed"
-"""The input column holding a row's nested values, pickled."""
 
 _RESULTS_AT = 2  # a streaming combined frame's first result (spark/columns.py)
 _FLOATS = ("FloatType", "DoubleType")
@@ -149,7 +139,7 @@ def lossless_input(df: DataFrame, positions: Sequence[int]) -> tuple[DataFrame, 
     utc = tuple((p, len(fields) + len(floats) + n) for n, p in enumerate(stamps))
     if not nested:
         return df, PandasInput(nan_flags, utc_micros=utc)
-    schema = StructType(df.schema.fields + [StructField(PACKED, BinaryType(), False)])
+    schema = StructType(df.schema.fields + [StructField(NESTED_PACKED, BinaryType(), False)])
     packer = _Packer([df.schema.fields[p].name for p in nested], list(nested))
     lossless = PandasInput(nan_flags, nested, len(df.columns), utc)
     return df.mapInArrow(packer, schema), lossless
@@ -169,7 +159,7 @@ class _Packer:
             for position in self.positions:
                 kind = batch.schema.field(position)
                 batch = batch.set_column(position, kind, pa.nulls(batch.num_rows, kind.type))
-            yield batch.append_column(PACKED, pa.array(blobs, type=pa.binary()))
+            yield batch.append_column(NESTED_PACKED, pa.array(blobs, type=pa.binary()))
 
 
 @dataclass(frozen=True)

@@ -20,9 +20,10 @@ from typing import Any
 from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark import columns, execution, metrics
-from tidemark.spark.batch.explain import NO_KEY, explanation
-from tidemark.spark.codec import parse_schema
+from tidemark.spark.batch.key_events import NO_KEY, explanation
 from tidemark.spark.plan import WindowOp
+from tidemark.spark.schemas import parse_schema
+from tidemark.spark.sinks import check_sinks
 from tidemark.spark.streaming.driver.from_plan import chain_output_name
 from tidemark.spark.streaming.driver.sinks import write_outputs as start_query
 from tidemark.spark.surfacing import raising_tidemark_errors
@@ -146,7 +147,7 @@ def bounded_outputs(last: Any, sinks: dict[Any, Any]) -> list[tuple[Any, Any]]:
     its output, sink)``, in the order given; keys as in :func:`named_sinks`. The
     DataFrames read the combined frames of ``last`` and of the windows before it, each
     computed once (:func:`tidemark.spark.execution.combined_frame`)."""
-    _check_sinks(sinks)
+    check_sinks(sinks)
     outputs = []
     for key, sink in sinks.items():
         target, output, _ = _sink_target(last, key)
@@ -191,14 +192,6 @@ def _sink_target(last: Any, key: Any) -> tuple[WindowOp | None, Any, str]:
     return target, output, chain_output_name(last.plan, target, output)
 
 
-def _check_sinks(sinks: dict[Any, Any]) -> None:
-    if not sinks:
-        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
-    bad = [getattr(key, "tag_id", key) for key, sink in sinks.items() if not callable(sink)]
-    if bad:
-        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
-
-
 def late_records_dropped(op: WindowOp, spark: Any) -> int:
     """Flink's ``numLateRecordsDropped`` of a bounded run of ``op``."""
     if op.source.streaming:
@@ -229,9 +222,9 @@ def run_metrics(op: WindowOp, spark: Any) -> dict[str, Any]:
 def write_outputs(
     last: Any, sinks: dict[Any, Any], checkpoint: str | None, trigger: dict[str, Any] | None
 ) -> Any:
-    """:meth:`~tidemark.spark.api.WindowResultStream.write_outputs`: on a stream, start
-    the query (:func:`tidemark.spark.streaming.write_outputs`); on a bounded DataFrame,
-    call each sink once (``batch_id=0``) from one run, then release its rows."""
+    """What :meth:`~tidemark.spark.api.WindowResultStream.write_outputs` does (its
+    docstring is the contract): a stream's query is started by
+    :func:`tidemark.spark.streaming.write_outputs`, a bounded run's sinks called here."""
     if not last.source.streaming:
         _write_bounded(last, sinks, trigger)
         return None

@@ -8,7 +8,7 @@ from typing import Any
 
 from tidemark.spark._java import ensure_java
 
-__all__ = ["get_spark", "is_connect", "session_key", "SPARK_CONF"]
+__all__ = ["get_spark", "is_connect", "session_key", "session_cores", "SPARK_CONF"]
 
 SPARK_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
@@ -79,3 +79,16 @@ def session_key(spark: Any) -> tuple[str, str]:
     if is_connect(spark):
         return ("connect", str(spark.session_id))
     return ("classic", str(spark.sparkContext.applicationId))
+
+
+def session_cores(spark: Any) -> int:
+    """The session's cores: the default parallelism on a classic session; over Connect,
+    which has no SparkContext, ``spark.default.parallelism`` if configured, else the
+    shuffle partitions (what a BATCH scan's range partitions and a new streaming query's
+    state partitions are bounded by)."""
+    if not is_connect(spark):
+        return max(1, spark.sparkContext.defaultParallelism)
+    configured = spark.conf.get("spark.default.parallelism", None)
+    if configured is None:
+        configured = spark.conf.get("spark.sql.shuffle.partitions")
+    return max(1, int(configured))

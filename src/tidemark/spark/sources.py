@@ -14,9 +14,9 @@ from pyspark.sql import DataFrame
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.api import DataStream
-from tidemark.spark.codec import check_column_names
 from tidemark.spark.partitions import source_partitions
 from tidemark.spark.plan import Source
+from tidemark.spark.schemas import check_column_names
 from tidemark.spark.session import get_spark
 from tidemark.spark.timestamps import (
     ScaledTimestamp,

@@ -34,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from tidemark.errors import InputDataError, TidemarkWarning, UserFunctionError, WindowSpecError
-from tidemark.spark.codec import NULL_MICROS, arrow_rows_and_columns
+from tidemark.spark.column_values import NULL_MICROS, arrow_rows_and_columns
 from tidemark.spark.columns import TS
 from tidemark.time import LONG_MIN, to_datetime
 

@@ -19,7 +19,7 @@ it. The input checks (null key or timestamp, a timestamp whose windows overflow 
 are the SQL fast path's. Set the Spark conf ``spark.tidemark.vectorizedFastPath=false``
 (or ``spark.tidemark.fastPaths=false``) to run it through the engine instead. A
 :class:`~tidemark.functions.VectorizedCombineFunction` runs combined before the shuffle
-instead (:mod:`tidemark.spark.vectorized_combined`, which shares this module's
+instead (:mod:`tidemark.spark.vectorized_preaggregate`, which shares this module's
 :class:`Plan` and result rows) unless ``spark.tidemark.preAggregate=false``. The guide:
 ``docs/concepts/vectorized.md``.
 """

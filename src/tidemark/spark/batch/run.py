@@ -37,7 +37,6 @@ from pyspark.sql.types import StructType
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import sorting
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
-from tidemark.spark.batch.replay import session_parallelism
 from tidemark.spark.batch.worker import PartitionDriver, RunnerConfig
 from tidemark.spark.columns import (
     KEY,
@@ -50,6 +49,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.confs import WORKER_SORT_BYTES
 from tidemark.spark.plan import KeySpec, WindowOp
+from tidemark.spark.session import session_cores
 
 __all__ = [
     "run_partitioned",
@@ -67,7 +67,7 @@ def engine_partitions(spark: Any) -> int:
     """The partitions a keyed BATCH or replay run shuffles its input into (the rule is
     in the module docstring)."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    return max(1, min(shuffle, PARTITIONS_PER_CORE * session_parallelism(spark)))
+    return max(1, min(shuffle, PARTITIONS_PER_CORE * session_cores(spark)))
 
 
 def run_partitioned(
@@ -80,7 +80,7 @@ def run_partitioned(
     """The combined frame of ``op`` over ``frame``, run by the engine in Spark tasks,
     each partition by a ``driver`` (BATCH or replay; a function of the task's config).
     ``output_schema``: the schema of what ``driver`` yields, where it is not the
-    combined frame's (an explanation's recording, :mod:`.explain`)."""
+    combined frame's (an explanation's recording, :mod:`.key_events`)."""
     sort_budget = WORKER_SORT_BYTES.read(spark)
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = runner_config(

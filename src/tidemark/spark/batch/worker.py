@@ -40,12 +40,8 @@ from tidemark.errors import InputDataError, WindowResultError
 from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
-from tidemark.spark.codec import (
-    arrow_batch,
-    arrow_column,
-    arrow_rows_and_columns,
-    result_tuple,
-)
+from tidemark.spark.codec import result_tuple
+from tidemark.spark.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
 from tidemark.spark.columns import (
     DROPPED,
     DROPPED_OUTPUT,
@@ -62,7 +58,7 @@ from tidemark.spark.columns import (
     decode_key,
     encode_side,
 )
-from tidemark.spark.keys import key_normaliser
+from tidemark.spark.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
 from tidemark.spark.metrics import Figures
 from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.spark.worker_gc import fewer_gc_passes
@@ -74,13 +70,11 @@ __all__ = [
     "PartitionDriver",
     "BatchDriver",
     "ReplayDriver",
-    "NULL_KEY_ADVICE",
     "NULL_TIMESTAMP_ADVICE",
     "UNPARSEABLE_ADVICE",
 ]
 
 # What to do about a bad input row (the SQL fast path says the same).
-NULL_KEY_ADVICE = "Fill in or filter out the rows without one."
 NULL_TIMESTAMP_ADVICE = "Every element needs an event timestamp: fill in or filter out those rows."
 UNPARSEABLE_ADVICE = (
     f"Accepted timestamp strings: {ACCEPTED_TIMESTAMP_STRINGS}; or parse the column "
@@ -381,10 +375,7 @@ class PartitionDriver:
         for name, values in zip(config.key_columns, columns):
             if batch.column(batch.schema.get_field_index(name)).null_count:
                 bad = rows[values.index(None)]
-                raise InputDataError(
-                    f"null key in column {name!r}: every element needs a key; example row: "
-                    f"{bad}. {NULL_KEY_ADVICE}"
-                )
+                raise InputDataError(f"{null_key_message(name)}{bad}. {NULL_KEY_ADVICE}")
         keys = columns[0] if len(columns) == 1 else list(zip(*columns))
         normalise = self._key_normaliser
         return keys if normalise is None else list(map(normalise, keys))

@@ -45,7 +45,7 @@ from tidemark.explain import (
 )
 from tidemark.explain.partitions import holding_partition
 from tidemark.explain.timefmt import TimeText
-from tidemark.spark.columns import ALL_KEY
+from tidemark.spark.columns import ALL_KEY, is_internal
 from tidemark.spark.plan import source_of
 from tidemark.spark.streaming.driver.batch_records import BatchRecord
 from tidemark.spark.streaming.driver.checkpoint import LATER_FIELDS, describe_window
@@ -247,7 +247,7 @@ def _slot(spark: Any, key: Any, recorded: RecordedQuery) -> int | None:
     columns = key_columns(recorded.window)
     if [name for name, _ in columns] == [ALL_KEY]:
         return key_slot(spark, 0, columns, recorded.groups)
-    if any(name.startswith("__tm") for name, _ in columns):
+    if any(is_internal(name) for name, _ in columns):
         return None
     return key_slot(spark, key, columns, recorded.groups)
 

@@ -26,8 +26,8 @@ from tidemark.spark.streaming.driver.checkpoint import (
     checkpoint_clock,
     read_records,
 )
-from tidemark.spark.streaming.driver.combine import pre_aggregation
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
+from tidemark.spark.streaming.driver.preaggregate import pre_aggregation
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
 from tidemark.spark.streaming.driver.stream_plan import StreamPlan
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
@@ -147,7 +147,7 @@ def _window_frame(
     # input, so its idleness changes nothing (a stream read by partition refuses it,
     # sources.py): no idle clock, and the query keeps its time mode.
     idleness_ms = None
-    combining = pre_aggregation(
+    pre_aggregated = pre_aggregation(
         op,
         time_mode=mode,
         reads_window=earlier is not None,
@@ -168,7 +168,7 @@ def _window_frame(
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
         partitions=source.partitions if earlier is None else None,
-        pre_aggregate=combining,
+        pre_aggregate=pre_aggregated,
     )
     window = window_stream(
         df if earlier is None else replace(earlier, frame=df),

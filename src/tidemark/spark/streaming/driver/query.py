@@ -42,7 +42,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.spark.batch.worker import NULL_KEY_ADVICE
 from tidemark.spark.columns import (
     ALL_KEY,
     KEY_GROUP,
@@ -50,8 +49,9 @@ from tidemark.spark.columns import (
     WATERMARK_MARK,
     WATERMARK_TIME,
     combined_schema,
+    is_internal,
 )
-from tidemark.spark.keys import key_normaliser
+from tidemark.spark.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
 from tidemark.spark.lossless import lossless_input, lossless_output
 from tidemark.spark.partitions import union_by_partition
 from tidemark.spark.session import is_connect
@@ -431,11 +431,11 @@ def _refusing_null_keys(
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in dict.fromkeys(shown) if c]))
     marker = F.coalesce(timestamp >= F.lit(END_OF_INPUT_MS), F.lit(False))
     for key in key_columns:
-        if key.startswith("__tm_"):  # window_all's constant, a key function's pickle
+        if is_internal(key):  # window_all's constant, a key function's pickle
             continue
         column = F.col(f"`{key}`")
         message = F.concat(
-            F.lit(f"null key in column {key!r}: every element needs a key; example row: "),
+            F.lit(null_key_message(key)),
             example,
             F.lit(f". {NULL_KEY_ADVICE}"),
         )

@@ -38,6 +38,7 @@ from tidemark.spark.columns import (
 )
 from tidemark.spark.metrics import OBSERVATION, observed
 from tidemark.spark.preflight import streaming_settings
+from tidemark.spark.sinks import check_sinks
 from tidemark.spark.streaming.driver.batch_records import record_batches
 from tidemark.spark.streaming.driver.checkpoint import (
     CheckpointRecords,
@@ -148,11 +149,7 @@ def write_outputs(
             f"`window` must be the StreamingWindow window_stream returned; got "
             f"{type(window).__name__}"
         )
-    if not sinks:
-        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
-    bad = [name for name, sink in sinks.items() if not callable(sink)]
-    if bad:
-        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
+    check_sinks(sinks)
     _check_trigger_ends(window, trigger)
     spark = window.frame.sparkSession
     check_one_window(window)

@@ -22,7 +22,7 @@ from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
 from tidemark.spark.plan import SourcePartitions
 from tidemark.spark.streaming.driver.chain import check_chain_mode
-from tidemark.spark.streaming.driver.combine import PreAggregation
+from tidemark.spark.streaming.driver.preaggregate import PreAggregation
 from tidemark.spark.streaming.worker.modes import TimeMode
 
 __all__ = ["StreamPlan", "check_plan", "check_time_mode", "WATERMARK_DELAY"]
@@ -72,7 +72,7 @@ class StreamPlan:
         Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
     pre_aggregate : PreAggregation, optional
         Fold each input partition's elements per window before the key groups
-        (:mod:`~.combine`; :func:`~.combine.pre_aggregation` says where it serves).
+        (:mod:`~.preaggregate`; :func:`~.preaggregate.pre_aggregation` says where it serves).
     """
 
     spec: OperatorSpec

@@ -120,7 +120,7 @@ class ProcessorConfig(WorkerPlan):
         default here, every query's before layouts were recorded), or a base and deltas.
     partial_position : int, optional
         Where ``__tm_partial`` is in the processor's input, when the source's rows are
-        combined per window before the shuffle (:mod:`.combine`): :meth:`make_operator`
+        pre-aggregated before the shuffle (:mod:`.preaggregate`): :meth:`make_operator`
         then makes the operator that merges the partials
         (:func:`~tidemark._engine.create.partials_operator`). None: rows are elements.
     unpacking : Unpacking, optional

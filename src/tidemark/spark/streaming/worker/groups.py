@@ -31,7 +31,7 @@ What varies between queries is chosen once, when a worker first calls, from the 
 branch on it: where the rows come from (:mod:`.inputs`: the source, or an earlier
 window in a chain, whose early results step 4 feeds before advancing), how time advances
 (:mod:`.time_advance`: Spark-held timers, the watermark polled in a ProcessingTime query,
-the idle clock), and whether output rows carry a chain's phase (:mod:`.outputs`). The
+the idle clock), and whether output rows carry a chain's phase (:mod:`.output_rows`). The
 Spark operators that call it are thin adapters (:mod:`.bindings`) over one
 :class:`GroupStore`.
 """
@@ -50,7 +50,7 @@ from tidemark.spark.streaming.worker.clock import engine_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import KeyRun, row_reader
 from tidemark.spark.streaming.worker.metrics import CallFigures, figures_for
-from tidemark.spark.streaming.worker.outputs import outputs_for
+from tidemark.spark.streaming.worker.output_rows import outputs_for
 from tidemark.spark.streaming.worker.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
 from tidemark.spark.streaming.worker.time_advance import (
     BatchClock,

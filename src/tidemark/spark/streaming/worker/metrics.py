@@ -22,7 +22,7 @@ from tidemark.spark.metrics import Figures
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import KeyRun
 
-__all__ = ["CountedFigures", "CombinedFigures", "CallFigures", "figures_for"]
+__all__ = ["CountedFigures", "PreAggregatedFigures", "CallFigures", "figures_for"]
 
 
 class CallFigures:
@@ -82,9 +82,9 @@ class CountedFigures(CallFigures):
         return tuple(row)
 
 
-class CombinedFigures(CountedFigures):
-    """:class:`CountedFigures` of a query whose rows are combined before the shuffle
-    (:mod:`.combine`): each fed :class:`~tidemark._engine.partials.Partial` counts the
+class PreAggregatedFigures(CountedFigures):
+    """:class:`CountedFigures` of a query whose rows are pre-aggregated before the shuffle
+    (:mod:`.preaggregate`): each fed :class:`~tidemark._engine.partials.Partial` counts the
     elements it holds, as the one-task path counts them one by one."""
 
     def fed(self, runs: Iterable[KeyRun]) -> None:
@@ -101,7 +101,7 @@ def figures_for(config: ProcessorConfig) -> Callable[[int], CallFigures]:
     if PHASE in names:  # a chain's earlier window: a row of no phase, as its side outputs
         template[names.index(PHASE)] = ON_ELEMENTS
     side_at = names.index(SIDE)
-    counted = CountedFigures if config.partial_position is None else CombinedFigures
+    counted = CountedFigures if config.partial_position is None else PreAggregatedFigures
     return lambda watermark: counted(watermark, template, side_at)
 
 

@@ -1,8 +1,8 @@
 """A stream's elements folded per key and slice before the shuffle: the stateless step of
 a streaming window that runs as a local-global aggregation (:mod:`tidemark._engine.partials`;
-where it runs: :mod:`tidemark.spark.streaming.driver.combine`).
+where it runs: :mod:`tidemark.spark.streaming.driver.preaggregate`).
 
-:class:`PartitionCombiner` is a ``mapInPandas`` function over the key groups' input (its
+:class:`PartitionPreAggregation` is a ``mapInPandas`` function over the key groups' input (its
 key-group and lossless columns included). Per input partition of a micro-batch it reads
 the rows as a key group's call reads them (:class:`~.inputs.ColumnValues`: the same keys
 and Rows), folds each key's elements per slice (a tumbling window, or
@@ -17,7 +17,7 @@ it is (null, outside what the windows hold, an end-of-input marker) passes untou
 ``__tm_partial`` null.
 
 The step decides nothing about time: the key group's call judges each partial against
-the key's watermark (:class:`~.inputs.CombinedRows`), as it judges an element. A
+the key's watermark (:class:`~.inputs.PreAggregatedRows`), as it judges an element. A
 ``window_all`` has one key (the engine key None).
 """
 
@@ -35,20 +35,21 @@ from tidemark._engine.partials import Partial, slice_ms
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssignerContext
 from tidemark.errors import UserFunctionError
-from tidemark.spark.codec import column_values, row_type_of
+from tidemark.spark.codec import row_type_of
+from tidemark.spark.column_values import column_values
 from tidemark.spark.columns import PARTIAL, encode_side
 from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import ColumnValues, engine_key_of, value_rows
 from tidemark.windows import TimeWindow, Window
 
-__all__ = ["PartitionCombiner"]
+__all__ = ["PartitionPreAggregation"]
 
 _FOLD = "the reduce/aggregate function"
 _NO_TIME = np.iinfo(np.int64).max  # a slice whose elements have no timestamp
 
 
-class PartitionCombiner:
+class PartitionPreAggregation:
     """``mapInPandas`` function: an input partition's rows folded per key and slice into
     partials (module docstring). ``config`` is the key groups' (its input columns);
     ``spec`` the window's, of tumbling or sliding windows (event or processing time)."""

@@ -10,7 +10,7 @@ Where the split is exact (:func:`~tidemark._engine.partials.stream_serves`: an
 ``order_insensitive = True``, tumbling or sliding windows of event or processing time
 under their default trigger, no allowed lateness, no late side output),
 :func:`pre_aggregation` adds a stateless step before the key groups
-(:class:`~..worker.combine.PartitionCombiner`, one ``add`` per element in the scan
+(:class:`~..worker.preaggregate.PartitionPreAggregation`, one ``add`` per element in the scan
 tasks, one partial per key and slice), and the key groups merge each slice's partials
 into its windows (:func:`~tidemark._engine.create.partials_operator`): the same
 results, timestamps, figures and dropped counts as the one-task path, and the same
@@ -40,9 +40,9 @@ from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.columns import KEY_GROUP, PARTIAL
 from tidemark.spark.confs import STREAMING_PRE_AGGREGATE, STREAMING_PRE_AGGREGATE_KEYED
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
-from tidemark.spark.streaming.worker.combine import PartitionCombiner
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.modes import TimeMode
+from tidemark.spark.streaming.worker.preaggregate import PartitionPreAggregation
 
 __all__ = ["CONF", "KEYED_CONF", "PreAggregation", "pre_aggregation"]
 
@@ -70,8 +70,8 @@ class PreAggregation:
             for f in prepared.schema
         ]
         schema = StructType([*fields, StructField(PARTIAL, BinaryType(), True)])
-        combined = prepared.mapInPandas(PartitionCombiner(config, self.spec), schema)
-        return combined, replace(config, partial_position=len(fields))
+        pre_aggregated = prepared.mapInPandas(PartitionPreAggregation(config, self.spec), schema)
+        return pre_aggregated, replace(config, partial_position=len(fields))
 
 
 def pre_aggregation(

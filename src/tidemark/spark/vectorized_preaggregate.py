@@ -1,5 +1,6 @@
 """``aggregate_vectorized`` of a :class:`~tidemark.functions.VectorizedCombineFunction`
-in BATCH: each input partition combined where it is, only the partial numbers shuffled.
+in BATCH: each input partition pre-aggregated where it is, only the partial numbers
+shuffled.
 
 Where the columnar path applies (:func:`tidemark.spark.vectorized.applies`: a keyed
 BATCH window of tumbling or sliding event-time windows, each fired once at its end over
@@ -51,7 +52,6 @@ from tidemark.functions import VectorizedCombineFunction, checked_partial
 from tidemark.spark import vectorized
 from tidemark.spark.batch import sql_plan
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
-from tidemark.spark.batch.replay import session_parallelism
 from tidemark.spark.batch.run import engine_partitions
 from tidemark.spark.columns import (
     MAIN,
@@ -61,22 +61,24 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
     combined_schema,
+    partial_column,
 )
 from tidemark.spark.confs import PRE_AGGREGATE, WORKER_SORT_BYTES
 from tidemark.spark.metrics import Figures
 from tidemark.spark.plan import WindowOp
+from tidemark.spark.session import session_cores
 from tidemark.spark.vectorized import Plan
 from tidemark.time import LONG_MAX
 from tidemark.windows import TimeWindow
 
-__all__ = ["applies", "run_combined", "partial_columns", "CONF"]
+__all__ = ["applies", "run_preaggregated", "partial_columns", "CONF"]
 
 CONF = PRE_AGGREGATE.name
 _DENSE = 1 << 62  # group codes stay below this: no int64 overflow when combined
 
 
 def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
-    """Whether ``op`` runs combined before the shuffle: the columnar path applies, the
+    """Whether ``op`` is pre-aggregated before the shuffle: the columnar path applies, the
     function declares a partial step, ``spark.tidemark.preAggregate`` is on."""
     if not vectorized.applies(op, frame, spark):
         return False
@@ -85,10 +87,10 @@ def applies(op: WindowOp, frame: ElementFrame, spark: Any) -> bool:
 
 def partial_columns(function: VectorizedCombineFunction) -> list[str]:
     """The shuffled columns of ``function``'s partials, named after its ``partials``."""
-    return [f"__tm_partial_{name}" for name in function.partials]
+    return [partial_column(name) for name in function.partials]
 
 
-def run_combined(op: WindowOp, frame: ElementFrame) -> Any:
+def run_preaggregated(op: WindowOp, frame: ElementFrame) -> Any:
     """The combined frame of ``op`` (see :func:`applies`): local partials, the shuffle
     of the partials by key, the windows finished."""
     spark = frame.df.sparkSession
@@ -128,7 +130,7 @@ def _global_partitions(spark: Any) -> int:
     few (about one per window and input partition holding it), and each Python task
     costs ~0.1 s however little it does (8 tasks at 10M events: 1.7 s of their wall
     time, 0.6 s of CPU; ``benchmarks/README.md``)."""
-    return max(1, min(engine_partitions(spark), session_parallelism(spark)))
+    return max(1, min(engine_partitions(spark), session_cores(spark)))
 
 
 # ------------------------------------------------------------------ the local step

@@ -62,9 +62,9 @@ from tidemark.spark import execution
 from tidemark.spark.batch.frames import ElementFrame
 from tidemark.spark.batch.run import engine_spec, run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, PartitionDriver, ReplayDriver, RunnerConfig
-from tidemark.spark.codec import arrow_column, function_key_value
+from tidemark.spark.column_values import arrow_column
 from tidemark.spark.columns import KEY, ORDER, PT, TS, encode_key, with_function_key
-from tidemark.spark.keys import key_normaliser
+from tidemark.spark.keys import function_key_value, key_normaliser
 from tidemark.spark.plan import KeySpec, Source, WindowOp
 from tidemark.spark.surfacing import raising_tidemark_errors
 from tidemark.time import LONG_MAX, TimeDomain, exact_int, from_datetime

@@ -18,11 +18,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from tidemark._engine.contract import OperatorHandle
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import checked_array
 from tidemark.spark.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
+from tidemark.spark.value_errors import checked_array
 
 __all__ = ["Outputs", "PhasedOutputs", "outputs_for"]
 
