@@ -408,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = QUICK if args.quick else {k: getattr(args, k) for k in FULL}
     conf = {"spark.sql.shuffle.partitions": str(args.partitions)}
     conf.update(dict(c.split("=", 1) for c in args.conf))
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     spark = get_spark(master="local[2]", conf=conf)
     root = Path(tempfile.mkdtemp(prefix="tidemark-state-growth-"))

@@ -54,8 +54,8 @@ from nexmark.queries import spark_query, tidemark_query  # noqa: E402
 from spark_batch import events  # noqa: E402
 
 import tidemark as tm  # noqa: E402
-from tidemark.spark.columns import MAIN, OUTPUT, TS  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.protocol.columns import MAIN, OUTPUT, TS  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 
 PRE_AGGREGATE = "spark.tidemark.preAggregate"  # the public conf (docs/configuration.md)
 
@@ -135,7 +135,7 @@ def _rows_max(batches: Any) -> Any:
     Arrow batch and a plain loop keeping the largest ``amount``, nothing else."""
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.codec import arrow_rows_and_columns
 
     best = None
     for batch in batches:

@@ -23,7 +23,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 def spark():
     """A local[2] SparkSession shared by every Spark test (start-up is paid once)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     # the deltas state layout (the default) with a compaction threshold small enough
     # that the tests compact too

@@ -85,9 +85,9 @@ from nexmark.queries import (  # noqa: E402
     tidemark_query,
 )
 from nexmark.run import CountingSink, write_inputs  # noqa: E402
-from tidemark.spark.codec import row_type_of  # noqa: E402
-from tidemark.spark.columns import KEY_GROUP  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.protocol.codec import row_type_of  # noqa: E402
+from tidemark.spark.protocol.columns import KEY_GROUP  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 from tidemark.spark.streaming.worker.packing import (  # noqa: E402
     PACKED,
     Unpacking,

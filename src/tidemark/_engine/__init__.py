@@ -30,5 +30,5 @@
   stream's watermarks and arrival times (the core only advances).
 
 Modules import downward only, with no function-level import
-(``tests/test_engine_layout.py``); how to add a fast path: ``docs/internals.md``.
+(``tests/layout/test_engine_layout.py``); how to add a fast path: ``docs/internals.md``.
 """

@@ -4,7 +4,7 @@ use (:class:`OperatorHandle`). The core (:mod:`~tidemark._engine.operator`) impl
 both; only it and the chooser (:mod:`~tidemark._engine.create`) name its class.
 Everything else names a contract, so a module below the core (a path, a driver) or
 beside it (the Spark paths, the harness, ``explain``) depends on the members it may
-use, not on the whole class (``tests/test_engine_layout.py`` holds this).
+use, not on the whole class (``tests/layout/test_engine_layout.py`` holds this).
 
 :class:`OperatorCore` is Flink's window operator as its collaborators see it: the
 pipeline's parts, the keys' state, the two timer services and the helpers that are

@@ -9,7 +9,7 @@ specialised trigger drivers are): its element callable and run callable, bound o
 :meth:`WindowPath.bind`, place elements without the general path's per-element calls,
 and where it takes due windows itself it names its own event-time timer callback
 (:attr:`WindowPath.on_event_timer`). A property test runs each against the general
-path on random pipelines and compares every observable (``tests/test_fast_paths.py``
+path on random pipelines and compares every observable (``tests/engine/test_fast_paths.py``
 and friends). How to add one: ``docs/internals.md``.
 """
 

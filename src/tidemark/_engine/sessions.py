@@ -59,7 +59,7 @@ timestamp present, the watermark is at its start (``LONG_MIN``, BATCH) and no in
 session starts after the run's first element; any other run, and single elements, take
 the per-element path. Results, side outputs, the watermark each firing sees and the state
 left (at the key's end in BATCH, after every element otherwise) are the general
-path's (``tests/test_session_elements.py`` and ``tests/test_sorted_sessions.py`` run
+path's (``tests/engine/test_session_elements.py`` and ``tests/engine/test_sorted_sessions.py`` run
 both and compare).
 """
 

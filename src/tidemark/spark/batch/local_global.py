@@ -40,7 +40,8 @@ from tidemark._engine.partials import global_spec, local_spec, serves
 from tidemark.spark.batch.frames import ElementFrame
 from tidemark.spark.batch.run import run_in_place, runner_config
 from tidemark.spark.batch.worker import BatchDriver, _Output
-from tidemark.spark.columns import (
+from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.protocol.columns import (
     MAIN,
     OUTPUT,
     PARTIAL,
@@ -51,8 +52,7 @@ from tidemark.spark.columns import (
     decode_side,
     encode_side,
 )
-from tidemark.spark.confs import PRE_AGGREGATE
-from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.runtime.confs import PRE_AGGREGATE
 
 __all__ = [
     "applies",

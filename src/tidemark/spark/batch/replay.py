@@ -27,8 +27,8 @@ from pyspark.sql import functions as F
 
 from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
 from tidemark.errors import InputDataError
-from tidemark.spark.columns import ORDER, TS, WM
-from tidemark.spark.session import is_connect, session_cores
+from tidemark.spark.protocol.columns import ORDER, TS, WM
+from tidemark.spark.runtime.session import is_connect, session_cores
 from tidemark.time import LONG_MIN
 
 __all__ = [

@@ -9,7 +9,7 @@ one key at a time. ``window_all`` runs in one partition, as in Flink (unless its
 is declared order-insensitive: :mod:`.preaggregate`).
 
 One run produces results and side outputs together, as the combined frame of
-:mod:`tidemark.spark.columns`.
+:mod:`tidemark.spark.protocol.columns`.
 
 How many partitions (:func:`engine_partitions`): ``PARTITIONS_PER_CORE`` (4) per core
 of the session, at most ``spark.sql.shuffle.partitions``. The cores are
@@ -38,7 +38,8 @@ from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import sorting
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
 from tidemark.spark.batch.worker import PartitionDriver, RunnerConfig
-from tidemark.spark.columns import (
+from tidemark.spark.plan import KeySpec, WindowOp
+from tidemark.spark.protocol.columns import (
     KEY,
     ORDER,
     PT,
@@ -47,9 +48,8 @@ from tidemark.spark.columns import (
     WM,
     with_function_key,
 )
-from tidemark.spark.confs import WORKER_SORT_BYTES
-from tidemark.spark.plan import KeySpec, WindowOp
-from tidemark.spark.session import session_cores
+from tidemark.spark.runtime.confs import WORKER_SORT_BYTES
+from tidemark.spark.runtime.session import session_cores
 
 __all__ = [
     "run_partitioned",

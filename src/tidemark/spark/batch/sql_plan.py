@@ -39,7 +39,8 @@ from pyspark.sql.types import (
 from tidemark.ranges import out_of_range_message
 from tidemark.spark import aggregations as agg
 from tidemark.spark.batch.worker import NULL_TIMESTAMP_ADVICE, UNPARSEABLE_ADVICE
-from tidemark.spark.columns import (
+from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.protocol.columns import (
     AGGREGATE,
     COUNTED,
     DROPPED,
@@ -51,10 +52,9 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
 )
-from tidemark.spark.confs import SQL_FAST_PATH
-from tidemark.spark.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
-from tidemark.spark.plan import WindowOp, fast_paths_enabled
-from tidemark.spark.value_errors import SUM_ADVICE
+from tidemark.spark.protocol.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
+from tidemark.spark.protocol.value_errors import SUM_ADVICE
+from tidemark.spark.runtime.confs import SQL_FAST_PATH
 
 __all__ = ["applies", "sql_window", "checked_elements", "columnar_windows", "CONF"]
 
@@ -203,7 +203,7 @@ def _first_by_time(op: WindowOp, frame: Any, keys: list[str]) -> list[Any] | Non
 
 
 # How the engine path's InputDataError reads in a worker's traceback, so that
-# tidemark.spark.surfacing raises these as InputDataError too.
+# tidemark.spark.runtime.surfacing raises these as InputDataError too.
 _RAISED = "tidemark.errors.InputDataError: "
 
 

@@ -40,9 +40,9 @@ from tidemark.errors import InputDataError, WindowResultError
 from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
-from tidemark.spark.codec import result_tuple
-from tidemark.spark.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.codec import result_tuple
+from tidemark.spark.protocol.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
+from tidemark.spark.protocol.columns import (
     DROPPED,
     DROPPED_OUTPUT,
     KEY,
@@ -58,11 +58,11 @@ from tidemark.spark.columns import (
     decode_key,
     encode_side,
 )
-from tidemark.spark.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
-from tidemark.spark.metrics import Figures
-from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
-from tidemark.spark.worker_gc import fewer_gc_passes
-from tidemark.spark.worker_plan import WorkerPlan
+from tidemark.spark.protocol.figures import Figures
+from tidemark.spark.protocol.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
+from tidemark.spark.protocol.timestamps import ACCEPTED_TIMESTAMP_STRINGS
+from tidemark.spark.protocol.worker_plan import WorkerPlan
+from tidemark.spark.runtime.worker_gc import fewer_gc_passes
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
 __all__ = [
@@ -88,7 +88,7 @@ _FLUSH_ROWS = 10_000
 @dataclass(frozen=True)
 class RunnerConfig(WorkerPlan):
     """Everything a task needs, picklable (no DataFrames): the
-    :class:`~tidemark.spark.worker_plan.WorkerPlan` both modes share (the spec, the
+    :class:`~tidemark.spark.protocol.worker_plan.WorkerPlan` both modes share (the spec, the
     value columns and their types, the result schema), and what BATCH and replays add."""
 
     key_columns: list[str]
@@ -106,13 +106,13 @@ class RunnerConfig(WorkerPlan):
 
     @cached_property
     def output_schema(self) -> Any:
-        """The combined output's schema (:func:`tidemark.spark.columns.combined_schema`)."""
+        """The combined output's schema (:func:`tidemark.spark.protocol.columns.combined_schema`)."""
         return combined_schema(self.result_schema, self.replay)
 
 
 class _Output:
     """Collects emitted rows of one partition in the combined output's column order
-    (:func:`tidemark.spark.columns.combined_schema`).
+    (:func:`tidemark.spark.protocol.columns.combined_schema`).
 
     BATCH results, the bulk of the output, are kept apart as values and timestamps and
     become columns directly (no row tuple per result); everything else is kept as rows.
@@ -284,7 +284,7 @@ class PartitionDriver:
 
     def __init__(self, config: RunnerConfig):
         self.config = config
-        # NaN, -0.0, struct and array key columns: their values as keys (spark/keys.py)
+        # NaN, -0.0, struct and array key columns: their values as keys (spark/protocol/keys.py)
         types = dict(zip(config.value_names, config.value_types))
         self._key_normaliser = key_normaliser([types.get(c, "") for c in config.key_columns])
 

@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 from tidemark.spark.streaming.worker.variables import STATE_NAME
 
 if TYPE_CHECKING:
-    from tidemark.spark.columns import DROPPED_OUTPUT, MAIN
+    from tidemark.spark.protocol.columns import DROPPED_OUTPUT, MAIN
     from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
-    from tidemark.spark.streaming.driver.sinks import select_output, write_outputs
+    from tidemark.spark.streaming.driver.starting import select_output, write_outputs
     from tidemark.spark.streaming.driver.stream_plan import StreamPlan
     from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 
@@ -45,11 +45,11 @@ _LAZY_NAMES = {
     "StreamingWindow": "tidemark.spark.streaming.driver.query",
     "window_stream": "tidemark.spark.streaming.driver.query",
     "StreamPlan": "tidemark.spark.streaming.driver.stream_plan",
-    "select_output": "tidemark.spark.streaming.driver.sinks",
-    "write_outputs": "tidemark.spark.streaming.driver.sinks",
+    "select_output": "tidemark.spark.streaming.driver.starting",
+    "write_outputs": "tidemark.spark.streaming.driver.starting",
     "END_OF_INPUT_MS": "tidemark.spark.streaming.worker.clock",
-    "MAIN": "tidemark.spark.columns",
-    "DROPPED_OUTPUT": "tidemark.spark.columns",
+    "MAIN": "tidemark.spark.protocol.columns",
+    "DROPPED_OUTPUT": "tidemark.spark.protocol.columns",
 }
 
 

@@ -52,8 +52,8 @@ from pyspark.errors import AnalysisException
 from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode
-from tidemark.spark.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
-from tidemark.spark.session import is_connect
+from tidemark.spark.runtime.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
+from tidemark.spark.runtime.session import is_connect
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import parallelism_changed
 from tidemark.spark.streaming.worker.variables import DELTAS, ROW, StateLayout

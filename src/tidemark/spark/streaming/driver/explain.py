@@ -45,8 +45,8 @@ from tidemark.explain import (
 )
 from tidemark.explain.partitions import holding_partition
 from tidemark.explain.timefmt import TimeText
-from tidemark.spark.columns import ALL_KEY, is_internal
 from tidemark.spark.plan import source_of
+from tidemark.spark.protocol.columns import ALL_KEY, is_internal
 from tidemark.spark.streaming.driver.batch_records import BatchRecord
 from tidemark.spark.streaming.driver.checkpoint import LATER_FIELDS, describe_window
 from tidemark.spark.streaming.driver.history import (

@@ -11,7 +11,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import (
+from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
+from tidemark.spark.protocol.columns import (
     ALL_KEY,
     KEY,
     MAIN,
@@ -19,8 +20,8 @@ from tidemark.spark.columns import (
     upstream_output_name,
     with_function_key,
 )
-from tidemark.spark.partitions import check_partitions
-from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
+from tidemark.spark.protocol.source_partitions import check_partitions
+from tidemark.spark.protocol.timestamps import with_assigned_timestamps
 from tidemark.spark.streaming.driver.checkpoint import (
     CheckpointRecords,
     checkpoint_clock,
@@ -33,7 +34,6 @@ from tidemark.spark.streaming.driver.stream_plan import StreamPlan
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
 from tidemark.spark.streaming.worker.modes import TimeMode
-from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
 __all__ = [

@@ -36,7 +36,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
-from tidemark.spark.columns import HISTORY_FILE, HISTORY_INPUT, HISTORY_POSITION, TS
+from tidemark.spark.protocol.columns import HISTORY_FILE, HISTORY_INPUT, HISTORY_POSITION, TS
 from tidemark.spark.streaming.driver.checkpoint import _local_directory
 from tidemark.spark.streaming.driver.query import stream_timestamp_ms
 

@@ -40,8 +40,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.confs import MAX_KEY_GROUPS, MAX_PARALLELISM
-from tidemark.spark.session import session_cores
+from tidemark.spark.runtime.confs import MAX_KEY_GROUPS, MAX_PARALLELISM
+from tidemark.spark.runtime.session import session_cores
 from tidemark.time import exact_int
 
 __all__ = [

@@ -17,9 +17,9 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from tidemark.spark.columns import KEY_GROUP, KEY_GROUP_ROWS
-from tidemark.spark.confs import STREAMING_PACK_INPUT
 from tidemark.spark.plan import fast_paths_enabled
+from tidemark.spark.protocol.columns import KEY_GROUP, KEY_GROUP_ROWS
+from tidemark.spark.runtime.confs import STREAMING_PACK_INPUT
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.packing import (
     Unpacking,

@@ -37,9 +37,9 @@ from pyspark.sql.types import BinaryType, StructField, StructType
 
 from tidemark._engine.partials import stream_serves
 from tidemark._engine.spec import OperatorSpec
-from tidemark.spark.columns import KEY_GROUP, PARTIAL
-from tidemark.spark.confs import STREAMING_PRE_AGGREGATE, STREAMING_PRE_AGGREGATE_KEYED
 from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.protocol.columns import KEY_GROUP, PARTIAL
+from tidemark.spark.runtime.confs import STREAMING_PRE_AGGREGATE, STREAMING_PRE_AGGREGATE_KEYED
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.preaggregate import PartitionPreAggregation

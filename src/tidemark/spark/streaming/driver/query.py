@@ -42,7 +42,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.columns import (
     ALL_KEY,
     KEY_GROUP,
     TS,
@@ -51,10 +51,12 @@ from tidemark.spark.columns import (
     combined_schema,
     is_internal,
 )
-from tidemark.spark.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
-from tidemark.spark.lossless import lossless_input, lossless_output
-from tidemark.spark.partitions import union_by_partition
-from tidemark.spark.session import is_connect
+from tidemark.spark.protocol.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
+from tidemark.spark.protocol.lossless import lossless_input, lossless_output
+from tidemark.spark.protocol.source_partitions import union_by_partition
+from tidemark.spark.protocol.timestamps import processor_column, timestamp_ms
+from tidemark.spark.runtime.session import is_connect
+from tidemark.spark.runtime.surfacing import raise_error_column
 from tidemark.spark.streaming.driver import batch_records as records
 from tidemark.spark.streaming.driver.chain import (
     prepare_upstream,
@@ -82,8 +84,6 @@ from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInpu
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.variables import DELTAS, STATE_SCHEMA, StateLayout
-from tidemark.spark.surfacing import raise_error_column
-from tidemark.spark.timestamps import processor_column, timestamp_ms
 
 __all__ = [
     "StreamingWindow",
@@ -103,7 +103,7 @@ class StreamingWindow:
     ----------
     frame : DataFrame
         The combined streaming frame: results, side outputs and dropped counts
-        (:mod:`tidemark.spark.columns`).
+        (:mod:`tidemark.spark.protocol.columns`).
     side_schemas : mapping of str to StructType
         The schemas of the side outputs known when the window was built (its late data,
         and a chain's earlier windows' side outputs under their pass-through names).
@@ -409,7 +409,7 @@ LAST_DATE = datetime.date(9999, 12, 31)
 
 def stream_timestamp_ms(schema: StructType, column: str | None) -> Any:
     """The event time of ``column`` in long ms as a stream reads it: as every mode does
-    (:func:`~tidemark.spark.timestamps.timestamp_ms`), except that a DATE column, whose
+    (:func:`~tidemark.spark.protocol.timestamps.timestamp_ms`), except that a DATE column, whose
     days (midnights) never reach :data:`END_OF_INPUT_MS` (9999-12-31T23:59:59.999Z),
     ends its input with its largest value, :data:`LAST_DATE`: such a row is stamped
     ``END_OF_INPUT_MS``, the end-of-input marker a timestamp column carries."""

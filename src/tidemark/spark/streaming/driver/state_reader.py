@@ -19,7 +19,7 @@ from pyspark.sql import functions as F
 
 from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import KEY_GROUP
+from tidemark.spark.protocol.columns import KEY_GROUP
 from tidemark.spark.streaming.driver.checkpoint import read_records
 from tidemark.spark.streaming.driver.keygroups import slot_column
 from tidemark.spark.streaming.worker.deltas import stored_keys

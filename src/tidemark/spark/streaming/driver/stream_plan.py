@@ -69,7 +69,7 @@ class StreamPlan:
     feeds_downstream : bool
         A later window of a chain reads the result: add ``__tm_phase``.
     partitions : SourcePartitions, optional
-        Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
+        Per-partition watermarks, their minimum (:mod:`tidemark.spark.protocol.source_partitions`).
     pre_aggregate : PreAggregation, optional
         Fold each input partition's elements per window before the key groups
         (:mod:`~.preaggregate`; :func:`~.preaggregate.pre_aggregation` says where it serves).

@@ -12,14 +12,14 @@ from typing import Any
 
 from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.create import partials_operator
-from tidemark.spark.codec import result_tuple
-from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
-from tidemark.spark.lossless import PandasInput, PandasOutput
+from tidemark.spark.protocol.codec import result_tuple
+from tidemark.spark.protocol.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
+from tidemark.spark.protocol.lossless import PandasInput, PandasOutput
+from tidemark.spark.protocol.worker_plan import WorkerPlan
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.packing import Unpacking
 from tidemark.spark.streaming.worker.variables import StateLayout
-from tidemark.spark.worker_plan import WorkerPlan
 
 __all__ = [
     "ProcessorConfig",
@@ -44,7 +44,7 @@ class UpstreamInput:
     depth : int
         The earlier window's place in the chain (1 = the first window); its outputs
         other than the results pass through under
-        :func:`~tidemark.spark.columns.upstream_output_name`.
+        :func:`~tidemark.spark.protocol.columns.upstream_output_name`.
     timestamp_position : int
         Where ``__tm_ts`` is in the processor's input; ``__tm_output``, ``__tm_side``,
         ``__tm_dropped``, ``__tm_phase`` and ``__tm_forwarded`` follow it
@@ -64,7 +64,7 @@ class UpstreamInput:
 @dataclass(frozen=True)
 class ProcessorConfig(WorkerPlan):
     """Everything a worker needs to run the window operator for one query: the
-    :class:`~tidemark.spark.worker_plan.WorkerPlan` both modes share (the spec, whose
+    :class:`~tidemark.spark.protocol.worker_plan.WorkerPlan` both modes share (the spec, whose
     operator :meth:`make_operator` builds once per key group and micro-batch, the value
     columns and their types, the result schema), and what a stream adds.
 
@@ -111,10 +111,10 @@ class ProcessorConfig(WorkerPlan):
         query has one.
     pandas_input, pandas_output : PandasInput, PandasOutput
         Where the input and the output carry what pandas would lose (a NaN apart from
-        a null, nested values; :mod:`tidemark.spark.lossless`).
+        a null, nested values; :mod:`tidemark.spark.protocol.lossless`).
     key_normaliser : callable, optional
         A row's key column value (or tuple of them) -> its key, for float, struct and
-        array key columns (:mod:`tidemark.spark.keys`).
+        array key columns (:mod:`tidemark.spark.protocol.keys`).
     state_layout : StateLayout
         How the key groups' state is kept (:mod:`.deltas`): one row per group (the
         default here, every query's before layouts were recorded), or a base and deltas.

@@ -46,6 +46,7 @@ import pandas as pd
 from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
+from tidemark.spark.runtime.worker_gc import fewer_gc_passes, freeze_survivors
 from tidemark.spark.streaming.worker.clock import engine_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import KeyRun, row_reader
@@ -58,7 +59,6 @@ from tidemark.spark.streaming.worker.time_advance import (
     Visit,
     time_advance_for,
 )
-from tidemark.spark.worker_gc import fewer_gc_passes, freeze_survivors
 
 __all__ = ["GroupStore", "WindowGroups", "object_frame"]
 

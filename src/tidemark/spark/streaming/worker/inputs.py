@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from tidemark.ranges import first_out_of_range, out_of_range_error
-from tidemark.spark.codec import row_type_of
-from tidemark.spark.column_values import column_values
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.codec import row_type_of
+from tidemark.spark.protocol.column_values import column_values
+from tidemark.spark.protocol.columns import (
     EARLY,
     MAIN,
     ON_ELEMENTS,
@@ -247,7 +247,7 @@ def row_reader(config: ProcessorConfig) -> RowReader:
 
 class ColumnValues:
     """A pandas frame's columns as Python values, as Arrow gives them (a NaN apart from a
-    null, nested values as BATCH reads them: :class:`~tidemark.spark.lossless.PandasInput`),
+    null, nested values as BATCH reads them: :class:`~tidemark.spark.protocol.lossless.PandasInput`),
     each column converted once: one column can be a key, a value and the timestamp."""
 
     def __init__(self, pdf: pd.DataFrame, config: ProcessorConfig):

@@ -1,11 +1,11 @@
-"""A key-group call's figures (:class:`~tidemark.spark.metrics.Figures`), counted as the
+"""A key-group call's figures (:class:`~tidemark.spark.protocol.figures.Figures`), counted as the
 call runs and emitted as ONE ``"__tm_stats"`` row of the combined frame at its end.
 
 The call (:mod:`.groups`) tells a :class:`CountedFigures` what it does: the elements it
 feeds, each key state it restores and takes back, each operator's output. Keys the call
 does not visit keep their state, so the state figures are the visited keys' state
 after, less before. A query observes the rows' sums in every micro-batch
-(:func:`tidemark.spark.streaming.driver.sinks.observed_chain`); :func:`figures_for`
+(:func:`tidemark.spark.streaming.driver.starting.observed_chain`); :func:`figures_for`
 picks, once per query, whether its calls count at all (a :class:`ProcessorConfig` built
 without ``metrics`` emits no row).
 """
@@ -17,8 +17,8 @@ from typing import Any
 
 from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.keystate import KeyState
-from tidemark.spark.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
-from tidemark.spark.metrics import Figures
+from tidemark.spark.protocol.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
+from tidemark.spark.protocol.figures import Figures
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import KeyRun
 

@@ -1,7 +1,7 @@
 """A key group's output rows, phased or not, chosen once per query.
 
 A window's operator emits results, side outputs and a late-record count; they leave a
-call as rows of the combined schema (:mod:`tidemark.spark.columns`). A window that feeds
+call as rows of the combined schema (:mod:`tidemark.spark.protocol.columns`). A window that feeds
 a later one in the same query (a chain, :mod:`~tidemark.spark.streaming.driver.chain`)
 marks each row with its phase: whether it fired on advancing to the batch's watermark
 (``EARLY``, with the watermark it follows) or on the batch's elements; and it is called
@@ -18,11 +18,11 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 from tidemark._engine.contract import OperatorHandle
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
+from tidemark.spark.protocol.columns import DROPPED_OUTPUT, EARLY, MAIN, ON_ELEMENTS, encode_side
+from tidemark.spark.protocol.value_errors import checked_array
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
-from tidemark.spark.value_errors import checked_array
 
 __all__ = ["Outputs", "PhasedOutputs", "outputs_for"]
 

@@ -28,7 +28,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.spark.columns import KEY_GROUP, KEY_GROUP_ROWS
+from tidemark.spark.protocol.columns import KEY_GROUP, KEY_GROUP_ROWS
 
 __all__ = ["Unpacking", "pack_batches", "unpacked_frames", "arrow_to_pandas"]
 

@@ -35,9 +35,9 @@ from tidemark._engine.partials import Partial, slice_ms
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import WindowAssignerContext
 from tidemark.errors import UserFunctionError
-from tidemark.spark.codec import row_type_of
-from tidemark.spark.column_values import column_values
-from tidemark.spark.columns import PARTIAL, encode_side
+from tidemark.spark.protocol.codec import row_type_of
+from tidemark.spark.protocol.column_values import column_values
+from tidemark.spark.protocol.columns import PARTIAL, encode_side
 from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import ColumnValues, engine_key_of, value_rows
@@ -215,7 +215,7 @@ def _encoded(partial: Partial) -> bytes:
     """``partial`` pickled as ``__tm_partial`` holds it: by ``pickle`` where its contents
     are plain (a count, a sum, a tuple of them), several times faster than cloudpickle,
     which the rest needs (a class of the user's ``__main__`` travels by value). Either
-    is read by :func:`~tidemark.spark.columns.decode_side`."""
+    is read by :func:`~tidemark.spark.protocol.columns.decode_side`."""
     if _plain(partial.contents):
         return pickle.dumps(partial, protocol=pickle.HIGHEST_PROTOCOL)
     return encode_side(partial)
