@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_path  # noqa: E402
+
+search_path.put_on_path()  # the test modules this script imports, by name
 
 import differential as d  # noqa: E402
 
@@ -35,11 +38,9 @@ def connect_session() -> Any:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # The local Connect server's Python processes (the workers, and the driver-side runner
     # a transformWithStateInPandas query starts) unpickle the functions of the test
-    # modules by reference: they need this directory on their path, as a user's own
+    # modules by reference: they need the tests' folders on their path, as a user's own
     # modules do (docs/deploying.md).
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = here if not path else os.pathsep.join([here, path])
+    search_path.put_on_path()
     return (
         SparkSession.builder.remote("local[2]")
         .config("spark.sql.shuffle.partitions", "2")

@@ -23,10 +23,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
-TESTS = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, TESTS)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_path  # noqa: E402
+
 # Workers import the test modules by name (see conftest.py): before the JVM starts.
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (TESTS, os.environ.get("PYTHONPATH")) if p)
+search_path.put_on_path()
 
 import differential as d  # noqa: E402
 

@@ -18,6 +18,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import search_path  # noqa: E402
+
+search_path.put_on_path()  # the test modules, by name
 
 import test_time_zones as z  # noqa: E402
 

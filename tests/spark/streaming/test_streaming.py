@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import search_path
 from pyspark.sql.types import LongType, StructField, StructType
 from streaming_scenarios import (
     LATE,
@@ -286,9 +287,9 @@ def _kill_and_finish(tmp_path: Path, name: str) -> None:
 
 
 def _child(root: Path, name: str, pause_after: str) -> subprocess.Popen:
-    script = TESTS_DIR / "streaming_scenarios.py"
+    script = TESTS_DIR / "support" / "streaming_scenarios.py"
     args = [sys.executable, str(script), name, str(root), pause_after]
-    env = dict(os.environ, PYTHONPATH=str(TESTS_DIR))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(search_path.folders()))
     log = open(root / f"child-{pause_after}.log", "w")
     return subprocess.Popen(args, env=env, stdout=log, stderr=subprocess.STDOUT)
 
