@@ -23,7 +23,17 @@ ALLOWED_LOCAL_IMPORTS: set[tuple[str, str]] = {
 }
 
 MAX_MODULE_LINES = 600
-SIZE_EXEMPT: set[str] = set()  # modules allowed past the limit: none
+"""A prompt to look, not a reason to move a concern to where it does not belong: a
+module whose parts belong together may pass it, named below with its reason."""
+
+SIZE_EXEMPT: dict[str, str] = {
+    "tidemark.spark.api.streams": (
+        "the user's pipeline, one class a step (DataStream, KeyedStream, WindowedStream,"
+        " AllWindowedStream, WindowResultStream), each returning the next: read top to"
+        " bottom as PyFlink's datastream module; its definition checks are already"
+        " api/definition.py's"
+    ),
+}
 
 
 def _module_name(path: Path) -> str:
@@ -159,13 +169,20 @@ def test_no_function_level_tidemark_imports_beyond_the_allow_list():
     assert local_imports() - ALLOWED_LOCAL_IMPORTS == set()
 
 
+def _lengths() -> dict[str, int]:
+    return {_module_name(path): len(path.read_text().splitlines()) for path in SPARK.rglob("*.py")}
+
+
 def test_spark_modules_stay_under_the_size_limit():
-    long = {
-        module: len(path.read_text().splitlines())
-        for path in SPARK.rglob("*.py")
-        if (module := _module_name(path)) not in SIZE_EXEMPT
-    }
-    assert {m: n for m, n in long.items() if n > MAX_MODULE_LINES} == {}
+    long = {m: n for m, n in _lengths().items() if n > MAX_MODULE_LINES}
+    assert {m: n for m, n in long.items() if m not in SIZE_EXEMPT} == {}
+
+
+def test_each_size_exemption_is_needed_and_says_why():
+    lengths = _lengths()
+    for module, reason in SIZE_EXEMPT.items():
+        assert lengths.get(module, 0) > MAX_MODULE_LINES, f"{module}: no longer needed"
+        assert len(reason.split()) >= 5, module
 
 
 STREAMING = "tidemark.spark.streaming"
@@ -193,7 +210,12 @@ def test_the_streaming_runtime_has_a_driver_and_a_worker_part():
     # outside the two parts: only the old path a pickle names (.state, an alias)
     assert streaming - parts == {f"{STREAMING}.state"}
     assert graph[f"{STREAMING}.state"] == {f"{WORKER}.state"}
-    assert {f"{DRIVER}.query", f"{DRIVER}.sinks", f"{WORKER}.bindings", f"{WORKER}.groups"} <= parts
+    assert {
+        f"{DRIVER}.query",
+        f"{DRIVER}.starting",
+        f"{WORKER}.bindings",
+        f"{WORKER}.groups",
+    } <= parts
 
 
 def test_the_worker_part_never_imports_the_driver_part():
