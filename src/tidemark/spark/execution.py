@@ -4,8 +4,11 @@
 produces the same combined frame (:mod:`tidemark.spark.protocol.columns`):
 
 =================== ===================================================================
-STREAMING           a streaming source: one ``applyInPandasWithState`` query
-                    (:mod:`tidemark.spark.streaming.driver.from_plan`)
+STREAMING           a streaming source: ONE query for the window, or for a chain of
+                    windows, its key groups run by Spark's stateful operator:
+                    ``transformWithStateInPandas`` for a chain's window or the deltas
+                    state layout (the keyed windows' default), ``applyInPandasWithState``
+                    for the row layout (:mod:`tidemark.spark.streaming.driver.from_plan`)
 SQL                 BATCH shorthand aggregations with a closed form: Spark's own aggregation,
                     the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
 REPLAY              a bounded source with ``order_by``: the engine per partition, watermarks
