@@ -100,7 +100,7 @@ def write_page(texts: tuple[str, str], checkpoint: str) -> None:
 
 
 if __name__ == "__main__":
-    from tidemark.spark.runtime.session import get_spark
+    from tidemark.spark import get_spark
 
     session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     arguments = [a for a in sys.argv[1:] if a != "--page"]

@@ -21,12 +21,12 @@ from tidemark.errors import WindowSpecError
 from tidemark.outputs import OutputTag
 from tidemark.spark import execution
 from tidemark.spark.api.key_events import NO_KEY, explanation
-from tidemark.spark.io.sinks import check_sinks
 from tidemark.spark.plan import WindowOp
 from tidemark.spark.protocol import columns, figures
 from tidemark.spark.protocol.schemas import parse_schema
 from tidemark.spark.runtime.surfacing import raising_tidemark_errors
 from tidemark.spark.streaming.driver.from_plan import chain_output_name
+from tidemark.spark.streaming.driver.starting import check_sinks
 from tidemark.spark.streaming.driver.starting import write_outputs as start_query
 
 __all__ = [

@@ -26,7 +26,7 @@ table another query or output holds. The guide: ``docs/kafka.md``.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.errors import AnalysisException
@@ -40,7 +40,6 @@ from tidemark.spark.streaming.driver.checkpoint import qualified
 from tidemark.spark.streaming.driver.tables import Owner, claim_location
 
 __all__ = [
-    "check_sinks",
     "parquet_table",
     "ParquetTable",
     "delta_table",
@@ -76,21 +75,6 @@ BATCH_ID = "tidemark.batch-id"
 """Iceberg snapshot property: the batch id the snapshot appended."""
 
 _NOT_THERE = ("PATH_NOT_FOUND", "UNABLE_TO_INFER_SCHEMA")
-
-
-def check_sinks(sinks: Mapping[Any, Any]) -> None:
-    """Refuse ``write_outputs``' ``sinks`` when empty or when a sink is not callable.
-
-    Raises
-    ------
-    WindowSpecError
-        Naming the outputs whose sinks are not callable.
-    """
-    if not sinks:
-        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
-    bad = [getattr(key, "tag_id", key) for key, sink in sinks.items() if not callable(sink)]
-    if bad:
-        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
 
 
 def parquet_table(path: str, batch_column: str = "batch_id") -> ParquetTable:

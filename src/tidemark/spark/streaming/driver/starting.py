@@ -23,7 +23,6 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.io.sinks import check_sinks
 from tidemark.spark.protocol.columns import (
     DROPPED,
     MAIN,
@@ -89,6 +88,21 @@ def select_output(
     if schema is None:
         return rows.select(F.col(TS).alias("timestamp"), F.col(SIDE).alias("value"))
     return rows.select(SIDE).mapInArrow(SideDecoder(schema), schema)
+
+
+def check_sinks(sinks: Mapping[Any, Any]) -> None:
+    """Refuse ``write_outputs``' ``sinks`` when empty or when a sink is not callable.
+
+    Raises
+    ------
+    WindowSpecError
+        Naming the outputs whose sinks are not callable.
+    """
+    if not sinks:
+        raise WindowSpecError("`sinks` must name at least one output, e.g. {'main': sink}")
+    bad = [getattr(key, "tag_id", key) for key, sink in sinks.items() if not callable(sink)]
+    if bad:
+        raise WindowSpecError(f"`sinks` must map output names to callables; not callable: {bad}")
 
 
 def write_outputs(
