@@ -33,7 +33,7 @@ A sink per output, written idempotently by batch id::
 from __future__ import annotations
 
 import datetime
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -357,11 +357,11 @@ def _key_groups(
     return KeyGroups.decide(spark, given, None if recorded is None else recorded.groups)
 
 
-def _columns_of(df: DataFrame, names: list[str]) -> str:
+def _columns_of(df: DataFrame, names: Sequence[str]) -> str:
     return ", ".join(f"{name} {df.schema[name].dataType.simpleString()}" for name in names)
 
 
-def _type_names(df: DataFrame, names: list[str]) -> tuple[str, ...]:
+def _type_names(df: DataFrame, names: Sequence[str]) -> tuple[str, ...]:
     return tuple(type(df.schema[c].dataType).__name__ for c in names)
 
 
