@@ -135,7 +135,7 @@ def _rows_max(batches: Any) -> Any:
     Arrow batch and a plain loop keeping the largest ``amount``, nothing else."""
     import pyarrow as pa
 
-    from tidemark.spark.protocol.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.column_values import arrow_rows_and_columns
 
     best = None
     for batch in batches:
