@@ -6,7 +6,8 @@ checkpoint_v0_2_panes hold it) or ``rows_from_columns``, a NaN key as ``_nan_key
 release-0.1 row's keys as ``tidemark.spark.streaming.state.StoredKey``. A restart of such
 a checkpoint unpickles them by those paths, so each path keeps its names wherever their
 code moved (the restarts themselves: test_streaming_restart_compat.py); and a NaN key is
-still written by its old path, its bytes being hashed into its key group.
+still written by its old path, its bytes being hashed into its key group (that byte for
+byte: test_values.py).
 """
 
 from __future__ import annotations
@@ -16,9 +17,6 @@ import math
 import pickle
 
 import pytest
-
-from tidemark.spark.protocol.codec import NAN_KEY
-from tidemark.spark.protocol.columns import encode_key
 
 
 def _call(module: str, name: str, *args: str) -> bytes:
@@ -60,12 +58,3 @@ def test_each_persisted_path_names_the_code_that_runs(module, name):
     home = importlib.import_module(old.__module__)
     assert getattr(home, old.__qualname__) is old
     assert old.__module__ != module
-
-
-def test_a_nan_key_still_pickles_by_its_old_path_byte_for_byte():
-    """A key function's key is its pickle (``__tm_key``), hashed into the key groups: a
-    NaN key pickled by another path would land in another group than its state."""
-    assert encode_key(NAN_KEY) == (  # as tidemark wrote it before the layers' move
-        b"\x80\x04\x95(\x00\x00\x00\x00\x00\x00\x00\x8c\x14tidemark.spark.codec"
-        b"\x94\x8c\x08_nan_key\x94\x93\x94)R\x94."
-    )
