@@ -4,9 +4,10 @@ as the tuple of its output schema's fields, and how Rows pickle into streaming s
 A :func:`row_type_of` Row is a ``pyspark.sql.Row`` in every respect whose fields read
 at C speed; :func:`result_tuple` fits a function's result (a Row, dict, tuple, list or
 scalar) to the output schema. Pickles keep the names they call: a streaming state's
-Rows call :func:`restored_row` and :func:`rows_from_columns`, and a NaN key
-(:mod:`tidemark.spark.protocol.keys`) ``tidemark.spark.protocol.codec._nan_key``, so checkpoints hold
-these names: they stay here, with their signatures.
+Rows call :func:`restored_row` and :func:`rows_from_columns`, so checkpoints hold these
+names: they keep their signatures, and rows written before the layers' move call them by
+their old path (:mod:`tidemark.spark.codec`, which a NaN key still pickles by:
+:mod:`tidemark.spark.protocol.keys`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from pyspark.sql import Row
 from tidemark.errors import WindowResultError
 from tidemark.functions import ReduceFunction
 from tidemark.panes import PanedResult
-from tidemark.spark.protocol.keys import _nan_key  # noqa: F401 (a NaN key's pickle calls it here)
 from tidemark.spark.protocol.pane_columns import paned_tuple
 
 __all__ = [

@@ -26,9 +26,10 @@ only the key is normalised. A key function's result follows the same float rule
 :func:`tidemark.spark.protocol.columns.encode_key`) are equal for equal keys; it must not be None
 and must be hashable (:func:`function_key`).
 
-A NaN key pickles as a call of ``tidemark.spark.protocol.codec._nan_key``, the name it had when
+A NaN key pickles as a call of ``tidemark.spark.codec._nan_key``, the name it had when
 keys were first written: a streaming query's key groups hash a key function's pickled
-keys, and its state holds them, so that name is kept (:mod:`tidemark.spark.protocol.codec`).
+keys, and its state holds them, so that name is kept (:mod:`tidemark.spark.codec`, the
+old path, still loads it).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def _nan_key() -> NaNKey:
 
 
 # pickled under the name NaN keys were first written with (the module docstring)
-_nan_key.__module__ = "tidemark.spark.protocol.codec"
+_nan_key.__module__ = "tidemark.spark.codec"
 
 
 def float_key(value: Any) -> Any:
