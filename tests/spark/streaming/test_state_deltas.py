@@ -1,8 +1,9 @@
 """The deltas state layout's cache protocol (``worker/deltas.py``), on a fake handle: a
 worker's copy of a group is used only at a version it saw, caught up by deltas checked
 token by token, read cold otherwise; a failed call leaves no copy behind; the cache is
-bounded; compaction folds the deltas into a new base. Then the layout through the
-processor, against the row layout on the same calls."""
+bounded; compaction folds the deltas into a new base; on PySpark 4.0 no value passes its
+state server's limit (SPARK-53870). Then the layout through the processor, against the
+row layout on the same calls."""
 
 from __future__ import annotations
 
@@ -25,7 +26,14 @@ from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.spark.protocol.columns import TS
 from tidemark.spark.streaming.worker.config import ProcessorConfig
-from tidemark.spark.streaming.worker.deltas import CACHE, KEPT_DELTAS, DeltaState, _Entry
+from tidemark.spark.streaming.worker.deltas import (
+    CACHE,
+    KEPT_DELTAS,
+    STATE_SERVER_VALUE_BYTES,
+    DeltaState,
+    _Entry,
+    value_bytes_limit,
+)
 from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.state import NEW_KEY, KeyTimers, StoredGroup, StoredKey
 from tidemark.spark.streaming.worker.variables import (
@@ -60,16 +68,20 @@ def _call(
     changes: dict[str, int | None],
     layout: StateLayout = LAYOUT,
     fail: bool = False,
+    value_bytes: int | None = None,
+    key_state: bytes | None = None,
 ) -> StoredGroup:
-    """One call of a group: read it, set (key -> watermark) or drop (None) keys, write."""
-    state = DeltaState(register(handle, layout), 8, layout)
+    """One call of a group: read it, set (key -> watermark, with ``key_state``) or drop
+    (None) keys, write; ``value_bytes``: the state server's limit on a value's bytes."""
+    state = DeltaState(register(handle, layout), 8, layout, value_bytes)
     group = state.read()
     for key, value in changes.items():
         group.changed.add(key)
         if value is None:
             group.keys.pop(key, None)
         else:
-            group.keys[key] = StoredKey(None, value)
+            own = None if key_state is None else key_state + key.encode()  # not memoised
+            group.keys[key] = StoredKey(own, value)
     if fail:
         raise _Boom
     if group.keys:
@@ -283,6 +295,118 @@ def test_another_number_of_key_groups_is_refused():
 def test_an_unknown_layout_is_refused_naming_the_choices():
     with pytest.raises(WindowSpecError, match=r"must be one of \['row', 'deltas'\]; got 'rows'"):
         StateLayout("rows")
+
+
+# ------------------------------------------------- PySpark 4.0's state server (SPARK-53870)
+
+
+def _largest_values(handle: StateHandle) -> dict[str, int]:
+    """The bytes of the largest value each of the handle's maps was given, from now on."""
+    largest = {"deltas": 0, "base": 0}
+    for name, index in (("deltas", 2), ("base", 0)):
+        state = handle.maps[name]
+        update = state.updateValue
+
+        def recorded(
+            key: tuple, value: tuple, name: str = name, index: int = index, update: Any = update
+        ) -> None:
+            largest[name] = max(largest[name], len(value[index]))
+            update(key, value)
+
+        state.updateValue = recorded  # type: ignore[method-assign]
+    return largest
+
+
+def test_pyspark_40_alone_limits_a_state_values_bytes():
+    assert [value_bytes_limit(v) for v in ("4.0.0", "4.0.5", "4.1.1", "4.2.0", "4.3.0")] == [
+        STATE_SERVER_VALUE_BYTES,
+        STATE_SERVER_VALUE_BYTES,
+        None,
+        None,
+        None,
+    ]
+
+
+def test_a_worker_writes_no_value_its_state_server_cannot_read_whole():
+    """As a worker builds it (the running PySpark's limit): 400 keys of 2 KB each, a delta
+    and a base of 800 KB at one call, beyond PySpark 4.0's limit (the largest request
+    its state server read whole on 4.0.0 was ~3 MB, and it read 2 MB in part)."""
+    handle = StateHandle()
+    register(handle, LAYOUT)
+    largest = _largest_values(handle)
+    limit = value_bytes_limit() or (1 << 40)
+    keys = {f"k{i}": 1 for i in range(400)}
+    one_call = StateLayout(DELTAS, 1_000, compact_bytes=1)  # a delta, then a base
+    _call(handle, keys, one_call, value_bytes=value_bytes_limit(), key_state=b"x" * 2_000)
+    assert 0 < max(largest.values()) <= limit
+    assert _truth(handle) == keys
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_values_within_the_limit_hold_what_one_value_holds(seed):
+    """Calls of a few keys of 40-400 bytes each, at a limit of 600 bytes: every value
+    written is within it (a delta over it goes as several versions, a base in chunks of
+    it), and the keys read back are the same as read by a worker of any PySpark, with
+    its copy current, behind, or none (a checkpoint moved from 4.0 to a later release,
+    or back: each reads what the other wrote)."""
+    rng = random.Random(seed)
+    handle, small = StateHandle(), StateLayout(DELTAS, 1_000, compact_bytes=2_000)
+    register(handle, small)
+    largest = _largest_values(handle)
+    want: dict[str, int] = {}
+    for step in range(60):
+        changes: dict[str, int | None] = {}
+        for _ in range(rng.randint(1, 12)):
+            changes[f"k{rng.randint(0, 30)}"] = None if rng.random() < 0.2 else step
+        limit = 600 if rng.random() < 0.7 else None  # a restart on another PySpark
+        _call(handle, changes, small, value_bytes=limit, key_state=b"s" * rng.randint(40, 400))
+        want = {k: v for k, v in {**want, **changes}.items() if v is not None}
+        if rng.random() < 0.3:
+            CACHE.clear()
+        assert _read(handle, small) == want
+    assert 0 < max(largest.values())
+    assert _truth(handle) == want
+
+
+def test_a_delta_over_the_limit_goes_as_several_versions_a_copy_behind_catches_up_with():
+    handle = StateHandle()
+    _call(handle, {"a": 1}, value_bytes=600)
+    store = _meta(handle)[1]
+    seen = CACHE.take(store)
+    assert seen is not None
+    behind = _Entry(seen.version, seen.token, dict(seen.keys))
+    _call(handle, {f"k{i}": 2 for i in range(10)}, value_bytes=600, key_state=b"s" * 200)
+    assert _meta(handle)[2] >= 4 and _meta(handle)[4] == 0  # versions, no compaction
+    CACHE.take(store)
+    CACHE.put(store, behind, LAYOUT.cache_keys)
+    cold = _cold_reads(handle)
+    assert _read(handle) == {"a": 1, **{f"k{i}": 2 for i in range(10)}}
+    assert _cold_reads(handle) == cold
+
+
+def test_a_key_over_the_limit_alone_is_written_in_a_new_base():
+    """A key whose state alone passes the limit cannot be a delta: the call compacts,
+    the base in chunks within the limit, and a copy behind reads the group cold."""
+    handle = StateHandle()
+    register(handle, LAYOUT)
+    largest = _largest_values(handle)
+    _call(handle, {"a": 1}, value_bytes=600)
+    store = _meta(handle)[1]
+    seen = CACHE.take(store)
+    assert seen is not None
+    behind = _Entry(seen.version, seen.token, dict(seen.keys))
+    _call(handle, {"big": 2}, value_bytes=600, key_state=b"s" * 5_000)
+    meta = _meta(handle)
+    assert meta[4] == meta[2] == 2 and meta[6] >= 9  # a base at version 2, in chunks
+    assert (2,) not in handle.maps["deltas"].rows
+    assert max(largest.values()) <= 600
+    CACHE.take(store)
+    CACHE.put(store, behind, LAYOUT.cache_keys)
+    cold = _cold_reads(handle)
+    assert _read(handle) == {"a": 1, "big": 2}
+    assert _cold_reads(handle) == cold + 1
+    _call(handle, {"a": 3}, value_bytes=600)  # deltas again after it
+    assert _meta(handle)[2] == 3 and _truth(handle) == {"a": 3, "big": 2}
 
 
 # ---------------------------------------------------------------------- through the processor
