@@ -17,14 +17,16 @@ from typing import Any
 import pandas as pd
 import pytest
 from pyspark import cloudpickle
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql.types import LongType, StructField, StructType
 from spark_state_fakes import StateHandle, TimerValues
 
 from tidemark import TumblingEventTimeWindows
 from tidemark._engine.functions import window_logic
 from tidemark._engine.spec import OperatorSpec
-from tidemark.errors import WindowSpecError
+from tidemark.errors import SessionSetupError, WindowSpecError
 from tidemark.spark.protocol.columns import TS
+from tidemark.spark.streaming.worker import bindings
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.deltas import (
     CACHE,
@@ -382,6 +384,35 @@ def test_a_delta_over_the_limit_goes_as_several_versions_a_copy_behind_catches_u
     cold = _cold_reads(handle)
     assert _read(handle) == {"a": 1, **{f"k{i}": 2 for i in range(10)}}
     assert _cold_reads(handle) == cold
+
+
+class _ServerReadInPart:
+    """A ValueState whose update fails as PySpark 4.0's state server fails a large value."""
+
+    def update(self, row: Any) -> None:
+        raise PySparkRuntimeError("Error updating value state: invalid pickle opcode: 0")
+
+
+@pytest.mark.parametrize("size", [100, 70_000])
+def test_a_row_the_state_server_failed_is_refused_naming_the_fix(monkeypatch, size):
+    """The row layout cannot split a group's row: where PySpark 4.0 fails one over its
+    limit, the error names the release, the Spark issue and the ways out."""
+    monkeypatch.setattr(bindings, "value_bytes_limit", lambda: STATE_SERVER_VALUE_BYTES)
+    group = StoredGroup({"a": StoredKey(b"s" * size, 1)})
+    if size < STATE_SERVER_VALUE_BYTES:
+        with pytest.raises(PySparkRuntimeError):  # not this failure: as Spark said it
+            bindings._OneRow(_ServerReadInPart(), 8).write(group)
+        return
+    with pytest.raises(SessionSetupError) as raised:
+        bindings._OneRow(_ServerReadInPart(), 8).write(group)
+    assert str(raised.value) == str(bindings.row_too_large(len(group.encode(8)[1])))
+    assert str(bindings.row_too_large(70_123, "4.0.0")).startswith(
+        "PySpark 4.0.0's state server failed to read a key group's state row of 70,123 bytes "
+        "whole (SPARK-53870: Spark 4.0 may read a large state value in part; fixed in 4.1.0). "
+        "Nothing of the failed micro-batch was committed: restart the query on PySpark 4.1 or "
+        "later, or start it on a new checkpoint in the deltas state layout "
+        "(spark.tidemark.streaming.stateLayout=deltas)"
+    )
 
 
 def test_a_key_over_the_limit_alone_is_written_in_a_new_base():
