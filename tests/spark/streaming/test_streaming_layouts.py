@@ -15,7 +15,7 @@ from streaming_scenarios import (
     PANES,
     FileStream,
     Scenario,
-    _op,
+    _spec,
     engine_reference,
     summarize,
 )
@@ -97,7 +97,7 @@ def test_the_deltas_layout_equals_the_engine_and_restarts_in_it(spark, tmp_path,
 # and base are MBs: before the work-around, PySpark 4.0.0 failed it in 4 runs of 4
 LARGE_GROUP = Scenario(
     "one_large_key_group",
-    _op(tm.TumblingEventTimeWindows.of(1_000)),
+    _spec(tm.TumblingEventTimeWindows.of(1_000)),
     [[(f"key-{b}-{i}", i, b * 10 + i % 10) for i in range(25_000)] for b in range(2)] + [[END]],
     max_parallelism=1,
 )
