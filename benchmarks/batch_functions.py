@@ -49,8 +49,8 @@ from typing import Any
 warnings.filterwarnings("ignore")
 
 import tidemark as tm  # noqa: E402
-from tidemark.spark.columns import MAIN, OUTPUT, TS  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.protocol.columns import MAIN, OUTPUT, TS  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 
 KEYS = 2_000
 MINUTE_MS = 60_000
@@ -189,7 +189,7 @@ def _aggregate_floor(batches: Any) -> Any:
     accumulator per key and window start: the user's calls and nothing else of note."""
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.column_values import arrow_rows_and_columns
 
     function, accumulators = CountSum(), {}
     add, create = function.add, function.create_accumulator
@@ -206,7 +206,7 @@ def _process_floor(batches: Any) -> Any:
     equal (key, window start) in the batch's order, ``elements`` the run's list."""
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.column_values import arrow_rows_and_columns
 
     function, calls = CountElements(), 0
     for batch in batches:
@@ -242,7 +242,7 @@ def _local_partials(batches: Any, pickled: bool = False, runs: bool = False) -> 
     key and window start in Arrow first, one look-up per run of a key's window."""
     import pyarrow as pa
 
-    from tidemark.spark.columns import encode_side
+    from tidemark.spark.protocol.columns import encode_side
 
     fold = _fold_runs if runs else _fold_elements
     accumulators: dict[Any, Any] = {}
@@ -266,7 +266,7 @@ def _local_partials(batches: Any, pickled: bool = False, runs: bool = False) -> 
 
 
 def _fold_elements(batch: Any, accumulators: dict[Any, Any]) -> None:
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.column_values import arrow_rows_and_columns
 
     function = CountSum()
     add, create = function.add, function.create_accumulator
@@ -280,7 +280,7 @@ def _fold_runs(batch: Any, accumulators: dict[Any, Any]) -> None:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.column_values import arrow_rows_and_columns
 
     function = CountSum()
     add, create = function.add, function.create_accumulator

@@ -44,8 +44,7 @@ from tidemark import (
     SlidingEventTimeWindows,
     TumblingEventTimeWindows,
 )
-from tidemark._engine.aligned import AlignedWindowOperator
-from tidemark._engine.create import window_operator
+from tidemark._engine.create import AlignedWindowOperator, window_operator
 from tidemark._engine.functions import window_logic
 from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec

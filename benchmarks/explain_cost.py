@@ -26,9 +26,9 @@ import time
 from pathlib import Path
 
 import tidemark as tm
-import tidemark.spark.streaming.driver.batch_records as records_module
-import tidemark.spark.streaming.driver.sinks as sinks_module
-from tidemark.spark.session import get_spark
+from tidemark.spark.runtime.session import get_spark
+from tidemark.spark.streaming.driver import batch_records as records_module
+from tidemark.spark.streaming.driver import starting as sinks_module
 
 ROOT = Path(os.environ.get("EXPLAIN_COST_DIR", "/tmp/tidemark-explain-cost"))
 ROWS, KEYS = 5000, 500

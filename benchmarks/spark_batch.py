@@ -21,7 +21,7 @@ import warnings
 warnings.filterwarnings("ignore")
 
 import tidemark as tm  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 
 TARGET_RATIO = 5.0
 

@@ -20,11 +20,7 @@ both on Spark's RocksDB state store with the same settings, on the same session:
   key group's state in one row does for this stream (:func:`floor_call`): the same key
   groups in ``applyInPandasWithState``, each group's windows as four int64 arrays (no
   pickle), read and written whole, counted in pandas. What no design on that operator
-  with a row per key group gets under;
-* **deltas** (``--sides spark,deltas``): the delta design's floor (``state_deltas.py``):
-  the same key groups in ``transformWithStateInPandas``, each group's state a base
-  snapshot plus versioned deltas, written in proportion to the windows a call touched,
-  read through a cache in the Python worker.
+  with a row per key group gets under.
 
 A run reads the data files (``availableNow``), stops, and its checkpoint is measured (the
 whole directory, with every live key in it); it then restarts on the same checkpoint with
@@ -46,7 +42,6 @@ Usage::
     python benchmarks/state_growth.py --key-space 1000000 --events 50000 --batches 16
     python benchmarks/state_growth.py --quick                  # a smoke run
     python benchmarks/state_growth.py --conf spark.driver.memory=4g --sides spark,tidemark-deltas --rounds 2
-    python benchmarks/state_growth.py --conf spark.driver.memory=4g --sides spark,deltas --rounds 2
     python benchmarks/state_growth.py --sides tidemark --rounds 1 --conf spark.sql.shuffle.partitions=2
 """
 
@@ -67,9 +62,6 @@ import numpy as np
 import pandas as pd
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-# Spark's Python processes import the delta side's processor (state_deltas.py) from here.
-_HERE = str(Path(__file__).resolve().parent)
-os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_HERE, os.environ.get("PYTHONPATH")) if p)
 
 import tidemark as tm  # noqa: E402
 from tidemark.spark.streaming import END_OF_INPUT_MS  # noqa: E402
@@ -291,27 +283,12 @@ def start_floor(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink)
     return writer.start()
 
 
-def start_deltas(spark: Any, directory: Path, checkpoint: Path, sink: DigestSink) -> Any:
-    """The delta design's floor (``state_deltas.DeltaProcessor``): the same key groups
-    on the same partitions as :func:`start_floor`, in ``transformWithStateInPandas``."""
-    from state_deltas import DeltaProcessor
-
-    events = _grouped_events(spark, directory)
-    counted = events.groupBy("group").transformWithStateInPandas(
-        DeltaProcessor(), RESULT_SCHEMA, "append", "EventTime"
-    )
-    writer = counted.writeStream.outputMode("append").foreachBatch(sink)
-    writer = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True)
-    return writer.start()
-
-
 SIDES = {
     "spark": start_spark,
     "tidemark": start_tidemark,
     "tidemark-deltas": start_tidemark_deltas,
     "tidemark-row": start_tidemark_row,
     "floor": start_floor,
-    "deltas": start_deltas,
 }
 
 
@@ -431,7 +408,7 @@ def main(argv: list[str] | None = None) -> None:
     sizes = QUICK if args.quick else {k: getattr(args, k) for k in FULL}
     conf = {"spark.sql.shuffle.partitions": str(args.partitions)}
     conf.update(dict(c.split("=", 1) for c in args.conf))
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     spark = get_spark(master="local[2]", conf=conf)
     root = Path(tempfile.mkdtemp(prefix="tidemark-state-growth-"))

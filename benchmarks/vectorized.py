@@ -12,7 +12,7 @@ aggregate, each writing to Spark's ``noop`` sink:
   ``np.mean`` / ``np.percentile(v, 90)`` (BATCH: the columnar path, every value shuffled);
 * **tidemark (combined)**, the mean only: a ``tm.VectorizedCombineFunction`` (partials
   ``(total, count)``; BATCH: each input partition combined where it is, only the
-  partials shuffled, :mod:`tidemark.spark.vectorized_combined`);
+  partials shuffled, :mod:`tidemark.spark.batch.columnar_preaggregate`);
 * **PySpark UDF**: ``@pandas_udf('double')`` of a Series with the same NumPy call,
   ``groupBy(user, window).agg(udf(amount))`` (timed once: it is slow);
 * **shuffle floor**: the input shuffled by key into Python workers as Arrow and
@@ -56,7 +56,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 import tidemark as tm  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 
 KEYS = 2_000
 MINUTE_MS = 60_000

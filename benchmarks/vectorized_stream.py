@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 import tidemark as tm
-from tidemark.spark.session import get_spark
+from tidemark.spark.runtime.session import get_spark
 
 # Spark's Python workers import this module by name (its `mean`): give them its directory
 _HERE = os.path.dirname(os.path.abspath(__file__))

@@ -54,9 +54,10 @@ from nexmark.queries import spark_query, tidemark_query  # noqa: E402
 from spark_batch import events  # noqa: E402
 
 import tidemark as tm  # noqa: E402
-from tidemark.spark.batch.preaggregate import CONF  # noqa: E402
-from tidemark.spark.columns import MAIN, OUTPUT, TS  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.protocol.columns import MAIN, OUTPUT, TS  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
+
+PRE_AGGREGATE = "spark.tidemark.preAggregate"  # the public conf (docs/configuration.md)
 
 MINUTE_MS = 60_000
 TARGET = 0.5
@@ -134,7 +135,7 @@ def _rows_max(batches: Any) -> Any:
     Arrow batch and a plain loop keeping the largest ``amount``, nothing else."""
     import pyarrow as pa
 
-    from tidemark.spark.codec import arrow_rows_and_columns
+    from tidemark.spark.protocol.column_values import arrow_rows_and_columns
 
     best = None
     for batch in batches:
@@ -207,11 +208,11 @@ def measure(
         best = statistics.median(times[0]) / statistics.median(floors)
         print(f"  {name}: floor (Rows and a max loop in mapInArrow) {shown} s: {best:.2f}x at best")
     if one_task:
-        spark.conf.set(CONF, "false")
+        spark.conf.set(PRE_AGGREGATE, "false")
         try:
             single = _noop(sides[1])
         finally:
-            spark.conf.unset(CONF)
+            spark.conf.unset(PRE_AGGREGATE)
         print(
             f"  {name}: one task (preAggregate=false) {single:.1f} s: {min(times[0]) / single:.2f}x"
         )

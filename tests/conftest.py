@@ -8,22 +8,21 @@ import sys
 import warnings
 
 import pytest
+from search_path import put_on_path  # tests/support, on pytest's pythonpath
 
 warnings.filterwarnings("ignore", message=".*PySpark does not yet fully support pandas.*")
 
-# Spark's Python workers import the functions tests define by module name: put the
-# tests directory on their path (the JVM passes its environment on to the workers).
-_TESTS = os.path.dirname(os.path.abspath(__file__))
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (_TESTS, os.environ.get("PYTHONPATH", "")) if p
-)
+# Spark's Python workers import the functions tests define by module name: put every
+# folder of test modules on their path (the JVM passes its environment on to the
+# workers), and on this process's (tests import one another and tests/support by name).
+put_on_path()
 
 
 @pytest.fixture(scope="session")
 def spark():
     """A local[2] SparkSession shared by every Spark test (start-up is paid once)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     # the deltas state layout (the default) with a compaction threshold small enough
     # that the tests compact too

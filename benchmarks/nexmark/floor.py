@@ -85,11 +85,10 @@ from nexmark.queries import (  # noqa: E402
     tidemark_query,
 )
 from nexmark.run import CountingSink, write_inputs  # noqa: E402
-from tidemark.spark.codec import row_type_of  # noqa: E402
-from tidemark.spark.columns import KEY_GROUP  # noqa: E402
-from tidemark.spark.session import get_spark  # noqa: E402
+from tidemark.spark.protocol.codec import row_type_of  # noqa: E402
+from tidemark.spark.protocol.columns import KEY_GROUP, KEY_GROUP_ROWS  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 from tidemark.spark.streaming.worker.packing import (  # noqa: E402
-    PACKED,
     Unpacking,
     pack_batches,
     unpacked_frames,
@@ -338,7 +337,9 @@ def floor_query(query: str, stream: Any, disorder_ms: int, side: str = "floor") 
     grouped = _watermarked(stream, disorder_ms).withColumn("group", group).groupBy("group")
     if side in ("floor-packed", "floor-rows"):
         rows = _watermarked(stream, disorder_ms).withColumn(KEY_GROUP, group)
-        schema = StructType([rows.schema[KEY_GROUP], StructField(PACKED, BinaryType(), False)])
+        schema = StructType(
+            [rows.schema[KEY_GROUP], StructField(KEY_GROUP_ROWS, BinaryType(), False)]
+        )
         packed = rows.mapInArrow(pack_batches, schema).groupBy(KEY_GROUP)
         read = add_rows if side == "floor-rows" else count_rows
         processor = PackedFloorProcessor(key, read)

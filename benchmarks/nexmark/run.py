@@ -551,7 +551,7 @@ def run(
     check: bool = True,
     conf: dict[str, str] | None = None,
 ) -> None:
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     spark = get_spark(master="local[2]")
     spark.sparkContext.setLogLevel("ERROR")

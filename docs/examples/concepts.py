@@ -2,7 +2,7 @@
 
 Every function returns the run's trace (``tidemark.testing.replay_trace``, or the harness
 with a tracer); the pages show the functions' code, check what they give with doctests
-(``tests/test_docs.py``), and show the trace drawn by ``tidemark.timeline``:
+(``tests/docs/test_docs.py``), and show the trace drawn by ``tidemark.timeline``:
 ``make docs`` calls :func:`draw_all`. Times are small integers of milliseconds.
 
 Run: ``python docs/examples/concepts.py [output-dir]`` draws every picture;

@@ -19,8 +19,7 @@ import sys
 from pyspark.sql import SparkSession
 
 import tidemark as tm
-from tidemark.spark.kafka import read_kafka
-from tidemark.spark.sinks import parquet_table
+from tidemark.spark import parquet_table, read_kafka
 
 SCHEMA = "user string, page string, ts long"
 OUTPUT = "user string, start long, end long, clicks long, pages long"

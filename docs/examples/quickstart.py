@@ -2,7 +2,7 @@
 
 Clicks of two users, per user in 1-minute tumbling windows: the number of clicks and the
 amount. The pages show these functions (``docs/getting-started.md``, ``docs/modes.md``,
-the README); ``tests/test_docs_examples.py`` runs them on local Spark.
+the README); ``tests/docs/test_docs_examples.py`` runs them on local Spark.
 
 Run: ``python docs/examples/quickstart.py [output-dir]``.
 """

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQueryListener
 
 import tidemark as tm
-from tidemark.spark.metrics import StateTotals, metrics_of
+from tidemark.spark import StateTotals, metrics_of
 from tidemark.spark.streaming import END_OF_INPUT_MS
 
 NOON = 1590292800000

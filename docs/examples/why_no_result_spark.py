@@ -1,7 +1,7 @@
 """Why no result? asked of Spark runs: a replay, a replay read by partition, BATCH.
 
 ``docs/why-no-result.md`` ("On Spark: BATCH and replay") shows these functions and their
-answers; ``tests/test_explain_spark.py`` runs them on local Spark and checks that the
+answers; ``tests/spark/api/test_explain_spark.py`` runs them on local Spark and checks that the
 page shows what they answer.
 """
 

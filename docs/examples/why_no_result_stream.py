@@ -4,7 +4,7 @@ Clicks of two partitions, one file per micro-batch; partition 1 goes quiet after
 first click, so it holds the watermark and none of ann's minute windows fires. The page
 asks the query's checkpoint why. Run ``python docs/examples/why_no_result_stream.py
 [DIR]`` to print the answers, with ``--page`` to write them into the page as well
-(``tests/test_docs_examples.py`` runs it and compares them with the page's).
+(``tests/docs/test_docs_examples.py`` runs it and compares them with the page's).
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def write_page(texts: tuple[str, str], checkpoint: str) -> None:
 
 
 if __name__ == "__main__":
-    from tidemark.spark.session import get_spark
+    from tidemark.spark import get_spark
 
     session = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
     arguments = [a for a in sys.argv[1:] if a != "--page"]

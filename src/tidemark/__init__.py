@@ -190,15 +190,15 @@ def __getattr__(name: str) -> Any:
 
         return importlib.import_module("tidemark.explain")
     if name == "from_dataframe":
-        from tidemark.spark import sources
+        from tidemark.spark.api import sources
 
         return sources.from_dataframe
     if name == "raising_tidemark_errors":
-        from tidemark.spark import surfacing
+        from tidemark.spark.runtime import surfacing
 
         return surfacing.raising_tidemark_errors
     if name == "ship_to_executors":
-        from tidemark.spark import shipping
+        from tidemark.spark.runtime import shipping
 
         return shipping.ship_to_executors
     raise AttributeError(f"module 'tidemark' has no attribute {name!r}")

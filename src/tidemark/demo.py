@@ -184,7 +184,7 @@ def _quiet_python() -> None:
 
 
 def _start_spark() -> Any:
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     _quiet_python()
     return get_spark(master="local[2]", app_name="tidemark-demo", conf=_quiet_conf())

@@ -3,7 +3,7 @@
 Every error subclasses a Python built-in so callers can catch what they already know
 (``ValueError`` for bad specifications, ``RuntimeError`` for failures at run time).
 Every error can be built from its message alone, which is how an error raised in a Spark
-worker is raised again as itself on the driver (:mod:`tidemark.spark.surfacing`).
+worker is raised again as itself on the driver (:mod:`tidemark.spark.runtime.surfacing`).
 
 What is refused, and the errors to catch: ``docs/errors.md``.
 """

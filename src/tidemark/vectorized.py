@@ -11,9 +11,9 @@ function's value, checked against the ``output_type``.
 
 :func:`vectorized_window_function` builds the window function; the Spark API's
 ``WindowedStream.aggregate_vectorized`` does so for you, and runs BATCH tumbling and
-sliding windows columnar where the results are the same (:mod:`tidemark.spark.vectorized`;
+sliding windows columnar where the results are the same (:mod:`tidemark.spark.batch.columnar`;
 a :class:`~tidemark.functions.VectorizedCombineFunction` combined before the shuffle:
-:mod:`tidemark.spark.vectorized_combined`). A combine function's value here is its
+:mod:`tidemark.spark.batch.columnar_preaggregate`). A combine function's value here is its
 ``aggregate``: ``finish`` of the single partial of all values, its partial checked with
 the key and window. The guide: ``docs/concepts/vectorized.md``.
 No Spark import here: the engine and the test harness use it alone.

@@ -44,7 +44,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 def read_keys(spark, bootstrap, name, **kwargs):
     """``read_kafka`` of topic ``name``'s records ``{"key": ..., "ts": ...}``."""
-    from tidemark.spark.kafka import read_kafka
+    from tidemark.spark.io.kafka import read_kafka
 
     return read_kafka(
         spark, bootstrap_servers=bootstrap, topic=name, schema="key string, ts long",
@@ -107,7 +107,7 @@ def spark(kafka_jars, warehouse):
     formats whose jars are fetched (``kafka_job.session_conf``)."""
     from pyspark.sql import SparkSession
 
-    from tidemark.spark.session import get_spark
+    from tidemark.spark.runtime.session import get_spark
 
     active = SparkSession.getActiveSession()
     if active is not None and "spark-sql-kafka" not in active.conf.get("spark.jars", ""):

@@ -24,8 +24,8 @@ sys.path[:0] = [str(ROOT / "tools" / "kafka"), str(ROOT / "docs" / "examples")]
 import jars  # noqa: E402  (tools/kafka/jars.py)
 import kafka_sessions  # noqa: E402
 
-from tidemark.spark.session import get_spark  # noqa: E402
-from tidemark.spark.sinks import delta_table, iceberg_table  # noqa: E402
+from tidemark.spark.io.sinks import delta_table, iceberg_table  # noqa: E402
+from tidemark.spark.runtime.session import get_spark  # noqa: E402
 
 PARTITIONS = 4
 MAX_OFFSETS = 12_000  # records a micro-batch: a few batches of the topic

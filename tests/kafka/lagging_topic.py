@@ -13,7 +13,7 @@ from __future__ import annotations
 from partition_scenarios import PARTITIONS, STRATEGY, WINDOW_MS, _Count, lagging_batches
 
 import tidemark as tm
-from tidemark.spark.kafka import read_kafka
+from tidemark.spark.io.kafka import read_kafka
 from tidemark.spark.streaming import END_OF_INPUT_MS
 
 RESULT = "key string, start long, end long, n long"

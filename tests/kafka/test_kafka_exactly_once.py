@@ -36,7 +36,7 @@ from conftest import require_format
 from kafka_job import iceberg_name
 from pyspark.sql import functions as F
 
-from tidemark.spark.sinks import BATCH_ID
+from tidemark.spark.io.sinks import BATCH_ID
 from tidemark.spark.streaming import END_OF_INPUT_MS
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]

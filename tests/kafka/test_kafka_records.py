@@ -16,8 +16,8 @@ from partition_scenarios import _Count
 
 import tidemark as tm
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.spark.kafka import read_kafka
-from tidemark.spark.sinks import BATCH_HEADER, kafka_sink
+from tidemark.spark.io.kafka import read_kafka
+from tidemark.spark.io.sinks import BATCH_HEADER, kafka_sink
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -30,7 +30,7 @@ from partition_scenarios import (
 from pyspark.sql import functions as F
 
 import tidemark as tm
-from tidemark.spark.kafka import read_kafka
+from tidemark.spark.io.kafka import read_kafka
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

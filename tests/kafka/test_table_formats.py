@@ -13,8 +13,8 @@ import pytest
 from conftest import require_format
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.sinks import BATCH_ID, QUERY_OUTPUT, delta_table, iceberg_table
-from tidemark.spark.tables import owner_of
+from tidemark.spark.io.sinks import BATCH_ID, QUERY_OUTPUT, delta_table, iceberg_table
+from tidemark.spark.streaming.driver.tables import owner_of
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import tidemark as tm
-from tidemark.spark.kafka import read_kafka
-from tidemark.spark.session import get_spark
+from tidemark.spark.io.kafka import read_kafka
+from tidemark.spark.runtime.session import get_spark
 from tidemark.spark.streaming import END_OF_INPUT_MS
 
 HERE = Path(__file__).resolve().parent

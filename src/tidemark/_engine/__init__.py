@@ -8,6 +8,9 @@
   ``WindowOperator`` and ``EvictingWindowOperator``): lateness, cleanup, merging,
   firing, side outputs and timers, written once. It holds a *path* and a *trigger
   driver*, chosen once:
+- :mod:`~tidemark._engine.contract`: what its paths, drivers and contexts may call on
+  the core (``OperatorCore``) and what a caller driving it may use (``OperatorHandle``);
+  only the core and the chooser name the core's class.
 - :mod:`~tidemark._engine.paths`: the general path (``WindowPath``): how elements are
   placed, due windows taken and contents stored; the fast paths are the same, faster:
   :mod:`~tidemark._engine.aligned` (tumbling/sliding event-time windows firing at their
@@ -27,5 +30,5 @@
   stream's watermarks and arrival times (the core only advances).
 
 Modules import downward only, with no function-level import
-(``tests/test_engine_layout.py``); how to add a fast path: ``docs/internals.md``.
+(``tests/layout/test_engine_layout.py``); how to add a fast path: ``docs/internals.md``.
 """

@@ -19,22 +19,18 @@ from __future__ import annotations
 from bisect import bisect_left
 from itertools import islice
 from operator import le
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidemark._engine.contract import ElementPath, OperatorCore, RunPath
 from tidemark._engine.functions import ReturnedNone
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.paths import WindowPath
-from tidemark._engine.spec import OperatorSpec
 from tidemark._engine.status import ADDED, ADDED_LATE, SKIPPED
 from tidemark._engine.triggering import EndOfWindowTrigger
 from tidemark.time import LONG_MAX, LONG_MIN
 from tidemark.windows import AlignedLayout, TimeWindow
 
-if TYPE_CHECKING:
-    from tidemark._engine.operator import ElementPath, RunPath
-
-__all__ = ["AlignedPath", "AlignedWindowOperator"]
+__all__ = ["AlignedPath"]
 
 _CACHED_WINDOWS = 4096
 # Runs at least this long, in timestamp order, are folded a window at a time.
@@ -65,7 +61,7 @@ class AlignedPath(WindowPath):
         # Every event-time timer is a window's end or cleanup time: taken here, in bulk.
         self.on_event_timer = self._on_due_timer
 
-    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+    def bind(self, op: OperatorCore) -> tuple[ElementPath, RunPath]:
         self.op = op
         self._batch_mode = op.spec.batch_mode
         self._keys = op.keys
@@ -340,25 +336,6 @@ class AlignedPath(WindowPath):
             timers.pop((max_ts, window), None)
         if not contents and not timers and ks.is_empty():
             del self._keys[key]
-
-
-class AlignedWindowOperator(WindowOperator):
-    """The window operator holding an :class:`AlignedPath` (the name the chooser's
-    operator goes by: it adds nothing to the core).
-
-    Parameters
-    ----------
-    spec : OperatorSpec
-        A pipeline whose ``aligned_layout()`` is ``layout``.
-    layout : AlignedLayout
-        Where the windows are.
-    tracer : object, optional
-    """
-
-    path_class: type[AlignedPath] = AlignedPath
-
-    def __init__(self, spec: OperatorSpec, layout: AlignedLayout, *, tracer: Any = None):
-        super().__init__(spec, self.path_class(layout), tracer=tracer)
 
 
 def _tumbling_element_path(path: AlignedPath) -> Any:

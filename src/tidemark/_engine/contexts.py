@@ -18,8 +18,8 @@ from tidemark.triggers import OnMergeContext
 from tidemark.windows import Window
 
 if TYPE_CHECKING:
+    from tidemark._engine.contract import OperatorCore
     from tidemark._engine.keystate import KeyState
-    from tidemark._engine.operator import WindowOperator
     from tidemark._engine.timers import TimerService
 
 __all__ = ["TriggerCallContext", "ProcessCallContext", "ClockContext"]
@@ -50,7 +50,7 @@ class TriggerCallContext(OnMergeContext):
 
     def __init__(
         self,
-        op: WindowOperator,
+        op: OperatorCore,
         key: Any,
         ks: KeyState,
         window: Window,
@@ -112,7 +112,7 @@ class ProcessCallContext(ProcessWindowContext):
 
     def __init__(
         self,
-        op: WindowOperator,
+        op: OperatorCore,
         ks: KeyState,
         window: Window,
         watermark: int,

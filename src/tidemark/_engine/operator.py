@@ -14,8 +14,9 @@ windows, which Flink loses uncounted), to the dropped count. Timers fire in time
 when the watermark (event time) or the clock (processing time) reaches them; a window's
 cleanup timer removes all its state. Lateness, cleanup, merging, firing, side outputs and
 timers are written here once; the paths and drivers call these helpers (the public methods
-without a leading underscore). The caller drives the operator; it never reads a clock of
-its own. The guide: ``docs/internals.md``.
+without a leading underscore), as :class:`~tidemark._engine.contract.OperatorCore` lists
+them. The caller drives the operator (:class:`~tidemark._engine.contract.OperatorHandle`);
+it never reads a clock of its own. The guide: ``docs/internals.md``.
 """
 
 from __future__ import annotations
@@ -24,12 +25,13 @@ from collections.abc import Callable
 from typing import Any
 
 from tidemark._engine.contexts import ClockContext, ProcessCallContext
+from tidemark._engine.contract import ElementPath, RunPath
 from tidemark._engine.functions import ReturnedNone, returned_none
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import MergingWindowSet
 from tidemark._engine.panes import PaneDriver
 from tidemark._engine.paths import WindowPath
-from tidemark._engine.spec import OperatorSpec, validate_window_spec
+from tidemark._engine.spec import OperatorSpec
 from tidemark._engine.status import ADDED, ADDED_LATE, DROPPED, REFUSED, SIDE_OUTPUT, SKIPPED
 from tidemark._engine.timers import TimerService
 from tidemark._engine.triggering import TriggerDriver
@@ -41,23 +43,9 @@ from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 from tidemark.triggers.dataflow import DataflowTrigger
 from tidemark.windows import Window
 
-__all__ = [
-    "WindowOperator",
-    "OperatorSpec",
-    "ADDED",
-    "ADDED_LATE",
-    "SIDE_OUTPUT",
-    "DROPPED",
-    "SKIPPED",
-    "validate_window_spec",
-]
+__all__ = ["WindowOperator"]
 
 EVENT_TIME = TimeDomain.EVENT_TIME
-
-ElementPath = Callable[[Any, Any, "int | None"], int]
-"""``process_element(key, value, timestamp) -> status``."""
-RunPath = Callable[[Any, list[Any], list[Any]], None]
-"""``process_elements(key, values, timestamps)``."""
 
 
 def _join_lists(target: list[Any] | None, source: list[Any]) -> list[Any]:
@@ -78,13 +66,12 @@ class WindowOperator:
     tracer : object, optional
         Receives ``fired(key, window, watermark, results)`` for every firing.
 
-    The caller drives it with :attr:`process_element` (or :attr:`process_elements`),
-    :meth:`process_watermark` and :meth:`advance_processing_time`; it may set
-    ``current_watermark`` / ``current_processing_time`` directly to restore the clocks
-    of a stored key without firing anything. Emitted results collect in ``output``,
-    side outputs in ``side_outputs``, late elements without a tag in
-    ``num_late_records_dropped``. The clocks and timers are one
-    :class:`~tidemark._engine.timers.TimerService` per time domain.
+    The caller drives it as :class:`~tidemark._engine.contract.OperatorHandle` says.
+    The clocks and timers are one :class:`~tidemark._engine.timers.TimerService` per
+    time domain. The general path's steps are hooks a subclass may extend to observe
+    them, each called once per step: :meth:`add_contents`, :meth:`merge_contents`,
+    :meth:`on_timer`, :meth:`evaluate` and :meth:`clear_all_state` (``tidemark.explain``
+    replays a key so; a fast path never does: it is a path, not a subclass).
     """
 
     process_element: ElementPath
@@ -119,10 +106,10 @@ class WindowOperator:
         self.path = path if path is not None else WindowPath()
         own = self.path.on_event_timer  # a path that takes its due windows itself
         self.event_time_timers = TimerService(
-            EVENT_TIME, self.keys, own or self._on_timer, LONG_MIN, in_bulk=own is not None
+            EVENT_TIME, self.keys, own or self.on_timer, LONG_MIN, in_bulk=own is not None
         )
         self.processing_time_timers = TimerService(
-            TimeDomain.PROCESSING_TIME, self.keys, self._on_timer, 0
+            TimeDomain.PROCESSING_TIME, self.keys, self.on_timer, 0
         )
         self.clock = ClockContext(self.event_time_timers, self.processing_time_timers)
         trigger = self.trigger  # the spec holds one kind or the other
@@ -212,7 +199,7 @@ class WindowOperator:
         for window in windows:
             actual = merging.add_window(
                 window,
-                lambda result, merged, state_result, merged_states: self._merge(
+                lambda result, merged, state_result, merged_states: self.merge_contents(
                     key, ks, result, merged, state_result, merged_states
                 ),
             )
@@ -299,7 +286,7 @@ class WindowOperator:
 
     # ------------------------------------------------------------------ merging
 
-    def _merge(
+    def merge_contents(
         self,
         key: Any,
         ks: KeyState,
@@ -464,7 +451,7 @@ class WindowOperator:
         self.event_time_timers.reset(watermark)
         self.processing_time_timers.reset(processing_time)
 
-    def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
+    def on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
         """A timer of ``key`` fires (the timer services call this): the driver's timer
         callback, then, at the window's cleanup time, the end of all its state."""
         ks = self.keys[key]
@@ -593,6 +580,16 @@ class WindowOperator:
         self.keys.clear()
         self.event_time_timers.clear()
         self.processing_time_timers.clear()
+
+    def release(self) -> None:
+        """Drop what the operator holds once its caller is done with it (a streaming
+        call's end): the operator is in reference cycles (its path, driver and timer
+        services call back into it), so what it still held would wait for the cyclic
+        collector, which walks every object of it; dropped here, reference counting
+        frees it at once."""
+        self.forget_all_keys()
+        self.output.clear()
+        self.side_outputs.clear()
 
     def evict_key(self, key: Any) -> KeyState | None:
         """Remove ``key``'s state from memory and return it (its queued timers go stale)."""

@@ -3,7 +3,7 @@
 :class:`PaneDriver` is the window operator's trigger driver
 (:mod:`tidemark._engine.triggering`) for a Dataflow trigger: Beam's trigger driver in
 place of Flink's trigger calls; windows, lateness, merging and timers stay the core's
-(:class:`~tidemark._engine.operator.WindowOperator`). Per element and window: skip a
+(:class:`~tidemark._engine.contract.OperatorCore`). Per element and window: skip a
 closed window; add the element;
 ``on_element_added``; if ``should_fire`` (at the current watermark), fire a pane; then
 fire the trigger's timers the watermark already passed. Per timer: ``should_fire`` at
@@ -39,7 +39,7 @@ from tidemark.triggers.dataflow import (
 from tidemark.windows import Window
 
 if TYPE_CHECKING:
-    from tidemark._engine.operator import WindowOperator
+    from tidemark._engine.contract import OperatorCore
 
 __all__ = ["PaneDriver", "WindowPanes", "PANES"]
 
@@ -224,14 +224,14 @@ class PaneDriver(TriggerDriver):
 
     Parameters
     ----------
-    op : WindowOperator
+    op : OperatorCore
     trigger : DataflowTrigger
         The window's trigger (the spec's, the Dataflow model's kind).
     """
 
     expires_at_end_of_input = True
 
-    def __init__(self, op: WindowOperator, trigger: DataflowTrigger):
+    def __init__(self, op: OperatorCore, trigger: DataflowTrigger):
         super().__init__(op)
         spec = op.spec
         self.root = trigger

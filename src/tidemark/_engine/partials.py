@@ -28,7 +28,7 @@ Everything else keeps Flink's one-task semantics. The guide: ``docs/concepts/fun
 A stream splits the same way where each micro-batch's elements of a window are judged
 against one watermark (or placed at one processing time) and nothing fires on an
 element (tumbling or sliding windows under their default trigger, no allowed lateness,
-no late side output: :mod:`tidemark.spark.streaming.driver.combine` says where): each
+no late side output: :mod:`tidemark.spark.streaming.driver.preaggregate` says where): each
 input partition of a micro-batch folds its elements per key and *slice* into a
 :class:`Partial` (the contents and how many elements they hold). A slice is a window
 for tumbling windows and ``gcd(size, slide)`` of time for sliding ones
@@ -79,6 +79,7 @@ __all__ = [
     "MergingPartialWindows",
     "Partial",
     "partial_elements",
+    "AccumulatorLogic",
 ]
 
 
@@ -138,30 +139,20 @@ def slice_ms(spec: OperatorSpec) -> int | None:
     return gcd(layout.size_ms, layout.slide_ms) if spec.is_event_time else None
 
 
-class _Accumulating(AggregateFunction):
-    """The user's aggregate function, its result the accumulator itself: what a part
-    of the input hands on. Its ``create_accumulator``, ``add`` and ``merge`` are the
-    user's own bound methods, so a part pays one call of the user's per element."""
+class AccumulatorLogic(AggregateLogic):
+    """:class:`~tidemark._engine.functions.AggregateLogic` of the user's aggregate
+    function whose result is the accumulator itself: what a part of the input hands on.
+    The user's ``create_accumulator``, ``add`` and ``merge`` are called as the one-task
+    path calls them (one call of the user's per element); only ``get_result`` is not."""
 
-    order_insensitive = True
+    def fold(self, values: list[Any]) -> list[Any]:
+        return [self.add_all(None, values)]
 
-    def __init__(self, function: AggregateFunction):
-        self.function = function
-        self.create_accumulator = function.create_accumulator  # type: ignore[method-assign]
-        self.add = function.add  # type: ignore[method-assign]
-        self.merge = function.merge  # type: ignore[method-assign]
+    def inputs(self, contents: Any) -> list[Any]:
+        return [contents]
 
-    def create_accumulator(self) -> Any:
-        return self.function.create_accumulator()
-
-    def add(self, value: Any, accumulator: Any) -> Any:
-        return self.function.add(value, accumulator)
-
-    def get_result(self, accumulator: Any) -> Any:
-        return accumulator
-
-    def merge(self, acc_a: Any, acc_b: Any) -> Any:
-        return self.function.merge(acc_a, acc_b)
+    def empty_inputs(self) -> list[Any]:
+        return [self.aggregate.create_accumulator()]
 
 
 class _EmitPartial(ProcessAllWindowFunction):
@@ -276,7 +267,7 @@ def local_spec(spec: OperatorSpec, encode: Callable[[Any], Any] = _same) -> Oper
     emit = _EmitPartial(encode)
     local: WindowLogic
     if logic.aggregate is not None:
-        local = AggregateLogic(_Accumulating(logic.aggregate), emit)
+        local = AccumulatorLogic(logic.aggregate, emit)
     else:
         local = ReduceLogic(logic.function, emit)
     return _spec(spec, spec.assigner, local)

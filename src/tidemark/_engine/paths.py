@@ -9,21 +9,19 @@ specialised trigger drivers are): its element callable and run callable, bound o
 :meth:`WindowPath.bind`, place elements without the general path's per-element calls,
 and where it takes due windows itself it names its own event-time timer callback
 (:attr:`WindowPath.on_event_timer`). A property test runs each against the general
-path on random pipelines and compares every observable (``tests/test_fast_paths.py``
+path on random pipelines and compares every observable (``tests/engine/test_fast_paths.py``
 and friends). How to add one: ``docs/internals.md``.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidemark._engine.contract import ElementPath, OperatorCore, RunPath
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.slice_runs import holds_slices, unslice
 from tidemark._engine.timers import OnTimer
 from tidemark._engine.triggering import FlinkTriggers
-
-if TYPE_CHECKING:
-    from tidemark._engine.operator import ElementPath, RunPath, WindowOperator
 
 __all__ = ["WindowPath"]
 
@@ -48,9 +46,9 @@ class WindowPath:
     #: firings register no timer, so the service takes them in bulk); None: the core's.
     on_event_timer: OnTimer | None = None
 
-    op: WindowOperator
+    op: OperatorCore
 
-    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+    def bind(self, op: OperatorCore) -> tuple[ElementPath, RunPath]:
         """Called once, when ``op`` is made with this path (its timer services and
         driver exist): ``(process_element, process_elements)``, with what they read
         bound. A path serves the one operator it is bound to."""
@@ -66,10 +64,10 @@ class WindowPath:
             unslice(self.op, ks)
 
     def evicted(self, key: Any) -> None:
-        """``key``'s state leaves memory (:meth:`WindowOperator.evict_key`)."""
+        """``key``'s state leaves memory (the operator's ``evict_key``)."""
 
     def forgot_all(self) -> None:
-        """Every key's state goes (:meth:`WindowOperator.forget_all_keys`)."""
+        """Every key's state goes (the operator's ``forget_all_keys``)."""
 
     # ------------------------------------------------------------------ inspection
 

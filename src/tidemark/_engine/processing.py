@@ -18,25 +18,21 @@ compare).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tidemark._engine.operator import WindowOperator
+from tidemark._engine.contract import ElementPath, OperatorCore, RunPath
 from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec
 from tidemark.triggers.builtin import is_plain_processing_time_trigger
 
-if TYPE_CHECKING:
-    from tidemark._engine.operator import ElementPath, RunPath
-
 __all__ = [
     "ProcessingTimeAlignedPath",
-    "ProcessingTimeAlignedOperator",
     "processing_time_aligned_serve",
 ]
 
 
 def processing_time_aligned_serve(spec: OperatorSpec, tracer: Any = None) -> bool:
-    """Whether :class:`ProcessingTimeAlignedOperator` serves ``spec``: fast paths on,
+    """Whether :class:`ProcessingTimeAlignedPath` serves ``spec``: fast paths on,
     tumbling or sliding processing-time windows (``aligned_layout()``), a trigger that
     behaves as :class:`~tidemark.triggers.ProcessingTimeTrigger` (it or a subclass
     overriding none of its callbacks), no evictor, no tracer (a trace records each
@@ -57,7 +53,7 @@ class ProcessingTimeAlignedPath(WindowPath):
 
     serves_runs_at_one_processing_time = True  # see tidemark.spark.batch.worker
 
-    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+    def bind(self, op: OperatorCore) -> tuple[ElementPath, RunPath]:
         self.op = op
         return op.assign_and_add, self.process_elements
 
@@ -83,18 +79,3 @@ class ProcessingTimeAlignedPath(WindowPath):
                 contents[window] = op.fold(key, window, contents.get(window), (value,))
                 if index == 0:  # the trigger's end timer, which is the cleanup timer
                     register(key, ks, window.max_timestamp(), window)
-
-
-class ProcessingTimeAlignedOperator(WindowOperator):
-    """The window operator holding a :class:`ProcessingTimeAlignedPath` (the name the
-    chooser's operator goes by: it adds nothing to the core).
-
-    Parameters
-    ----------
-    spec : OperatorSpec
-        A pipeline :func:`processing_time_aligned_serve` accepts.
-    tracer : object, optional
-    """
-
-    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
-        super().__init__(spec, ProcessingTimeAlignedPath(), tracer=tracer)

@@ -1,7 +1,7 @@
 """Advancing an operator's clocks as a recorded stream's clocks advanced: a replay's own
 stepping, outside the general operator (which holds only Flink's semantics: each
-:meth:`~tidemark._engine.operator.WindowOperator.process_watermark` or
-:meth:`~tidemark._engine.operator.WindowOperator.advance_processing_time` is one advance).
+:meth:`~tidemark._engine.contract.OperatorHandle.process_watermark` or
+:meth:`~tidemark._engine.contract.OperatorHandle.advance_processing_time` is one advance).
 
 A replay runs each key alone, so an operator does not see every watermark and arrival
 time of the stream, only the last one before each of its key's elements. These helpers

@@ -59,7 +59,7 @@ timestamp present, the watermark is at its start (``LONG_MIN``, BATCH) and no in
 session starts after the run's first element; any other run, and single elements, take
 the per-element path. Results, side outputs, the watermark each firing sees and the state
 left (at the key's end in BATCH, after every element otherwise) are the general
-path's (``tests/test_session_elements.py`` and ``tests/test_sorted_sessions.py`` run
+path's (``tests/engine/test_session_elements.py`` and ``tests/engine/test_sorted_sessions.py`` run
 both and compare).
 """
 
@@ -67,12 +67,12 @@ from __future__ import annotations
 
 from itertools import islice
 from operator import le
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from tidemark._engine.contract import ElementPath, OperatorCore, RunPath
 from tidemark._engine.functions import ReturnedNone
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.merging import keeps_equal_windows
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.paths import WindowPath
 from tidemark._engine.spec import OperatorSpec
 from tidemark._engine.status import ADDED
@@ -80,21 +80,16 @@ from tidemark.assigners import DynamicEventTimeSessionWindows, EventTimeSessionW
 from tidemark.time import LONG_MAX, LONG_MIN
 from tidemark.windows import TimeWindow
 
-if TYPE_CHECKING:
-    from tidemark._engine.operator import ElementPath, RunPath
-
 __all__ = [
     "SessionPath",
     "SortedSessionPath",
-    "SessionWindowOperator",
-    "SortedSessionOperator",
     "session_elements_serve",
     "sorted_sessions_serve",
 ]
 
 
 def session_elements_serve(spec: OperatorSpec) -> bool:
-    """Whether :class:`SessionWindowOperator` serves ``spec``: fast paths on, event-time
+    """Whether :class:`SessionPath` serves ``spec``: fast paths on, event-time
     sessions of a static or dynamic gap (the assigners themselves, not subclasses), a
     trigger that behaves as the default one, no evictor."""
     return (
@@ -106,7 +101,7 @@ def session_elements_serve(spec: OperatorSpec) -> bool:
 
 
 def sorted_sessions_serve(spec: OperatorSpec) -> bool:
-    """Whether :class:`SortedSessionOperator` serves ``spec``: BATCH, and
+    """Whether :class:`SortedSessionPath` serves ``spec``: BATCH, and
     :func:`session_elements_serve`."""
     return spec.batch_mode and session_elements_serve(spec)
 
@@ -115,7 +110,7 @@ class SessionPath(WindowPath):
     """:class:`~tidemark._engine.paths.WindowPath`, but faster per element for event-time
     sessions (see the module docstring)."""
 
-    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+    def bind(self, op: OperatorCore) -> tuple[ElementPath, RunPath]:
         self.op = op
         # A static gap is added here; a dynamic one is asked of the assigner per element.
         self._gap_ms: int | None = getattr(op.assigner, "gap_ms", None)
@@ -193,23 +188,6 @@ class SessionPath(WindowPath):
         cleanup = window[1] - 1 + self._lateness_ms
         if self._lateness_ms and cleanup < LONG_MAX:
             timers.pop((cleanup, window), None)
-
-
-class SessionWindowOperator(WindowOperator):
-    """The window operator holding a :class:`SessionPath` (the name the chooser's
-    operator goes by: it adds nothing to the core).
-
-    Parameters
-    ----------
-    spec : OperatorSpec
-        A pipeline :func:`session_elements_serve` accepts.
-    tracer : object, optional
-    """
-
-    path_class: type[SessionPath] = SessionPath
-
-    def __init__(self, spec: OperatorSpec, *, tracer: Any = None):
-        super().__init__(spec, self.path_class(), tracer=tracer)
 
 
 class SortedSessionPath(SessionPath):
@@ -322,20 +300,6 @@ class SortedSessionPath(SessionPath):
         and its cleanup timer."""
         self.op.event_time_timers.delete(ks, window[1] - 1, window)
         self.op.delete_cleanup_timer(ks, window)
-
-
-class SortedSessionOperator(SessionWindowOperator):
-    """The window operator holding a :class:`SortedSessionPath` (the name the chooser's
-    operator goes by: it adds nothing to the core).
-
-    Parameters
-    ----------
-    spec : OperatorSpec
-        A pipeline :func:`sorted_sessions_serve` accepts.
-    tracer : object, optional
-    """
-
-    path_class = SortedSessionPath
 
 
 def _latest_session(merging: dict[Any, Any]) -> Any:

@@ -39,9 +39,10 @@ window contents (:func:`unslice`).
 from __future__ import annotations
 
 from math import gcd
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from tidemark._engine.aligned import AlignedPath, AlignedWindowOperator
+from tidemark._engine.aligned import AlignedPath
+from tidemark._engine.contract import ElementPath, OperatorCore, RunPath
 from tidemark._engine.functions import AggregateLogic, ElementsLogic, ReduceLogic, WindowLogic
 from tidemark._engine.keystate import KeyState
 from tidemark._engine.slice_runs import in_arrival_order, merge_runs
@@ -52,10 +53,7 @@ from tidemark.functions import AggregateFunction
 from tidemark.time import LONG_MAX
 from tidemark.windows import AlignedLayout, TimeWindow
 
-if TYPE_CHECKING:
-    from tidemark._engine.operator import ElementPath, RunPath, WindowOperator
-
-__all__ = ["SlicedPath", "SlicedWindowOperator", "slices_serve", "merge_runs"]
+__all__ = ["SlicedPath", "slices_serve", "merge_runs"]
 
 # Slice places looked up one by one at most (else picked from a key's entries).
 _PROBES = 16
@@ -107,7 +105,7 @@ class SlicedPath(AlignedPath):
         # Keys restored with window contents of the unsliced paths.
         self._per_window: set[Any] = set()
 
-    def bind(self, op: WindowOperator) -> tuple[ElementPath, RunPath]:
+    def bind(self, op: OperatorCore) -> tuple[ElementPath, RunPath]:
         bound = super().bind(op)
         self._lateness_ms = op.allowed_lateness_ms
         return bound
@@ -361,19 +359,3 @@ class SlicedPath(AlignedPath):
         """As the general path counts them: one entry per window holding contents (not
         per slice), then trigger, merging and function state."""
         return ks.num_state_entries() - len(ks.contents) + len(self._live_windows(ks))
-
-
-class SlicedWindowOperator(AlignedWindowOperator):
-    """The window operator holding a :class:`SlicedPath` (the name the chooser's operator
-    goes by: it adds nothing to the core); its ``num_stored_contents()`` counts one
-    entry per slice (and per window of a key restored from the unsliced paths).
-
-    Parameters
-    ----------
-    spec : OperatorSpec
-        A pipeline :func:`slices_serve` accepts.
-    layout : AlignedLayout
-        Where the windows are.
-    """
-
-    path_class = SlicedPath

@@ -1,6 +1,6 @@
 """Recording what a window run did, as a trace for :func:`tidemark.timeline`.
 
-A :class:`Tracer` is given to the :class:`~tidemark._engine.operator.WindowOperator` as
+A :class:`Tracer` is given to the window operator (:mod:`~tidemark._engine.operator`) as
 its ``tracer``; the operator reports every firing through :meth:`Tracer.fired`, and the
 caller reports what only it knows: each element (key, timestamp, label) with the status
 code ``process_element`` returned, each watermark, and the end of input. The result is a
@@ -50,14 +50,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from tidemark._engine.operator import (
-    ADDED,
-    ADDED_LATE,
-    DROPPED,
-    SIDE_OUTPUT,
-    SKIPPED,
-    WindowOperator,
-)
+from tidemark._engine.contract import OperatorHandle
+from tidemark._engine.status import ADDED, ADDED_LATE, DROPPED, SIDE_OUTPUT, SKIPPED
 from tidemark.panes import PaneInfo, PaneTiming
 from tidemark.time import LONG_MAX
 from tidemark.windows import TimeWindow, Window
@@ -266,7 +260,7 @@ class Tracer:
     # ------------------------------------------------------------------ driving an operator
 
     def process_element(
-        self, operator: WindowOperator, key: Any, value: Any, timestamp: int, label: str
+        self, operator: OperatorHandle, key: Any, value: Any, timestamp: int, label: str
     ) -> str:
         """Feed one element to `operator`, recording it; return its trace status."""
         arrival = self.begin_element(key, timestamp, label)
@@ -277,12 +271,12 @@ class Tracer:
             self.held_state(key, list(held), merging=operator.is_merging)
         return self.element_status(arrival, code)
 
-    def process_watermark(self, operator: WindowOperator, timestamp: int) -> None:
+    def process_watermark(self, operator: OperatorHandle, timestamp: int) -> None:
         """Advance `operator` to the watermark `timestamp`, recording it and what fired."""
         self.watermark(timestamp)
         operator.process_watermark(timestamp)
 
-    def finish(self, operator: WindowOperator) -> None:
+    def finish(self, operator: OperatorHandle) -> None:
         """End the input: the final watermark ``LONG_MAX`` fires every event-time window."""
         self.end_of_input()
         self.process_watermark(operator, LONG_MAX)

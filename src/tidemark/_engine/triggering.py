@@ -1,6 +1,6 @@
 """Trigger drivers: how the window operator asks its trigger, chosen once per operator.
 
-A driver answers the core (:class:`~tidemark._engine.operator.WindowOperator`) at the
+A driver answers the core (:class:`~tidemark._engine.contract.OperatorCore`) at the
 moments a trigger is asked (as Beam's ``create_trigger_driver`` chooses a driver behind
 one interface):
 
@@ -32,7 +32,7 @@ from tidemark.triggers import Trigger, TriggerResult
 from tidemark.windows import Window
 
 if TYPE_CHECKING:
-    from tidemark._engine.operator import WindowOperator
+    from tidemark._engine.contract import OperatorCore
 
 __all__ = ["TriggerDriver", "FlinkTriggers", "EndOfWindowTrigger"]
 
@@ -44,7 +44,7 @@ class TriggerDriver:
 
     Parameters
     ----------
-    op : WindowOperator
+    op : OperatorCore
         The core it serves (its helpers fire, clear and register cleanup timers).
     """
 
@@ -52,7 +52,7 @@ class TriggerDriver:
     #: at ``LONG_MAX``: the end of input (a Dataflow trigger's last pane).
     expires_at_end_of_input = False
 
-    def __init__(self, op: WindowOperator):
+    def __init__(self, op: OperatorCore):
         self.op = op
 
     def expiry_timers(self) -> TimerService:
@@ -105,18 +105,18 @@ class TriggerDriver:
 
 
 class FlinkTriggers(TriggerDriver):
-    """Flink's trigger calls, as Flink's ``WindowOperator`` makes them; each
+    """Flink's trigger calls, as Flink's window operator makes them; each
     :class:`~tidemark.triggers.TriggerResult` applied at once (FIRE evaluates the
     window function, PURGE drops the contents).
 
     Parameters
     ----------
-    op : WindowOperator
+    op : OperatorCore
     trigger : Trigger
         The window's trigger (the spec's, Flink's kind).
     """
 
-    def __init__(self, op: WindowOperator, trigger: Trigger[Any]):
+    def __init__(self, op: OperatorCore, trigger: Trigger[Any]):
         super().__init__(op)
         self.trigger = trigger
 

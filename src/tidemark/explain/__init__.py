@@ -12,7 +12,7 @@ the engine's harness (``WindowOperatorHarness(..., explain=True)``), Spark's BAT
 replay results, a streaming query's checkpoint.
 
 The contract: the firings an explanation claims are the engine's firings of the same
-events, and every element has exactly one fate (``tests/test_explain_agreement.py``
+events, and every element has exactly one fate (``tests/explain/test_explain_agreement.py``
 checks both over randomized pipelines). The guide: ``docs/why-no-result.md``.
 """
 

@@ -3,8 +3,8 @@
 :func:`replay` feeds the events to a fresh general operator
 (:class:`~tidemark._engine.operator.WindowOperator`, the one every fast path agrees
 with) built from the spec, subclassed here to report what it does: the window each
-element went into (``add_contents``), each merge of sessions (``_merge``), each timer
-that fires (``_on_timer``), each evaluation with the elements it saw (``evaluate``;
+element went into (``add_contents``), each merge of sessions (``merge_contents``), each
+timer that fires (``on_timer``), each evaluation with the elements it saw (``evaluate``;
 the evictor wrapped to see what it removed, before or after the function), each
 window's cleanup (``clear_all_state``); firings arrive through the tracer hook every
 operator has (``fired``). The normal engine is untouched: only this replay's operator
@@ -118,7 +118,8 @@ class WatchedEvictor(Evictor):
 
 class ObservedOperator(WindowOperator):
     """The general window operator, reporting each step to a :class:`Recorder` (the
-    replay's own operator: the engine's are never observed)."""
+    replay's own operator: the engine's are never observed), through the hooks the core
+    documents for observing its steps (it extends those and nothing else)."""
 
     def __init__(self, spec: OperatorSpec, recorder: Recorder):
         super().__init__(spec, tracer=recorder)
@@ -155,7 +156,7 @@ class ObservedOperator(WindowOperator):
         recorder.end_evaluate(state_window)
         return results
 
-    def _merge(
+    def merge_contents(
         self,
         key: Any,
         ks: KeyState,
@@ -165,12 +166,12 @@ class ObservedOperator(WindowOperator):
         merged_states: list[Window],
     ) -> None:
         self.recorder.merged(ks, result, merged, state_result, merged_states)
-        super()._merge(key, ks, result, merged, state_result, merged_states)
+        super().merge_contents(key, ks, result, merged, state_result, merged_states)
 
-    def _on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
+    def on_timer(self, domain: TimeDomain, key: Any, time: int, window: Window) -> None:
         self.recorder.timer = (domain, time)
         try:
-            super()._on_timer(domain, key, time, window)
+            super().on_timer(domain, key, time, window)
         finally:
             self.recorder.timer = None
 

@@ -1,24 +1,27 @@
 """The one place that decides how a window operation runs on Spark.
 
 :func:`mode_of` picks one of seven executions, each a separate implementation that
-produces the same combined frame (:mod:`tidemark.spark.columns`):
+produces the same combined frame (:mod:`tidemark.spark.protocol.columns`):
 
 =================== ===================================================================
-STREAMING           a streaming source: one ``applyInPandasWithState`` query
-                    (:mod:`tidemark.spark.streaming.driver.from_plan`)
+STREAMING           a streaming source: ONE query for the window, or for a chain of
+                    windows, its key groups run by Spark's stateful operator:
+                    ``transformWithStateInPandas`` for a chain's window or the deltas
+                    state layout (the keyed windows' default), ``applyInPandasWithState``
+                    for the row layout (:mod:`tidemark.spark.streaming.driver.from_plan`)
 SQL                 BATCH shorthand aggregations with a closed form: Spark's own aggregation,
                     the same as BATCH but faster (:mod:`tidemark.spark.batch.sql_plan`)
 REPLAY              a bounded source with ``order_by``: the engine per partition, watermarks
                     as recorded (:class:`~tidemark.spark.batch.worker.ReplayDriver`)
 VECTORIZED          a keyed BATCH ``aggregate_vectorized`` on tumbling or sliding windows:
                     columnar, the function called on array slices, the same as BATCH but
-                    without a Row per element (:mod:`tidemark.spark.vectorized`)
+                    without a Row per element (:mod:`tidemark.spark.batch.columnar`)
 VECTORIZED_COMBINED the same, of a function with a partial step: each input partition
-                    combined where it is, only the partials shuffled, the same results
-                    (:mod:`tidemark.spark.vectorized_combined`)
+                    pre-aggregated where it is, only the partials shuffled, the same results
+                    (:mod:`tidemark.spark.batch.columnar_preaggregate`)
 LOCAL_GLOBAL        a BATCH ``window_all`` whose function is declared order-insensitive: the
                     engine per input partition, the partials merged in one task, the same as
-                    BATCH but on every core (:mod:`tidemark.spark.batch.preaggregate`)
+                    BATCH but on every core (:mod:`tidemark.spark.batch.local_global`)
 BATCH               any other bounded source: Flink's BATCH semantics, the engine per
                     partition (:class:`~tidemark.spark.batch.worker.BatchDriver`)
 =================== ===================================================================
@@ -51,16 +54,16 @@ import weakref
 from typing import Any
 
 from tidemark.functions import ProcessAllWindowFunction, ProcessWindowFunction
-from tidemark.spark import confs, vectorized, vectorized_combined
-from tidemark.spark.batch import preaggregate, sql_plan
+from tidemark.spark.batch import columnar, columnar_preaggregate, local_global, sql_plan
 from tidemark.spark.batch.frames import ElementFrame, result_frame, source_frame
 from tidemark.spark.batch.run import run_partitioned
 from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
-from tidemark.spark.preflight import check_state_store, ensure_workers_import_tidemark
+from tidemark.spark.runtime import confs
+from tidemark.spark.runtime.preflight import check_state_store, ensure_workers_import_tidemark
 from tidemark.spark.streaming.driver.from_plan import run_streaming_window
 from tidemark.spark.streaming.driver.query import StreamingWindow
-from tidemark.spark.streaming.driver.sinks import observed_chain
+from tidemark.spark.streaming.driver.starting import observed_chain
 
 __all__ = [
     "ExecutionMode",
@@ -102,11 +105,11 @@ def mode_of(op: WindowOp, spark: Any) -> ExecutionMode:
         return ExecutionMode.REPLAY
     if sql_plan.applies(op, frame, spark):
         return ExecutionMode.SQL
-    if preaggregate.applies(op, frame, spark):
+    if local_global.applies(op, frame, spark):
         return ExecutionMode.LOCAL_GLOBAL
-    if vectorized_combined.applies(op, frame, spark):
+    if columnar_preaggregate.applies(op, frame, spark):
         return ExecutionMode.VECTORIZED_COMBINED
-    if vectorized.applies(op, frame, spark):
+    if columnar.applies(op, frame, spark):
         return ExecutionMode.VECTORIZED
     return ExecutionMode.BATCH
 
@@ -150,11 +153,11 @@ def _run(op: WindowOp, spark: Any) -> Any:
         return sql_plan.sql_window(op, frame)
     _engine_runs.add(op)
     if mode is ExecutionMode.LOCAL_GLOBAL:
-        return preaggregate.run_preaggregated(op, frame)
+        return local_global.run_preaggregated(op, frame)
     if mode is ExecutionMode.VECTORIZED_COMBINED:
-        return vectorized_combined.run_combined(op, frame)
+        return columnar_preaggregate.run_preaggregated(op, frame)
     if mode is ExecutionMode.VECTORIZED:
-        return vectorized.run_columnar(op, frame)
+        return columnar.run_columnar(op, frame)
     driver = ReplayDriver if mode is ExecutionMode.REPLAY else BatchDriver
     return run_partitioned(op, frame, spark, driver)
 

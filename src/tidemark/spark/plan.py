@@ -5,7 +5,7 @@ then :class:`WindowOp` nodes, each naming the node it reads (``upstream``) and h
 the one record of its window's settings (:class:`~tidemark._engine.spec.OperatorSpec`,
 validated once, when the window is defined; Spark's workers build their operator from
 it). The user's
-objects (:mod:`tidemark.spark.api`) hold a node; :mod:`tidemark.spark.execution` decides
+objects (:mod:`tidemark.spark.api.streams`) hold a node; :mod:`tidemark.spark.execution` decides
 how a node runs. Nodes compare and hash by identity: a node is one operation of one
 pipeline, and the execution layer remembers what it computed for it.
 """
@@ -16,18 +16,15 @@ import sys
 import warnings
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
-from tidemark._engine.create import create_window_operator
-from tidemark._engine.operator import WindowOperator
 from tidemark._engine.spec import OperatorSpec
 from tidemark.assigners import GlobalWindows, WindowAssigner
 from tidemark.errors import TidemarkWarning, WindowSpecError
 from tidemark.evictors import Evictor
 from tidemark.outputs import OutputTag
 from tidemark.panes import AccumulationMode
-from tidemark.spark.confs import FAST_PATHS, SLICE_INCREMENTAL
+from tidemark.spark.runtime.confs import FAST_PATHS, SLICE_INCREMENTAL
 from tidemark.time import TimeDomain
 from tidemark.triggers import AnyTrigger, NeverTrigger
 from tidemark.watermarks import WatermarkStrategy
@@ -70,10 +67,10 @@ class Source:
     ``timestamp_unit`` is the unit of the user's integral event-time column ("ms", "s",
     "us" or "ns"). In a unit other than ms, ``timestamp`` is None and ``strategy``
     has a timestamp assigner that reads the column in its unit
-    (:class:`~tidemark.spark.timestamps.ScaledTimestamp`), which every mode applies.
+    (:class:`~tidemark.spark.protocol.timestamps.ScaledTimestamp`), which every mode applies.
     ``watermark_strategy_given`` is False when ``strategy`` is the default (monotonous
     timestamps), not the user's choice. ``partitions`` says which column holds a row's
-    source partition, for per-partition watermarks (:mod:`tidemark.spark.partitions`).
+    source partition, for per-partition watermarks (:mod:`tidemark.spark.protocol.source_partitions`).
     ``shift_spark_clock`` is the user's choice of Spark's event-time clock for a stream
     (None: the checkpoint's, unshifted at a first start;
     :mod:`tidemark.spark.streaming.worker.clock`).
@@ -123,11 +120,11 @@ class WindowOp:
     what it computes (``spec``, the one record of the window's settings, validated
     once, when the window was finished) and the Spark schema of its results
     (``output_schema``; under a Dataflow trigger it ends with the pane columns,
-    :mod:`tidemark.spark.pane_columns`).
+    :mod:`tidemark.spark.protocol.pane_columns`).
 
     The window's settings read through it (``assigner``, ``trigger`` ...) are the
     spec's. A run ships :meth:`run_spec` to Spark's workers, which build the operator
-    from it (:func:`~tidemark._engine.create.create_window_operator`)."""
+    from it where its windows run (:func:`~tidemark._engine.create.create_window_operator`)."""
 
     upstream: PlanNode
     key: KeySpec | None
@@ -197,11 +194,6 @@ class WindowOp:
             slice_incremental=slice_incremental_enabled(spark),
         )
 
-    def operator_maker(self) -> Callable[[], WindowOperator]:
-        """A picklable ``() -> WindowOperator`` of a streaming run's :meth:`run_spec`
-        (a query makes an operator per key group and micro-batch)."""
-        return partial(create_window_operator, self.run_spec())
-
 
 PlanNode = Source | WindowOp
 
@@ -220,7 +212,7 @@ def fast_paths_enabled(spark: Any) -> bool:
     """False when the Spark conf ``spark.tidemark.fastPaths`` is ``false``: every
     pipeline then runs on the general engine operator, and no BATCH pipeline on the SQL
     fast path (which ``spark.tidemark.sqlFastPath=false`` alone turns off). A value
-    other than true or false is refused (:mod:`tidemark.spark.confs`)."""
+    other than true or false is refused (:mod:`tidemark.spark.runtime.confs`)."""
     return FAST_PATHS.enabled(spark)
 
 

@@ -1,10 +1,10 @@
 """A bounded stream's elements as a DataFrame with tidemark's internal columns.
 
 The element frame of a source holds its columns plus ``__tm_ts`` (see
-:mod:`tidemark.spark.timestamps`) and, for BATCH, ``__tm_seq`` when the tie order needs
+:mod:`tidemark.spark.protocol.timestamps`) and, for BATCH, ``__tm_seq`` when the tie order needs
 the input position; for a replay ``__tm_order``, ``__tm_seq``, ``__tm_wm`` (the watermark
 in force at arrival, :mod:`.replay`) and ``__tm_pt``. The element frame of a window's
-results is read from that window's combined frame (:mod:`tidemark.spark.columns`).
+results is read from that window's combined frame (:mod:`tidemark.spark.protocol.columns`).
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from pyspark.sql.types import IntegralType, LongType, StructType
 
 from tidemark.spark.batch.partition_replay import with_partition_watermarks
 from tidemark.spark.batch.replay import ArrivalTimes, share_with_tasks, stamp_replay_watermarks
-from tidemark.spark.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
 from tidemark.spark.plan import Source
-from tidemark.spark.surfacing import raising_tidemark_errors
-from tidemark.spark.timestamps import timestamp_ms, with_assigned_timestamps
+from tidemark.spark.protocol.columns import MAIN, ORDER, OUTPUT, PT, SEQ, TS, WM
+from tidemark.spark.protocol.timestamps import timestamp_ms, with_assigned_timestamps
+from tidemark.spark.runtime.surfacing import raising_tidemark_errors
 
 __all__ = ["ElementFrame", "source_frame", "result_frame", "tie_order", "long_timestamp_column"]
 

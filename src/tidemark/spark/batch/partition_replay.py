@@ -23,8 +23,8 @@ import pandas as pd
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
-from tidemark.spark.columns import PT, TS, WM
 from tidemark.spark.plan import Source
+from tidemark.spark.protocol.columns import PT, TS, WM
 from tidemark.watermarks import PartitionWatermarks, WatermarkStrategy
 
 __all__ = ["with_partition_watermarks"]

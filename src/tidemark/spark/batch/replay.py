@@ -27,8 +27,8 @@ from pyspark.sql import functions as F
 
 from tidemark._engine.replay import advance_processing_time_stepwise, advance_watermark_stepwise
 from tidemark.errors import InputDataError
-from tidemark.spark.columns import ORDER, TS, WM
-from tidemark.spark.session import is_connect
+from tidemark.spark.protocol.columns import ORDER, TS, WM
+from tidemark.spark.runtime.session import is_connect, session_cores
 from tidemark.time import LONG_MIN
 
 __all__ = [
@@ -39,7 +39,6 @@ __all__ = [
     "stamp_replay_watermarks",
     "advance_to_recorded_watermark",
     "share_with_tasks",
-    "session_parallelism",
 ]
 
 
@@ -93,7 +92,7 @@ class ArrivalTimes:
 def advance_to_arrival_time(op: Any, time: int, arrivals: ArrivalTimes) -> None:
     """Advance ``op``'s processing time to ``time`` as the recorded stream's clock did:
     each due timer fires at its own time, and a timer held for the next advance (see
-    ``WindowOperator.advance_processing_time``) at each later arrival time of the stream,
+    ``OperatorHandle.advance_processing_time``) at each later arrival time of the stream,
     any key's, as the engine fed every arrival time fires it."""
 
     def resolve(t: int) -> int:
@@ -173,18 +172,6 @@ def share_with_tasks(spark: Any, value: Any) -> Any:
     if is_connect(spark):
         return InTask(value)
     return spark.sparkContext.broadcast(value)
-
-
-def session_parallelism(spark: Any) -> int:
-    """The session's cores: the default parallelism on a classic session; over Connect,
-    which has no SparkContext, ``spark.default.parallelism`` if configured, else the
-    shuffle partitions. The scan's range partitions are this many."""
-    if not is_connect(spark):
-        return max(1, spark.sparkContext.defaultParallelism)
-    configured = spark.conf.get("spark.default.parallelism", None)
-    if configured is None:
-        configured = spark.conf.get("spark.sql.shuffle.partitions")
-    return max(1, int(configured))
 
 
 def _partition_id() -> int:
@@ -456,7 +443,7 @@ def stamp_replay_watermarks(
     from pyspark import StorageLevel
     from pyspark.sql.types import LongType, StructField, StructType
 
-    partitions = session_parallelism(spark)
+    partitions = session_cores(spark)
     by = [F.col(f"`{name}`") for name in order_by]
     ranged = frame.repartitionByRange(partitions, *by).sortWithinPartitions(*by)
     if ORDER not in frame.columns:

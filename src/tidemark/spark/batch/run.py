@@ -9,7 +9,7 @@ one key at a time. ``window_all`` runs in one partition, as in Flink (unless its
 is declared order-insensitive: :mod:`.preaggregate`).
 
 One run produces results and side outputs together, as the combined frame of
-:mod:`tidemark.spark.columns`.
+:mod:`tidemark.spark.protocol.columns`.
 
 How many partitions (:func:`engine_partitions`): ``PARTITIONS_PER_CORE`` (4) per core
 of the session, at most ``spark.sql.shuffle.partitions``. The cores are
@@ -37,20 +37,19 @@ from pyspark.sql.types import StructType
 from tidemark._engine.spec import OperatorSpec
 from tidemark.spark.batch import sorting
 from tidemark.spark.batch.frames import ElementFrame, long_timestamp_column
-from tidemark.spark.batch.replay import session_parallelism
 from tidemark.spark.batch.worker import PartitionDriver, RunnerConfig
-from tidemark.spark.columns import (
+from tidemark.spark.plan import KeySpec, WindowOp
+from tidemark.spark.protocol.columns import (
     KEY,
     ORDER,
     PT,
     SEQ,
     TS,
     WM,
-    combined_schema,
     with_function_key,
 )
-from tidemark.spark.confs import WORKER_SORT_BYTES
-from tidemark.spark.plan import KeySpec, WindowOp
+from tidemark.spark.runtime.confs import WORKER_SORT_BYTES
+from tidemark.spark.runtime.session import session_cores
 
 __all__ = [
     "run_partitioned",
@@ -68,7 +67,7 @@ def engine_partitions(spark: Any) -> int:
     """The partitions a keyed BATCH or replay run shuffles its input into (the rule is
     in the module docstring)."""
     shuffle = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    return max(1, min(shuffle, PARTITIONS_PER_CORE * session_parallelism(spark)))
+    return max(1, min(shuffle, PARTITIONS_PER_CORE * session_cores(spark)))
 
 
 def run_partitioned(
@@ -81,7 +80,7 @@ def run_partitioned(
     """The combined frame of ``op`` over ``frame``, run by the engine in Spark tasks,
     each partition by a ``driver`` (BATCH or replay; a function of the task's config).
     ``output_schema``: the schema of what ``driver`` yields, where it is not the
-    combined frame's (an explanation's recording, :mod:`.explain`)."""
+    combined frame's (an explanation's recording, :mod:`.key_events`)."""
     sort_budget = WORKER_SORT_BYTES.read(spark)
     partitioned, key_columns, sort_columns = _partitioned(frame, op.key, spark, sort_budget)
     config = runner_config(
@@ -129,12 +128,11 @@ def runner_config(
     """What a task running ``spec`` over ``frame``'s elements is given."""
     return RunnerConfig(
         spec=spec,
-        value_names=frame.value_schema.fieldNames(),
-        value_types=[type(f.dataType).__name__ for f in frame.value_schema.fields],
+        value_names=tuple(frame.value_schema.fieldNames()),
+        value_types=tuple(type(f.dataType).__name__ for f in frame.value_schema.fields),
+        result_schema=output_schema,
         key_columns=key_columns or [],
         function_key=function_key,
-        output_names=output_schema.fieldNames(),
-        output_schema=combined_schema(output_schema, frame.replay),
         replay=frame.replay,
         watermarks=frame.watermarks,
         timestamp_column=frame.timestamp_column,

@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.spark.confs import WORKER_SORT_BYTES
+from tidemark.spark.runtime.confs import WORKER_SORT_BYTES
 
 __all__ = ["sortable", "sorted_batches", "CONF", "DEFAULT_BUDGET", "budget_bytes"]
 

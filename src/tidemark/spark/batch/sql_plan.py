@@ -38,13 +38,9 @@ from pyspark.sql.types import (
 
 from tidemark.ranges import out_of_range_message
 from tidemark.spark import aggregations as agg
-from tidemark.spark.batch.worker import (
-    NULL_KEY_ADVICE,
-    NULL_TIMESTAMP_ADVICE,
-    UNPARSEABLE_ADVICE,
-)
-from tidemark.spark.codec import SUM_ADVICE
-from tidemark.spark.columns import (
+from tidemark.spark.batch.worker import NULL_TIMESTAMP_ADVICE, UNPARSEABLE_ADVICE
+from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.protocol.columns import (
     AGGREGATE,
     COUNTED,
     DROPPED,
@@ -56,9 +52,9 @@ from tidemark.spark.columns import (
     TS,
     WINDOW_START,
 )
-from tidemark.spark.confs import SQL_FAST_PATH
-from tidemark.spark.keys import key_normaliser
-from tidemark.spark.plan import WindowOp, fast_paths_enabled
+from tidemark.spark.protocol.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
+from tidemark.spark.protocol.value_errors import SUM_ADVICE
+from tidemark.spark.runtime.confs import SQL_FAST_PATH
 
 __all__ = ["applies", "sql_window", "checked_elements", "columnar_windows", "CONF"]
 
@@ -207,7 +203,7 @@ def _first_by_time(op: WindowOp, frame: Any, keys: list[str]) -> list[Any] | Non
 
 
 # How the engine path's InputDataError reads in a worker's traceback, so that
-# tidemark.spark.surfacing raises these as InputDataError too.
+# tidemark.spark.runtime.surfacing raises these as InputDataError too.
 _RAISED = "tidemark.errors.InputDataError: "
 
 
@@ -218,7 +214,7 @@ def _checked_input(df: Any, keys: list[str], values: list[str], ts_column: str |
     for key in keys:
         column = F.col(f"`{key}`")
         message = F.concat(
-            F.lit(f"{_RAISED}null key in column {key!r}: every element needs a key; example row: "),
+            F.lit(f"{_RAISED}{null_key_message(key)}"),
             example,
             F.lit(f". {NULL_KEY_ADVICE}"),
         )

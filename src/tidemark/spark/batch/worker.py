@@ -28,26 +28,21 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark._engine.create import create_window_operator
-from tidemark._engine.operator import WindowOperator
-from tidemark._engine.spec import OperatorSpec
+from tidemark._engine.contract import OperatorHandle
 from tidemark.errors import InputDataError, WindowResultError
 from tidemark.ranges import first_out_of_range, out_of_range_error
 from tidemark.spark.batch.replay import advance_clocks
 from tidemark.spark.batch.sorting import sorted_batches
-from tidemark.spark.codec import (
-    arrow_batch,
-    arrow_column,
-    arrow_rows_and_columns,
-    result_tuple,
-)
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.codec import result_tuple
+from tidemark.spark.protocol.column_values import arrow_batch, arrow_column, arrow_rows_and_columns
+from tidemark.spark.protocol.columns import (
     DROPPED,
     DROPPED_OUTPUT,
     KEY,
@@ -59,13 +54,15 @@ from tidemark.spark.columns import (
     STATS_OUTPUT,
     TS,
     WM,
+    combined_schema,
     decode_key,
     encode_side,
 )
-from tidemark.spark.keys import key_normaliser
-from tidemark.spark.metrics import Figures
-from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
-from tidemark.spark.worker_gc import fewer_gc_passes
+from tidemark.spark.protocol.figures import Figures
+from tidemark.spark.protocol.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
+from tidemark.spark.protocol.timestamps import ACCEPTED_TIMESTAMP_STRINGS
+from tidemark.spark.protocol.worker_plan import WorkerPlan
+from tidemark.spark.runtime.worker_gc import fewer_gc_passes
 from tidemark.time import LONG_MAX, LONG_MIN, TimeDomain
 
 __all__ = [
@@ -73,13 +70,11 @@ __all__ = [
     "PartitionDriver",
     "BatchDriver",
     "ReplayDriver",
-    "NULL_KEY_ADVICE",
     "NULL_TIMESTAMP_ADVICE",
     "UNPARSEABLE_ADVICE",
 ]
 
 # What to do about a bad input row (the SQL fast path says the same).
-NULL_KEY_ADVICE = "Fill in or filter out the rows without one."
 NULL_TIMESTAMP_ADVICE = "Every element needs an event timestamp: fill in or filter out those rows."
 UNPARSEABLE_ADVICE = (
     f"Accepted timestamp strings: {ACCEPTED_TIMESTAMP_STRINGS}; or parse the column "
@@ -90,17 +85,14 @@ _NO_KEY = object()
 _FLUSH_ROWS = 10_000
 
 
-@dataclass
-class RunnerConfig:
-    """Everything a task needs, picklable (no DataFrames)."""
+@dataclass(frozen=True)
+class RunnerConfig(WorkerPlan):
+    """Everything a task needs, picklable (no DataFrames): the
+    :class:`~tidemark.spark.protocol.worker_plan.WorkerPlan` both modes share (the spec, the
+    value columns and their types, the result schema), and what BATCH and replays add."""
 
-    spec: OperatorSpec  # the window's one record, with the run's options
-    value_names: list[str]
-    value_types: list[str]
     key_columns: list[str]
     function_key: bool
-    output_names: list[str]
-    output_schema: Any
     replay: bool
     watermarks: Any
     timestamp_column: str | None
@@ -112,13 +104,15 @@ class RunnerConfig:
     sort_columns: list[str] | None = None
     sort_budget: int = 0  # bytes of input a worker sorts in memory before spilling
 
-    def make_operator(self) -> WindowOperator:
-        return create_window_operator(self.spec)
+    @cached_property
+    def output_schema(self) -> Any:
+        """The combined output's schema (:func:`tidemark.spark.protocol.columns.combined_schema`)."""
+        return combined_schema(self.result_schema, self.replay)
 
 
 class _Output:
     """Collects emitted rows of one partition in the combined output's column order
-    (:func:`tidemark.spark.columns.combined_schema`).
+    (:func:`tidemark.spark.protocol.columns.combined_schema`).
 
     BATCH results, the bulk of the output, are kept apart as values and timestamps and
     become columns directly (no row tuple per result); everything else is kept as rows.
@@ -129,10 +123,10 @@ class _Output:
     def __init__(self, config: RunnerConfig):
         self.config = config
         self.rows: list[tuple[Any, ...]] = []
-        self.result_values: list[Any] = []  # BATCH results, each fitting output_names
+        self.result_values: list[Any] = []  # BATCH results, each fitting result_names
         self.result_stamps: list[int] = []
         self.seq = 0
-        width = len(config.output_names)
+        width = len(config.result_names)
         self.empty_result = (None,) * width
         # (first result index, first row index, key) of each stretch emitted for one key
         self.key_marks: list[tuple[int, int, Any]] = []
@@ -167,7 +161,7 @@ class _Output:
 
     def results(self, emitted: list[tuple[Any, int]]) -> None:
         """BATCH results, ``(value, timestamp)`` pairs (:meth:`result` without placement)."""
-        names, values, stamps = self.config.output_names, self.result_values, self.result_stamps
+        names, values, stamps = self.config.result_names, self.result_values, self.result_stamps
         try:
             for value, ts in emitted:
                 values.append(result_tuple(value, names))
@@ -180,7 +174,7 @@ class _Output:
     def _fitted(self, value: Any, ts: int) -> tuple[Any, ...]:
         """``value`` as a tuple of the output's fields, or the error with its context."""
         try:
-            return result_tuple(value, self.config.output_names)
+            return result_tuple(value, self.config.result_names)
         except WindowResultError as exc:
             key = self.key_marks[-1][2] if self.key_marks else None
             raise WindowResultError(f"{exc} ({_context(key, ts)})") from None
@@ -211,7 +205,7 @@ class _Output:
         if self.result_values:
             values, stamps = self.result_values, self.result_stamps
             n = len(values)
-            columns: dict[str, Any] = dict(zip(self.config.output_names, zip(*values)))
+            columns: dict[str, Any] = dict(zip(self.config.result_names, zip(*values)))
             blanks = [None] * n
             columns.update({OUTPUT: [MAIN] * n, TS: stamps, SIDE: blanks, DROPPED: blanks})
             described = self._describer(list(zip(values, stamps)), of_rows=False)
@@ -229,7 +223,7 @@ class _Output:
     def _describer(self, collected: list[tuple[Any, ...]], of_rows: bool) -> Any:
         """``index -> text`` naming a collected result (a ``(values, timestamp)`` pair,
         or a row), its key and its window."""
-        names = self.config.output_names
+        names = self.config.result_names
 
         def describe(index: int) -> str:
             item = collected[index]
@@ -290,7 +284,7 @@ class PartitionDriver:
 
     def __init__(self, config: RunnerConfig):
         self.config = config
-        # NaN, -0.0, struct and array key columns: their values as keys (spark/keys.py)
+        # NaN, -0.0, struct and array key columns: their values as keys (spark/protocol/keys.py)
         types = dict(zip(config.value_names, config.value_types))
         self._key_normaliser = key_normaliser([types.get(c, "") for c in config.key_columns])
 
@@ -326,7 +320,7 @@ class PartitionDriver:
 
     def _feed(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -338,12 +332,12 @@ class PartitionDriver:
         returns the key being processed at the end."""
         raise NotImplementedError
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+    def _finish_key(self, op: OperatorHandle, key: Any, out: _Output) -> None:
         """After a key's last element: fire what the end of the input fires, emit it,
         and drop the key's state."""
         raise NotImplementedError
 
-    def _next_key(self, op: WindowOperator, out: _Output, current: Any, key: Any) -> Any:
+    def _next_key(self, op: OperatorHandle, out: _Output, current: Any, key: Any) -> Any:
         """The key now processed: ``key``, after finishing ``current`` if it differs."""
         if current is _NO_KEY or key != current:
             if current is not _NO_KEY:
@@ -381,10 +375,7 @@ class PartitionDriver:
         for name, values in zip(config.key_columns, columns):
             if batch.column(batch.schema.get_field_index(name)).null_count:
                 bad = rows[values.index(None)]
-                raise InputDataError(
-                    f"null key in column {name!r}: every element needs a key; example row: "
-                    f"{bad}. {NULL_KEY_ADVICE}"
-                )
+                raise InputDataError(f"{null_key_message(name)}{bad}. {NULL_KEY_ADVICE}")
         keys = columns[0] if len(columns) == 1 else list(zip(*columns))
         normalise = self._key_normaliser
         return keys if normalise is None else list(map(normalise, keys))
@@ -401,7 +392,7 @@ class PartitionDriver:
             )
 
     @staticmethod
-    def _side_outputs(op: WindowOperator, out: _Output, order: int) -> None:
+    def _side_outputs(op: OperatorHandle, out: _Output, order: int) -> None:
         for tag, emitted in op.side_outputs.items():
             for value, ts in emitted:
                 out.side(tag.tag_id, value, ts, order, op.current_watermark)
@@ -421,7 +412,7 @@ class BatchDriver(PartitionDriver):
 
     def _feed(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -443,7 +434,7 @@ class BatchDriver(PartitionDriver):
 
     def _key_runs(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -477,7 +468,7 @@ class BatchDriver(PartitionDriver):
         return current
 
     def _element(
-        self, op: WindowOperator, key: Any, row: Any, ts: int | None, out: _Output
+        self, op: OperatorHandle, key: Any, row: Any, ts: int | None, out: _Output
     ) -> None:
         self._check_timestamp(row, ts)
         if self.wall_clock:
@@ -486,14 +477,14 @@ class BatchDriver(PartitionDriver):
         if op.output or op.side_outputs:
             self._drain(op, out, key)
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+    def _finish_key(self, op: OperatorHandle, key: Any, out: _Output) -> None:
         op.process_watermark(LONG_MAX)
         op.advance_processing_time(LONG_MAX)
         self._drain(op, out, key)
         op.evict_key(key)
         op.reset_clocks()
 
-    def _drain(self, op: WindowOperator, out: _Output, key: Any) -> None:
+    def _drain(self, op: OperatorHandle, out: _Output, key: Any) -> None:
         """Move what the operator emitted for ``key`` into ``out``."""
         if op.output:
             out.mark_key(key)
@@ -509,7 +500,7 @@ class ReplayDriver(PartitionDriver):
 
     def _feed(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         current: Any,
         batch: Any,
@@ -532,7 +523,7 @@ class ReplayDriver(PartitionDriver):
             self._drain(op, out, keys[i], 2 * order, True, sequence)
         return current
 
-    def _finish_key(self, op: WindowOperator, key: Any, out: _Output) -> None:
+    def _finish_key(self, op: OperatorHandle, key: Any, out: _Output) -> None:
         sequence = self.config.watermarks.value
         last = int(sequence.values[-1]) if len(sequence.values) else LONG_MIN
         # the stream's clocks went on to its last arrival and watermark, for this key too
@@ -550,7 +541,7 @@ class ReplayDriver(PartitionDriver):
 
     def _drain(
         self,
-        op: WindowOperator,
+        op: OperatorHandle,
         out: _Output,
         key: Any,
         order: int,

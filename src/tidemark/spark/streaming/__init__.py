@@ -4,7 +4,7 @@ What a query computes is stated in the streaming guide (``docs/streaming.md``); 
 micro-batch runs, in ``docs/internals.md``. The package has two parts:
 
 - :mod:`.driver`: what runs on the driver: a pipeline's window operation as a
-  :class:`StreamingWindow` (:func:`window_stream`), its key groups, the records kept
+  :class:`StreamingWindow` (:func:`window_stream` of a :class:`StreamPlan`), its key groups, the records kept
   beside the checkpoint, and :func:`write_outputs`, which starts the query;
 - :mod:`.worker`: what runs in Spark's Python workers: the bindings Spark calls once per
   key group and micro-batch, and what they use (rows by key, each key's clocks, output
@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any
 from tidemark.spark.streaming.worker.variables import STATE_NAME
 
 if TYPE_CHECKING:
-    from tidemark.spark.columns import DROPPED_OUTPUT, MAIN
+    from tidemark.spark.protocol.columns import DROPPED_OUTPUT, MAIN
     from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
-    from tidemark.spark.streaming.driver.sinks import select_output, write_outputs
+    from tidemark.spark.streaming.driver.starting import select_output, write_outputs
+    from tidemark.spark.streaming.driver.stream_plan import StreamPlan
     from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 
 __all__ = [
     "StreamingWindow",
+    "StreamPlan",
     "window_stream",
     "write_outputs",
     "select_output",
@@ -42,11 +44,12 @@ __all__ = [
 _LAZY_NAMES = {
     "StreamingWindow": "tidemark.spark.streaming.driver.query",
     "window_stream": "tidemark.spark.streaming.driver.query",
-    "select_output": "tidemark.spark.streaming.driver.sinks",
-    "write_outputs": "tidemark.spark.streaming.driver.sinks",
+    "StreamPlan": "tidemark.spark.streaming.driver.stream_plan",
+    "select_output": "tidemark.spark.streaming.driver.starting",
+    "write_outputs": "tidemark.spark.streaming.driver.starting",
     "END_OF_INPUT_MS": "tidemark.spark.streaming.worker.clock",
-    "MAIN": "tidemark.spark.columns",
-    "DROPPED_OUTPUT": "tidemark.spark.columns",
+    "MAIN": "tidemark.spark.protocol.columns",
+    "DROPPED_OUTPUT": "tidemark.spark.protocol.columns",
 }
 
 

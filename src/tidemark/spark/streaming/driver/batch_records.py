@@ -46,8 +46,8 @@ from typing import Any
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQueryListener
 
-from tidemark.spark.metrics import metrics_of
-from tidemark.spark.session import is_connect
+from tidemark.spark.protocol.figures import metrics_of
+from tidemark.spark.runtime.session import is_connect
 from tidemark.spark.streaming.driver.checkpoint import _local_directory
 from tidemark.spark.streaming.worker.clock import END_OF_INPUT_MS
 from tidemark.time import LONG_MAX, LONG_MIN

@@ -11,7 +11,7 @@ frame, without a ``withWatermark`` of its own, and without an event-time column 
 could filter late rows on: every result the earlier window emits reaches the later
 one, which judges lateness by its own window semantics.
 
-Measured on PySpark 4.3.0 (``tests/test_streaming_chain.py`` asserts it per query): the
+Measured on PySpark 4.3.0 (``tests/spark/streaming/test_streaming_chain.py`` asserts it per query): the
 query has one stateful operator per window, both are handed the same
 ``getCurrentWatermarkInMs()`` in every micro-batch, the earlier one's timer firings
 reach the later one in the same micro-batch, and ``numRowsDroppedByWatermark`` stays 0.
@@ -26,13 +26,13 @@ a late firing can be; so tidemark gives none.
 What Flink forwards, and in which order: the earlier window emits its firings at a
 watermark ``W`` and then forwards ``W``; its results on elements come after ``W``. In
 micro-batch ``n`` both windows are presented the same ``W``; the earlier one marks each
-result with ``__tm_phase`` (:data:`~tidemark.spark.columns.EARLY` when it fired on
-advancing to ``W``, :data:`~tidemark.spark.columns.ON_ELEMENTS` on the batch's
+result with ``__tm_phase`` (:data:`~tidemark.spark.protocol.columns.EARLY` when it fired on
+advancing to ``W``, :data:`~tidemark.spark.protocol.columns.ON_ELEMENTS` on the batch's
 elements), and the later one feeds the early results, advances to ``W``, then feeds the
 rest (the workers' :mod:`~tidemark.spark.streaming.worker.groups` and
 :mod:`~tidemark.spark.streaming.worker.inputs`). The earlier window's side outputs and
 dropped counts pass through the later one's processor, renamed by
-:func:`~tidemark.spark.columns.upstream_output_name`, so the last window's combined
+:func:`~tidemark.spark.protocol.columns.upstream_output_name`, so the last window's combined
 frame carries every output of the chain and one query writes them all.
 
 The early results are fed under the key's previous watermark: Spark tells a processor
@@ -51,7 +51,7 @@ from pyspark.sql.types import StructType
 
 from tidemark.assigners import WindowAssigner
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.columns import (
     DROPPED,
     FORWARDED,
     KEY_GROUP,
@@ -63,9 +63,9 @@ from tidemark.spark.columns import (
     is_upstream_output,
     upstream_output_name,
 )
+from tidemark.spark.protocol.timestamps import processor_column
 from tidemark.spark.streaming.driver.keygroups import slot_column
 from tidemark.spark.streaming.worker.modes import TimeMode
-from tidemark.spark.timestamps import processor_column
 
 __all__ = ["check_chain_mode", "prepare_upstream", "upstream_schemas"]
 

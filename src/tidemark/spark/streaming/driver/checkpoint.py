@@ -44,25 +44,27 @@ import shutil
 import types
 import uuid
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.errors import AnalysisException
 
+from tidemark._engine.spec import OperatorSpec
 from tidemark.errors import WindowSpecError
 from tidemark.panes import AccumulationMode
-from tidemark.spark.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
-from tidemark.spark.session import is_connect
+from tidemark.spark.runtime.confs import STATE_CACHE_KEYS, STATE_COMPACT_BYTES, STATE_LAYOUT
+from tidemark.spark.runtime.session import is_connect
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.state import parallelism_changed
 from tidemark.spark.streaming.worker.variables import DELTAS, ROW, StateLayout
 
 __all__ = [
+    "CheckpointRecords",
+    "read_records",
     "GROUPS_FILE",
     "PIPELINE_FILE",
     "check_checkpoint",
     "check_checkpoint_groups",
-    "stored_groups",
-    "stored_clock",
     "checkpoint_clock",
     "check_checkpoint_clock",
     "describe",
@@ -70,7 +72,6 @@ __all__ = [
     "LATER_FIELDS",
     "results_kept",
     "LAYOUT_CONF",
-    "stored_layout",
     "state_layout",
     "check_checkpoint_layout",
     "read_record",
@@ -108,58 +109,110 @@ Pipeline = tuple[dict[str, str], ...]
 """One description per window of a query (a chain's in order), see :func:`describe_window`."""
 
 
-def check_checkpoint(spark: Any, checkpoint: str, groups: int, pipeline: Pipeline) -> None:
-    """Refuse to start a query on ``checkpoint`` with another number of key groups or
-    another pipeline than it first started with; record both at a first start."""
-    check_checkpoint_groups(spark, checkpoint, groups)
-    path = _beside(checkpoint, PIPELINE_FILE)
-    lines = _read_lines(spark, path)
-    if not lines:
+@dataclass(frozen=True)
+class CheckpointRecords:
+    """What a checkpoint recorded beside it, read once (:func:`read_records`) when the
+    window of the query that will start on it is built: the window is decided from it
+    (its key groups, Spark's clock, its state layout), and the query's start compares
+    the window with it (:func:`check_checkpoint_clock`, :func:`check_checkpoint_layout`,
+    :func:`check_checkpoint`), recording what is missing.
+
+    Attributes
+    ----------
+    checkpoint : str
+        The checkpoint location.
+    groups : int or None
+        Its number of key groups; None before its first start.
+    recorded_clock : int or None
+        The offset of Spark's event-time clock as recorded (None: no record; see
+        :attr:`clock`).
+    recorded_layout : str or None
+        The state layout as recorded (None: no record; see :attr:`layout`).
+    pipeline : tuple of dict, or None
+        What each window's state depends on (:func:`describe_window`); None: no record.
+    """
+
+    checkpoint: str
+    groups: int | None
+    recorded_clock: int | None
+    recorded_layout: str | None
+    pipeline: Pipeline | None
+
+    @property
+    def started(self) -> bool:
+        """Whether a query started on the checkpoint (it recorded its key groups)."""
+        return self.groups is not None
+
+    @property
+    def clock(self) -> int | None:
+        """The offset of Spark's event-time clock the checkpoint's query runs with: the
+        recorded one, else :data:`~.clock.SPARK_OFFSET_MS` for a query started before
+        it was recorded; None before a first start."""
+        if self.recorded_clock is not None:
+            return self.recorded_clock
+        return SPARK_OFFSET_MS if self.started else None
+
+    @property
+    def layout(self) -> str | None:
+        """The state layout the checkpoint's query runs with: the recorded one, else the
+        row layout for a query started before it was recorded; None before a first
+        start."""
+        if self.recorded_layout is not None:
+            return self.recorded_layout
+        return ROW if self.started else None
+
+
+def read_records(spark: Any, checkpoint: str) -> CheckpointRecords:
+    """The records beside ``checkpoint``, each read once."""
+    groups = _read_lines(spark, _beside(checkpoint, GROUPS_FILE))
+    clock = _read_lines(spark, _beside(checkpoint, CLOCK_FILE))
+    layout = _read_lines(spark, _beside(checkpoint, LAYOUT_FILE))
+    pipeline = _read_lines(spark, _beside(checkpoint, PIPELINE_FILE))
+    return CheckpointRecords(
+        checkpoint,
+        int(groups[0]) if groups else None,
+        int(clock[0]) if clock else None,
+        layout[0].strip() if layout else None,
+        tuple(json.loads(pipeline[0])) if pipeline else None,
+    )
+
+
+def check_checkpoint(
+    spark: Any, records: CheckpointRecords, groups: int, pipeline: Pipeline
+) -> None:
+    """Refuse to start a query on the checkpoint of ``records`` with another number of
+    key groups or another pipeline than it first started with; record both at a first
+    start."""
+    check_checkpoint_groups(spark, records, groups)
+    path = _beside(records.checkpoint, PIPELINE_FILE)
+    stored = records.pipeline
+    if stored is None:
         _write_line(spark, path, json.dumps(list(pipeline), sort_keys=True))
         return
-    stored = tuple(json.loads(lines[0]))
     changes = _changes(stored, pipeline)
     if changes:
         raise WindowSpecError(
-            f"the pipeline must stay what the checkpoint {checkpoint!r} was started with: "
-            f"its state was built for that one, and {'; '.join(changes)}. Restart with the "
-            "pipeline the checkpoint was started with, or start a new checkpoint"
+            f"the pipeline must stay what the checkpoint {records.checkpoint!r} was started "
+            f"with: its state was built for that one, and {'; '.join(changes)}. Restart with "
+            "the pipeline the checkpoint was started with, or start a new checkpoint"
         )
     if stored != tuple(pipeline):  # written before a field was described: add it now
         _write_line(spark, path, json.dumps(list(pipeline), sort_keys=True))
 
 
-def stored_groups(spark: Any, checkpoint: str) -> int | None:
-    """The number of key groups ``checkpoint``'s query started with; None before its
-    first start."""
-    lines = _read_lines(spark, _beside(checkpoint, GROUPS_FILE))
-    return int(lines[0]) if lines else None
-
-
-def check_checkpoint_groups(spark: Any, checkpoint: str, groups: int) -> None:
-    """Refuse to start a query on ``checkpoint`` with another number of key groups than
-    it first started with; record the number at a first start."""
-    stored = stored_groups(spark, checkpoint)
-    if stored is None:
-        _write_line(spark, _beside(checkpoint, GROUPS_FILE), str(groups))
+def check_checkpoint_groups(spark: Any, records: CheckpointRecords, groups: int) -> None:
+    """Refuse to start a query on the checkpoint of ``records`` with another number of
+    key groups than it first started with; record the number at a first start."""
+    if records.groups is None:
+        _write_line(spark, _beside(records.checkpoint, GROUPS_FILE), str(groups))
         return
-    if stored != groups:
-        raise parallelism_changed(stored, groups, f"the checkpoint {checkpoint!r}")
+    if records.groups != groups:
+        raise parallelism_changed(records.groups, groups, f"the checkpoint {records.checkpoint!r}")
 
 
-def stored_clock(spark: Any, checkpoint: str) -> int | None:
-    """The offset of Spark's event-time clock ``checkpoint``'s query runs with: the
-    recorded one, else :data:`~.clock.SPARK_OFFSET_MS` for a query started before it
-    was recorded (which recorded its key groups); None before a first start."""
-    lines = _read_lines(spark, _beside(checkpoint, CLOCK_FILE))
-    if lines:
-        return int(lines[0])
-    return None if stored_groups(spark, checkpoint) is None else SPARK_OFFSET_MS
-
-
-def checkpoint_clock(spark: Any, checkpoint: str, shift: bool | None) -> int:
-    """The offset a query on ``checkpoint`` runs with: the checkpoint's; at a first
-    start :data:`~.clock.SPARK_OFFSET_MS` when ``shift``, else 0.
+def checkpoint_clock(records: CheckpointRecords, shift: bool | None) -> int:
+    """The offset a query on the checkpoint of ``records`` runs with: the checkpoint's;
+    at a first start :data:`~.clock.SPARK_OFFSET_MS` when ``shift``, else 0.
 
     Raises
     ------
@@ -167,51 +220,45 @@ def checkpoint_clock(spark: Any, checkpoint: str, shift: bool | None) -> int:
         ``shift`` was given and asks for the other clock than the checkpoint's.
     """
     wanted = None if shift is None else (SPARK_OFFSET_MS if shift else 0)
-    stored = stored_clock(spark, checkpoint)
+    stored = records.clock
     if stored is None:
         return wanted if wanted is not None else 0
     if wanted is not None and wanted != stored:
         raise WindowSpecError(
-            f"`shift_spark_clock` must be what the checkpoint {checkpoint!r} was started "
-            f"with: its watermark and timers run {_clock(stored)}; got "
+            f"`shift_spark_clock` must be what the checkpoint {records.checkpoint!r} was "
+            f"started with: its watermark and timers run {_clock(stored)}; got "
             f"shift_spark_clock={shift!r}. Leave it out to keep the checkpoint's clock, or "
             "start a new checkpoint"
         )
     return stored
 
 
-def check_checkpoint_clock(spark: Any, checkpoint: str, offset_ms: int) -> None:
-    """Refuse to start a query on ``checkpoint`` with another clock than it first
-    started with; record the clock (at a first start, or the first time a checkpoint
-    that predates the record is restarted). Call it before :func:`check_checkpoint`,
-    which records the key groups that tell an old checkpoint from a new one."""
-    stored = stored_clock(spark, checkpoint)
+def check_checkpoint_clock(spark: Any, records: CheckpointRecords, offset_ms: int) -> None:
+    """Refuse to start a query on the checkpoint of ``records`` with another clock than
+    it first started with; record the clock (at a first start, or the first time a
+    checkpoint that predates the record is restarted). Call it before
+    :func:`check_checkpoint`, which records the key groups that tell an old checkpoint
+    from a new one."""
+    stored = records.clock
     if stored is not None and stored != offset_ms:
         raise WindowSpecError(
-            f"the checkpoint {checkpoint!r} was started with Spark's event-time clock "
+            f"the checkpoint {records.checkpoint!r} was started with Spark's event-time clock "
             f"{_clock(stored)}, and this query runs {_clock(offset_ms)}: the watermark and "
             "timers it holds would be read 35,700 years apart. Build the window with "
             f"spark_offset_ms={stored} (write_outputs of a pipeline reads it from the "
             "checkpoint), or start a new checkpoint"
         )
-    if not _read_lines(spark, _beside(checkpoint, CLOCK_FILE)):
-        _write_line(spark, _beside(checkpoint, CLOCK_FILE), str(offset_ms))
+    if records.recorded_clock is None:
+        _write_line(spark, _beside(records.checkpoint, CLOCK_FILE), str(offset_ms))
 
 
-def stored_layout(spark: Any, checkpoint: str) -> str | None:
-    """The state layout ``checkpoint``'s query runs with: the recorded one, else the
-    row layout for a query started before it was recorded; None before a first start."""
-    lines = _read_lines(spark, _beside(checkpoint, LAYOUT_FILE))
-    if lines:
-        return lines[0].strip()
-    return None if stored_groups(spark, checkpoint) is None else ROW
-
-
-def state_layout(spark: Any, checkpoint: str | None, one_key: bool = False) -> StateLayout:
-    """The state layout of a query about to start on ``checkpoint``: the checkpoint's,
-    else the session's :data:`LAYOUT_CONF`, else :data:`DEFAULT_LAYOUT`
-    (:data:`ONE_KEY_LAYOUT` for a window of ``one_key``); with the session's cache and
-    compaction settings.
+def state_layout(
+    spark: Any, records: CheckpointRecords | None, one_key: bool = False
+) -> StateLayout:
+    """The state layout of a query about to start on the checkpoint of ``records``
+    (None: no checkpoint): the checkpoint's, else the session's :data:`LAYOUT_CONF`,
+    else :data:`DEFAULT_LAYOUT` (:data:`ONE_KEY_LAYOUT` for a window of ``one_key``);
+    with the session's cache and compaction settings.
 
     Raises
     ------
@@ -222,9 +269,10 @@ def state_layout(spark: Any, checkpoint: str | None, one_key: bool = False) -> S
     asked = STATE_LAYOUT.read(spark)
     cache_keys = STATE_CACHE_KEYS.read(spark)
     compact_bytes = STATE_COMPACT_BYTES.read(spark)
-    stored = None if checkpoint is None else stored_layout(spark, checkpoint)
+    stored = None if records is None else records.layout
     if asked and stored and asked != stored:
-        raise _layout_changed(checkpoint, stored, f"{LAYOUT_CONF}={asked!r}")
+        assert records is not None
+        raise _layout_changed(records.checkpoint, stored, f"{LAYOUT_CONF}={asked!r}")
     return StateLayout(
         stored or asked or (ONE_KEY_LAYOUT if one_key else DEFAULT_LAYOUT),
         StateLayout.cache_keys if cache_keys is None else cache_keys,
@@ -232,15 +280,18 @@ def state_layout(spark: Any, checkpoint: str | None, one_key: bool = False) -> S
     )
 
 
-def check_checkpoint_layout(spark: Any, checkpoint: str, layout: str) -> None:
-    """Refuse to start a query on ``checkpoint`` in another state layout than it first
-    started with; record the layout (at a first start, or the first time a checkpoint
-    that predates the record is restarted). Call it before :func:`check_checkpoint`."""
-    stored = stored_layout(spark, checkpoint)
+def check_checkpoint_layout(spark: Any, records: CheckpointRecords, layout: str) -> None:
+    """Refuse to start a query on the checkpoint of ``records`` in another state layout
+    than it first started with; record the layout (at a first start, or the first time
+    a checkpoint that predates the record is restarted). Call it before
+    :func:`check_checkpoint`."""
+    stored = records.layout
     if stored is not None and stored != layout:
-        raise _layout_changed(checkpoint, stored, f"a window built in the {layout!r} layout")
-    if not _read_lines(spark, _beside(checkpoint, LAYOUT_FILE)):
-        _write_line(spark, _beside(checkpoint, LAYOUT_FILE), layout)
+        raise _layout_changed(
+            records.checkpoint, stored, f"a window built in the {layout!r} layout"
+        )
+    if records.recorded_layout is None:
+        _write_line(spark, _beside(records.checkpoint, LAYOUT_FILE), layout)
 
 
 def _layout_changed(checkpoint: str | None, stored: str, asked: str) -> WindowSpecError:
@@ -258,21 +309,20 @@ def _clock(offset_ms: int) -> str:
     return "2**50 ms ahead of the engine's" if offset_ms else "unshifted (the engine's own)"
 
 
-def describe_window(operator: Any, **columns: Any) -> dict[str, str]:
+def describe_window(spec: OperatorSpec, **columns: Any) -> dict[str, str]:
     """What a window's state depends on, as text that compares equal across processes:
-    its operator's assigner, trigger, evictor, allowed lateness and kind of function,
+    its spec's assigner, trigger, evictor, allowed lateness and kind of function,
     its accumulation mode under a Dataflow trigger (a pipeline without one describes
     none, as before the mode existed), and ``columns`` (e.g. the key and value columns
     with their types, the time mode).
 
     >>> from tidemark import TumblingEventTimeWindows
-    >>> from tidemark._engine.create import window_operator
     >>> from tidemark._engine.functions import window_logic
-    >>> op = window_operator(TumblingEventTimeWindows.of(600_000), window_logic(max))
-    >>> describe_window(op, key="user string")["assigner"]
+    >>> from tidemark._engine.spec import OperatorSpec
+    >>> spec = OperatorSpec(TumblingEventTimeWindows.of(600_000), window_logic(max))
+    >>> describe_window(spec, key="user string")["assigner"]
     'TumblingEventTimeWindows(offset_ms=0, size_ms=600000)'
     """
-    spec = operator.spec
     logic = spec.logic
     function = type(logic).__name__
     if logic.window_function is not None:
@@ -308,11 +358,11 @@ def _accumulator(function: Any) -> str:
     return f"{name} with a {accumulator} accumulator"
 
 
-def results_kept(operator: Any, result_schema: Any) -> dict[str, str]:
+def results_kept(spec: OperatorSpec, result_schema: Any) -> dict[str, str]:
     """What a pipeline record says of results its state keeps (``describe_window``'s
     ``columns``): in RETRACTING mode each window's last results, to retract them, in
     ``result_schema``; nothing in any other mode."""
-    if operator.spec.accumulation_mode is not AccumulationMode.RETRACTING:
+    if spec.accumulation_mode is not AccumulationMode.RETRACTING:
         return {}
     return {"output schema": result_schema.simpleString()}
 

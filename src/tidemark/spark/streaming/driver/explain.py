@@ -24,7 +24,6 @@ nothing: a running query goes on as before. The guide: ``docs/why-no-result.md``
 from __future__ import annotations
 
 import re
-import types
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -46,8 +45,8 @@ from tidemark.explain import (
 )
 from tidemark.explain.partitions import holding_partition
 from tidemark.explain.timefmt import TimeText
-from tidemark.spark.columns import ALL_KEY
 from tidemark.spark.plan import source_of
+from tidemark.spark.protocol.columns import ALL_KEY, is_internal
 from tidemark.spark.streaming.driver.batch_records import BatchRecord
 from tidemark.spark.streaming.driver.checkpoint import LATER_FIELDS, describe_window
 from tidemark.spark.streaming.driver.history import (
@@ -248,7 +247,7 @@ def _slot(spark: Any, key: Any, recorded: RecordedQuery) -> int | None:
     columns = key_columns(recorded.window)
     if [name for name, _ in columns] == [ALL_KEY]:
         return key_slot(spark, 0, columns, recorded.groups)
-    if any(name.startswith("__tm") for name, _ in columns):
+    if any(is_internal(name) for name, _ in columns):
         return None
     return key_slot(spark, key, columns, recorded.groups)
 
@@ -274,7 +273,7 @@ def _pipeline_parts(
 
 
 def _check_matches(spec: OperatorSpec, recorded: RecordedQuery, checkpoint: str) -> None:
-    given = describe_window(types.SimpleNamespace(spec=spec))
+    given = describe_window(spec)
     stored = recorded.window
     changes = [
         f"{name} was {stored.get(name)}, given {value}"

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tidemark.errors import TidemarkError
-from tidemark.spark.session import get_spark
+from tidemark.spark.runtime.session import get_spark
 from tidemark.spark.streaming.driver.explain import explain_checkpoint
 from tidemark.spark.streaming.driver.query_view import explain_query
 from tidemark.spark.streaming.driver.recorded import RecordedQuery, key_columns

@@ -1,6 +1,6 @@
 """The DataStream API on a streaming DataFrame: a window operation (a plan's
-:class:`~tidemark.spark.plan.WindowOp`) becomes :func:`~.query.window_stream`'s
-arguments, one streaming query (see :mod:`tidemark.spark.streaming`)."""
+:class:`~tidemark.spark.plan.WindowOp`) becomes a :class:`~.stream_plan.StreamPlan`
+for :func:`~.query.window_stream`, one streaming query (see :mod:`tidemark.spark.streaming`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import (
+from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
+from tidemark.spark.protocol.columns import (
     ALL_KEY,
     KEY,
     MAIN,
@@ -19,16 +20,20 @@ from tidemark.spark.columns import (
     upstream_output_name,
     with_function_key,
 )
-from tidemark.spark.partitions import check_partitions
-from tidemark.spark.plan import PlanNode, Source, WindowOp, source_of
-from tidemark.spark.streaming.driver.checkpoint import checkpoint_clock
-from tidemark.spark.streaming.driver.combine import pre_aggregation
+from tidemark.spark.protocol.source_partitions import check_partitions
+from tidemark.spark.protocol.timestamps import with_assigned_timestamps
+from tidemark.spark.streaming.driver.checkpoint import (
+    CheckpointRecords,
+    checkpoint_clock,
+    read_records,
+)
 from tidemark.spark.streaming.driver.keygroups import MAX_PARALLELISM_CONF
+from tidemark.spark.streaming.driver.preaggregate import pre_aggregation
 from tidemark.spark.streaming.driver.query import StreamingWindow, window_stream
+from tidemark.spark.streaming.driver.stream_plan import StreamPlan
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.config import decoded_key, no_key, result_row
 from tidemark.spark.streaming.worker.modes import TimeMode
-from tidemark.spark.timestamps import with_assigned_timestamps
 from tidemark.time import TimeDomain
 
 __all__ = [
@@ -103,21 +108,24 @@ def run_streaming_window(op: WindowOp, checkpoint: str | None = None) -> Streami
     source = source_of(op)
     if checkpoint is None:
         spark_offset_ms = SPARK_OFFSET_MS if source.shift_spark_clock else 0
-    else:
-        spark = source.df.sparkSession
-        spark_offset_ms = checkpoint_clock(spark, checkpoint, source.shift_spark_clock)
-    return _window_frame(op, False, checkpoint, spark_offset_ms)
+        return _window_frame(op, False, None, spark_offset_ms)
+    recorded = read_records(source.df.sparkSession, checkpoint)
+    spark_offset_ms = checkpoint_clock(recorded, source.shift_spark_clock)
+    return _window_frame(op, False, recorded, spark_offset_ms)
 
 
 def _window_frame(
-    op: WindowOp, feeds_downstream: bool, checkpoint: str | None, spark_offset_ms: int
+    op: WindowOp,
+    feeds_downstream: bool,
+    recorded: CheckpointRecords | None,
+    spark_offset_ms: int,
 ) -> StreamingWindow:
     source = _streaming_source(op)
     upstream = op.upstream
     earlier = None
     timestamp: str | None
     if isinstance(upstream, WindowOp):
-        earlier = _window_frame(upstream, True, checkpoint, spark_offset_ms)
+        earlier = _window_frame(upstream, True, recorded, spark_offset_ms)
         df, values, timestamp = earlier.frame, list(upstream.output_schema.fieldNames()), TS
     else:
         df, values, timestamp = source.df, list(source.df.columns), source.timestamp
@@ -139,7 +147,7 @@ def _window_frame(
     # input, so its idleness changes nothing (a stream read by partition refuses it,
     # sources.py): no idle clock, and the query keeps its time mode.
     idleness_ms = None
-    combining = pre_aggregation(
+    pre_aggregated = pre_aggregation(
         op,
         time_mode=mode,
         reads_window=earlier is not None,
@@ -147,24 +155,26 @@ def _window_frame(
         partitions=source.partitions,
         spark_offset_ms=spark_offset_ms,
     )
-    window = window_stream(
-        df if earlier is None else replace(earlier, frame=df),
-        key_columns=keys,
+    plan = StreamPlan(
+        op.run_spec(),
+        key_columns=tuple(keys),
+        value_columns=tuple(values),
         timestamp_column=timestamp,
-        make_operator=op.operator_maker(),
-        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
-        value_columns=values,
         result_schema=op.output_schema,
         result_to_row=functools.partial(result_row, op.output_schema.fieldNames()),
-        late_tag=op.late_tag,
+        out_of_orderness_ms=source.strategy.out_of_orderness_ms if mode.event_time else None,
         time_mode=mode,
         idleness_ms=idleness_ms,
         engine_key=engine_key,
         feeds_downstream=feeds_downstream,
-        checkpoint=checkpoint,
         partitions=source.partitions if earlier is None else None,
+        pre_aggregate=pre_aggregated,
+    )
+    window = window_stream(
+        df if earlier is None else replace(earlier, frame=df),
+        plan,
+        checkpoint=recorded,
         spark_offset_ms=spark_offset_ms,
-        pre_aggregate=combining,
     )
     if window.watermarks is None or source.strategy.idleness_ms is None:
         return window

@@ -36,6 +36,7 @@ from typing import Any
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import functions as F
 
+from tidemark.spark.protocol.columns import HISTORY_FILE, HISTORY_INPUT, HISTORY_POSITION, TS
 from tidemark.spark.streaming.driver.checkpoint import _local_directory
 from tidemark.spark.streaming.driver.query import stream_timestamp_ms
 
@@ -113,10 +114,10 @@ def read_key_history(
     for row in rows:
         batch = batch_of(row)
         if batch is not None and first <= batch <= last:
-            found.append((batch, row["__tm_input"], row["__tm_position"], row))
+            found.append((batch, row[HISTORY_INPUT], row[HISTORY_POSITION], row))
     found.sort(key=lambda item: item[:3])
     names = list(source.df.columns)
-    return [KeyRow(b, Row(**{n: r[n] for n in names}), int(r["__tm_ts"])) for b, _, _, r in found]
+    return [KeyRow(b, Row(**{n: r[n] for n in names}), int(r[TS])) for b, _, _, r in found]
 
 
 def _batch_of_row(root: str, source: HistorySource, first: int, last: int) -> Any:
@@ -130,7 +131,7 @@ def _batch_of_row(root: str, source: HistorySource, first: int, last: int) -> An
             raise HistoryUnavailable("the Kafka rows lost their partition and offset columns")
         return functools.partial(_kafka_batch, first, ends)
     files = _file_batches(root)
-    return lambda row: files.get(row["__tm_file"])
+    return lambda row: files.get(row[HISTORY_FILE])
 
 
 def _kafka_offsets(root: str, batch: int) -> dict[str, int] | None:
@@ -216,9 +217,9 @@ def _run_once(spark: Any, work: str, source: HistorySource, key: Any) -> list[An
         branches.append(
             rows.where(matches).select(
                 "*",
-                timestamp.alias("__tm_ts"),
-                F.lit(index).alias("__tm_input"),
-                F.input_file_name().alias("__tm_file"),
+                timestamp.alias(TS),
+                F.lit(index).alias(HISTORY_INPUT),
+                F.input_file_name().alias(HISTORY_FILE),
             )
         )
     collected: list[Any] = []
@@ -226,7 +227,7 @@ def _run_once(spark: Any, work: str, source: HistorySource, key: Any) -> list[An
     def collect(batch: DataFrame, _: int) -> None:
         # a row's place in its file (a file is read in order, in one task)
         collected.extend(
-            batch.withColumn("__tm_position", F.monotonically_increasing_id()).collect()
+            batch.withColumn(HISTORY_POSITION, F.monotonically_increasing_id()).collect()
         )
 
     query = (

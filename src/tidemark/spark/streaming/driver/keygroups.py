@@ -40,8 +40,8 @@ from typing import Any
 from pyspark.sql import functions as F
 
 from tidemark.errors import WindowSpecError
-from tidemark.spark.confs import MAX_KEY_GROUPS, MAX_PARALLELISM
-from tidemark.spark.session import is_connect
+from tidemark.spark.runtime.confs import MAX_KEY_GROUPS, MAX_PARALLELISM
+from tidemark.spark.runtime.session import session_cores
 from tidemark.time import exact_int
 
 __all__ = [
@@ -73,7 +73,6 @@ read when the query is built, fixed at its first start."""
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 """Spark's number of shuffle partitions: a new query's state partitions (capped)."""
-_DEFAULT_PARALLELISM = "spark.default.parallelism"
 
 
 def session_state_partitions(spark: Any) -> int:
@@ -88,14 +87,7 @@ def session_state_partitions(spark: Any) -> int:
     a query started with in its checkpoint, whatever the session says at a restart.
     """
     shuffle = int(spark.conf.get(SHUFFLE_PARTITIONS, "200"))
-    return max(1, min(shuffle, _session_cores(spark, shuffle), DEFAULT_STATE_PARTITIONS))
-
-
-def _session_cores(spark: Any, otherwise: int) -> int:
-    if not is_connect(spark):
-        return int(spark.sparkContext.defaultParallelism)
-    value = spark.conf.get(_DEFAULT_PARALLELISM, None)
-    return int(value) if value else otherwise
+    return max(1, min(shuffle, session_cores(spark), DEFAULT_STATE_PARTITIONS))
 
 
 def explicit_max_parallelism(spark: Any) -> bool:

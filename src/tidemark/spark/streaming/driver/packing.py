@@ -17,12 +17,11 @@ from dataclasses import replace
 from pyspark.sql import DataFrame
 from pyspark.sql.types import BinaryType, StructField, StructType
 
-from tidemark.spark.columns import KEY_GROUP
-from tidemark.spark.confs import STREAMING_PACK_INPUT
 from tidemark.spark.plan import fast_paths_enabled
+from tidemark.spark.protocol.columns import KEY_GROUP, KEY_GROUP_ROWS
+from tidemark.spark.runtime.confs import STREAMING_PACK_INPUT
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.packing import (
-    PACKED,
     Unpacking,
     arrow_to_pandas,
     pack_batches,
@@ -42,7 +41,9 @@ def packed_input(prepared: DataFrame, config: ProcessorConfig) -> tuple[DataFram
         return prepared, config
     if not fast_paths_enabled(spark) or not STREAMING_PACK_INPUT.enabled(spark):
         return prepared, config
-    schema = StructType([prepared.schema[KEY_GROUP], StructField(PACKED, BinaryType(), False)])
+    schema = StructType(
+        [prepared.schema[KEY_GROUP], StructField(KEY_GROUP_ROWS, BinaryType(), False)]
+    )
     unpacking = Unpacking(
         timezone=str(spark.conf.get("spark.sql.session.timeZone")),
         prefer_int_ext_dtype=str(spark.conf.get(_PREFER_INT_EXT, "false")).lower() == "true",

@@ -23,7 +23,7 @@ Examples
 --------
 A sink per output, written idempotently by batch id::
 
-    window = window_stream(df, key_columns=["user"], timestamp_column="ts", ...)
+    window = window_stream(df, StreamPlan(spec, key_columns=["user"], ...))
     query = write_outputs(window, {
         "main": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/main/batch={b}"),
         "late": lambda d, b: d.write.mode("overwrite").parquet(f"{out}/late/batch={b}"),
@@ -33,7 +33,7 @@ A sink per output, written idempotently by batch id::
 from __future__ import annotations
 
 import datetime
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,39 +41,37 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from tidemark._engine.operator import WindowOperator
-from tidemark.assigners import WindowAssigner
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.outputs import OutputTag
-from tidemark.spark.batch.worker import NULL_KEY_ADVICE
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.columns import (
     ALL_KEY,
     KEY_GROUP,
     TS,
     WATERMARK_MARK,
     WATERMARK_TIME,
     combined_schema,
+    is_internal,
 )
-from tidemark.spark.keys import key_normaliser
-from tidemark.spark.lossless import lossless_input, lossless_output
-from tidemark.spark.partitions import union_by_partition
-from tidemark.spark.plan import SourcePartitions
-from tidemark.spark.session import is_connect
+from tidemark.spark.protocol.keys import NULL_KEY_ADVICE, key_normaliser, null_key_message
+from tidemark.spark.protocol.lossless import lossless_input, lossless_output
+from tidemark.spark.protocol.source_partitions import union_by_partition
+from tidemark.spark.protocol.timestamps import processor_column, timestamp_ms
+from tidemark.spark.runtime.session import is_connect
+from tidemark.spark.runtime.surfacing import raise_error_column
 from tidemark.spark.streaming.driver import batch_records as records
 from tidemark.spark.streaming.driver.chain import (
-    check_chain_mode,
     prepare_upstream,
     upstream_schemas,
 )
 from tidemark.spark.streaming.driver.checkpoint import (
+    CheckpointRecords,
     describe_window,
+    read_records,
     results_kept,
     state_layout,
-    stored_groups,
 )
-from tidemark.spark.streaming.driver.combine import PreAggregation
 from tidemark.spark.streaming.driver.keygroups import KeyGroups, slot_column
 from tidemark.spark.streaming.driver.packing import packed_input
+from tidemark.spark.streaming.driver.stream_plan import WATERMARK_DELAY, StreamPlan, check_plan
 from tidemark.spark.streaming.worker.bindings import WindowGroupFunction
 from tidemark.spark.streaming.worker.clock import (
     END_OF_INPUT_COLUMN_MICROS,
@@ -86,18 +84,13 @@ from tidemark.spark.streaming.worker.config import ProcessorConfig, UpstreamInpu
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.processor import WindowStatefulProcessor
 from tidemark.spark.streaming.worker.variables import DELTAS, STATE_SCHEMA, StateLayout
-from tidemark.spark.surfacing import raise_error_column
-from tidemark.spark.timestamps import processor_column, timestamp_ms
 
 __all__ = [
     "StreamingWindow",
     "window_stream",
     "key_group_operator",
-    "check_time_mode",
     "check_one_window",
 ]
-
-WATERMARK_DELAY = "spark.watermarkDelayMs"  # Spark's metadata key on a watermark column
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,7 +103,7 @@ class StreamingWindow:
     ----------
     frame : DataFrame
         The combined streaming frame: results, side outputs and dropped counts
-        (:mod:`tidemark.spark.columns`).
+        (:mod:`tidemark.spark.protocol.columns`).
     side_schemas : mapping of str to StructType
         The schemas of the side outputs known when the window was built (its late data,
         and a chain's earlier windows' side outputs under their pass-through names).
@@ -133,6 +126,9 @@ class StreamingWindow:
         How the key groups' state is kept (:mod:`~..worker.deltas`), with the checkpoint.
     watermarks : WatermarkSetup or None
         How its watermark is made, for each micro-batch's record (:mod:`.batch_records`).
+    recorded : CheckpointRecords or None
+        The records of the checkpoint it was built for, read when it was built: its
+        query's start compares the window with them (:func:`~.sinks.write_outputs`).
     """
 
     frame: DataFrame
@@ -145,6 +141,7 @@ class StreamingWindow:
     spark_offset_ms: int = 0
     state_layout: StateLayout = StateLayout()
     watermarks: records.WatermarkSetup | None = None
+    recorded: CheckpointRecords | None = None
 
     @property
     def chained(self) -> bool:
@@ -166,24 +163,11 @@ def runs_in_transform_with_state(chained: bool, layout: StateLayout) -> bool:
 
 def window_stream(
     df: DataFrame | StreamingWindow,
+    plan: StreamPlan,
     *,
-    key_columns: list[str],
-    timestamp_column: str | None,
-    make_operator: Callable[[], WindowOperator],
-    out_of_orderness_ms: int | None,
-    value_columns: list[str],
-    result_schema: StructType,
-    result_to_row: Callable[[Any, int], tuple],
-    late_tag: OutputTag | None,
-    time_mode: TimeMode | str = TimeMode.EVENT_TIME,
-    idleness_ms: int | None = None,
-    engine_key: Callable[[tuple], Any] | None = None,
+    checkpoint: str | CheckpointRecords | None = None,
     max_parallelism: int | None = None,
-    feeds_downstream: bool = False,
-    checkpoint: str | None = None,
-    partitions: SourcePartitions | None = None,
     spark_offset_ms: int = 0,
-    pre_aggregate: PreAggregation | None = None,
 ) -> StreamingWindow:
     """Run a window operator per key (in key groups) on a stream: results, side outputs.
 
@@ -191,37 +175,21 @@ def window_stream(
     ----------
     df : DataFrame or StreamingWindow
         A streaming DataFrame without a watermark of its own; or, for a window of a
-        chain, the earlier window (built with ``feeds_downstream=True``): then
-        ``timestamp_column`` is its ``__tm_ts`` and ``value_columns`` its result columns
-        (see "Chains of windows" in the streaming guide).
-    key_columns : list of str
-        The grouping columns; the engine's key is the value of one column, or the tuple.
-    timestamp_column : str or None
-        Event time: long milliseconds or a timestamp. None only for processing time.
-    make_operator : callable
-        ``() -> WindowOperator``, shipped to the workers (it must pickle).
-    out_of_orderness_ms : int or None
-        The bounded out-of-orderness of the watermark strategy; required for EventTime.
-    value_columns : list of str
-        The columns of the Rows handed to the user's functions (and of late rows).
-    result_schema : StructType
-        The columns of a main result.
-    result_to_row : callable
-        ``(result, timestamp_ms) -> tuple`` in the order of ``result_schema``.
-    late_tag : OutputTag, optional
-        The operator's late-data tag; its rows decode to ``value_columns``.
-    time_mode : TimeMode or its name
-        Which engine timers the query serves ("None": count windows without timers). With
-        processing time among them Spark runs the query in ProcessingTime mode: give it
-        a processing-time trigger (see the streaming guide).
-    idleness_ms : int, optional
-        Event time only: let the watermark advance with processing time once it stood
-        still this long (:mod:`~..worker.clock`); the query then runs in Spark's
-        ProcessingTime mode and needs a processing-time trigger. This goes beyond Flink,
-        whose idleness never moves a watermark, so ``from_dataframe``'s pipelines no
-        longer ask for it (issue 47, ``docs/streaming.md``).
-    engine_key : callable, optional
-        Spark's key tuple -> the engine's key (e.g. unpickle a function key's column).
+        chain, the earlier window (built with ``feeds_downstream=True``): then the
+        plan's ``timestamp_column`` is its ``__tm_ts`` and ``value_columns`` its result
+        columns (see "Chains of windows" in the streaming guide).
+    plan : StreamPlan
+        The window, the columns it reads and writes, its clocks (:class:`.StreamPlan`).
+    checkpoint : str or CheckpointRecords, optional
+        The checkpoint the query will start on (:func:`~.sinks.write_outputs`'s), or its
+        records already read (:func:`~.checkpoint.read_records`): read once, before the
+        frame is built, and kept with the window for its start to compare, so that a
+        restart keeps the number of key groups it recorded where the number is the
+        session's default, and its state layout (else the session's
+        ``spark.tidemark.streaming.stateLayout``, see the streaming guide's "State
+        layouts"; a window of a chain takes its earlier window's).
+        Without it, a restart on a checkpoint recorded with another default number is
+        refused, naming the number.
     max_parallelism : int, optional
         The number of key groups (Flink's ``maxParallelism``): one processor call per
         group and micro-batch serves all its keys. Fixed when the query first starts
@@ -232,25 +200,10 @@ def window_stream(
         on ``checkpoint`` takes the number recorded there; given (here or by the
         session), the query gets at most one state partition per group. A window of a
         chain takes its earlier window's.
-    feeds_downstream : bool
-        A later window of a chain reads the result: add ``__tm_phase``.
-    checkpoint : str, optional
-        The checkpoint the query will start on (:func:`~.sinks.write_outputs`'s): read
-        before the frame is built, so that a restart keeps the number of key groups it
-        recorded where the number is the session's default, and its state layout (else
-        the session's ``spark.tidemark.streaming.stateLayout``, see the streaming
-        guide's "State layouts"; a window of a chain takes its earlier window's).
-        Without it, a restart on a checkpoint recorded with another default number is
-        refused, naming the number.
-    partitions : SourcePartitions, optional
-        Per-partition watermarks, their minimum (:mod:`tidemark.spark.partitions`).
     spark_offset_ms : {0, SPARK_OFFSET_MS}
         Spark's event-time clock ahead of the engine's (:mod:`~..worker.clock`: 0 shows
         Spark the real watermark); fixed at the first start; a chain's window takes its
         earlier's.
-    pre_aggregate : PreAggregation, optional
-        Fold each input partition's elements per window before the key groups
-        (:mod:`~.combine`; :func:`~.combine.pre_aggregation` says where it serves).
 
     Returns
     -------
@@ -263,215 +216,172 @@ def window_stream(
     """
     upstream = df if isinstance(df, StreamingWindow) else None
     source = df.frame if isinstance(df, StreamingWindow) else df
-    time_mode = _check_arguments(source, key_columns, timestamp_column, value_columns, time_mode)
-    operator = make_operator()
-    assigner = operator.assigner
-    check_time_mode(assigner, time_mode, out_of_orderness_ms, idleness_ms)
-    if upstream is not None or feeds_downstream:
-        check_chain_mode(assigner, time_mode, idleness_ms, upstream)
-    groups = _key_groups(source.sparkSession, max_parallelism, checkpoint, upstream)
+    time_mode = check_plan(source, plan, upstream)
+    spark = source.sparkSession
+    recorded = _records(spark, checkpoint, upstream)
+    groups = _key_groups(spark, max_parallelism, recorded, upstream)
     if upstream is not None:
-        spark_offset_ms = upstream.spark_offset_ms
+        spark_offset_ms, layout = upstream.spark_offset_ms, upstream.state_layout
+    else:
+        layout = state_layout(spark, recorded, plan.key_columns == (ALL_KEY,))
     check_spark_offset(spark_offset_ms)
-    if upstream is not None:
-        layout = upstream.state_layout
-    else:
-        layout = state_layout(source.sparkSession, checkpoint, key_columns == [ALL_KEY])
-    input_names = _input_names(key_columns, value_columns)
-    chained = None
+    setup = _Setup(time_mode, groups.count, spark_offset_ms, layout)
+    prepared, config = _key_group_input(source, plan, upstream, setup)
+    output_schema = combined_schema(plan.result_schema, phase=plan.feeds_downstream)
+    operator_schema = config.pandas_output.operator_schema(output_schema)
+    frame = key_group_operator(prepared, config, operator_schema, _delay(plan, setup))
+    return StreamingWindow(
+        frame=config.pandas_output.restore(frame, output_schema),
+        key_groups=groups,
+        spark_time_mode=config.spark_time_mode(),
+        side_schemas=_side_schemas(source, plan, upstream),
+        depth=1 if upstream is None else upstream.depth + 1,
+        feeds_downstream=plan.feeds_downstream,
+        pipeline=(*(upstream.pipeline if upstream else ()), _described(source, plan, time_mode)),
+        spark_offset_ms=spark_offset_ms,
+        state_layout=layout,
+        watermarks=records.watermark_setup(
+            upstream, time_mode, plan.out_of_orderness_ms, plan.partitions
+        ),
+        recorded=recorded,
+    )
+
+
+@dataclass(frozen=True)
+class _Setup:
+    """What a window's query was decided to run with, before its input is built."""
+
+    time_mode: TimeMode
+    groups: int
+    spark_offset_ms: int
+    layout: StateLayout
+
+
+def _key_group_input(
+    source: DataFrame, plan: StreamPlan, upstream: StreamingWindow | None, setup: _Setup
+) -> tuple[DataFrame, ProcessorConfig]:
+    """The key groups' input (each row with its key group) and their processors' config."""
+    input_names = plan.input_names
+    keys, chained = list(plan.key_columns), None
     if upstream is None:
-        prepared = _prepare_input(
-            source,
-            key_columns,
-            timestamp_column,
-            value_columns,
-            time_mode,
-            out_of_orderness_ms,
-            spark_offset_ms,
-            partitions,
-        )
-        prepared = prepared.withColumn(KEY_GROUP, slot_column(key_columns, groups.count))
+        prepared = _prepare_input(source, plan, setup.time_mode, setup.spark_offset_ms)
+        prepared = prepared.withColumn(KEY_GROUP, slot_column(keys, setup.groups))
     else:
-        prepared = prepare_upstream(source, input_names, key_columns, groups.count)
+        prepared = prepare_upstream(source, input_names, keys, setup.groups)
         chained = UpstreamInput(
-            upstream.depth, len(input_names), len(result_schema.fields), feeds_downstream
+            upstream.depth, len(input_names), len(plan.result_schema.fields), plan.feeds_downstream
         )
     # what pandas would lose on the way in and out (NaN apart from null, nested values)
     prepared, pandas_input = lossless_input(prepared, range(len(input_names)))
-    pandas_output = lossless_output(result_schema)
-    key_types = _type_names(source, key_columns)
+    key_types = _type_names(source, plan.key_columns)
     config = ProcessorConfig(
-        make_operator=make_operator,
-        time_mode=time_mode,
-        value_names=tuple(value_columns),
-        value_types=_type_names(source, value_columns),
-        value_positions=tuple(input_names.index(c) for c in value_columns),
-        result_names=tuple(result_schema.fieldNames()),
-        result_to_row=result_to_row,
-        key_positions=tuple(input_names.index(c) for c in key_columns),
+        spec=plan.spec,
+        value_names=plan.value_columns,
+        value_types=_type_names(source, plan.value_columns),
+        result_schema=plan.result_schema,
+        time_mode=setup.time_mode,
+        value_positions=tuple(input_names.index(c) for c in plan.value_columns),
+        result_to_row=plan.result_to_row,
+        key_positions=tuple(input_names.index(c) for c in plan.key_columns),
         key_types=key_types,
         timestamp_position=len(input_names),
-        engine_key=engine_key,
-        idleness_ms=idleness_ms,
-        max_parallelism=groups.count,
+        engine_key=plan.engine_key,
+        idleness_ms=plan.idleness_ms,
+        max_parallelism=setup.groups,
         upstream=chained,
-        feeds_downstream=feeds_downstream,
-        result_schema=result_schema,
+        feeds_downstream=plan.feeds_downstream,
         metrics=True,
-        spark_offset_ms=spark_offset_ms,
-        out_of_orderness_ms=out_of_orderness_ms,
+        spark_offset_ms=setup.spark_offset_ms,
+        out_of_orderness_ms=plan.out_of_orderness_ms,
         pandas_input=pandas_input,
-        pandas_output=pandas_output,
-        key_normaliser=key_normaliser(key_types) if engine_key is None else None,
-        state_layout=layout,
+        pandas_output=lossless_output(plan.result_schema),
+        key_normaliser=key_normaliser(key_types) if plan.engine_key is None else None,
+        state_layout=setup.layout,
     )
-    if pre_aggregate is not None:
-        prepared, config = pre_aggregate.apply(prepared, config)
-    output_schema = combined_schema(result_schema, phase=feeds_downstream)
-    delay = None
-    if time_mode.event_time and out_of_orderness_ms is not None:
-        delay = watermark_delay_ms(out_of_orderness_ms, spark_offset_ms)
+    if plan.pre_aggregate is None:
+        return prepared, config
+    return plan.pre_aggregate.apply(prepared, config)
+
+
+def _delay(plan: StreamPlan, setup: _Setup) -> int | None:
+    """The delay of Spark's watermark (ms): an event-time window's, else None."""
+    if not setup.time_mode.event_time or plan.out_of_orderness_ms is None:
+        return None
+    return watermark_delay_ms(plan.out_of_orderness_ms, setup.spark_offset_ms)
+
+
+def _side_schemas(
+    source: DataFrame, plan: StreamPlan, upstream: StreamingWindow | None
+) -> dict[str, StructType]:
+    """The side outputs' schemas known now: a chain's earlier windows', the late data."""
     schemas = upstream_schemas(upstream)
+    late_tag = plan.spec.late_data_tag
     if late_tag is not None:
-        schemas[late_tag.tag_id] = StructType([source.schema[c] for c in value_columns])
-    described = describe_window(
-        operator,
-        key=_columns_of(source, key_columns),
-        values=_columns_of(source, value_columns),
+        schemas[late_tag.tag_id] = StructType([source.schema[c] for c in plan.value_columns])
+    return schemas
+
+
+def _described(source: DataFrame, plan: StreamPlan, time_mode: TimeMode) -> dict[str, str]:
+    """What the window's state depends on, for the checkpoint's pipeline record."""
+    return describe_window(
+        plan.spec,
+        key=_columns_of(source, plan.key_columns),
+        values=_columns_of(source, plan.value_columns),
         time_mode=time_mode.value,
-        **results_kept(operator, result_schema),
+        **results_kept(plan.spec, plan.result_schema),
     )
-    operator_schema = pandas_output.operator_schema(output_schema)
-    frame = key_group_operator(prepared, config, operator_schema, delay)
-    return StreamingWindow(
-        frame=pandas_output.restore(frame, output_schema),
-        key_groups=groups,
-        spark_time_mode=config.spark_time_mode(),
-        side_schemas=schemas,
-        depth=1 if upstream is None else upstream.depth + 1,
-        feeds_downstream=feeds_downstream,
-        pipeline=(*(upstream.pipeline if upstream else ()), described),
-        spark_offset_ms=spark_offset_ms,
-        state_layout=layout,
-        watermarks=records.watermark_setup(upstream, time_mode, out_of_orderness_ms, partitions),
-    )
+
+
+def _records(
+    spark: Any, checkpoint: str | CheckpointRecords | None, upstream: StreamingWindow | None
+) -> CheckpointRecords | None:
+    """The records of the checkpoint the query will start on, read once: given, or a
+    chain's earlier window's; None without a checkpoint."""
+    if checkpoint is None or isinstance(checkpoint, CheckpointRecords):
+        return checkpoint
+    if upstream is not None:
+        return upstream.recorded
+    return read_records(spark, checkpoint)
 
 
 def _key_groups(
-    spark: Any, given: int | None, checkpoint: str | None, upstream: StreamingWindow | None
+    spark: Any,
+    given: int | None,
+    recorded: CheckpointRecords | None,
+    upstream: StreamingWindow | None,
 ) -> KeyGroups:
     """The number of key groups, decided before anything is built: a chain's windows
-    share the first one's; a restart reads the number its checkpoint recorded."""
+    share the first one's; a restart takes the number its checkpoint recorded."""
     if upstream is not None:
         return KeyGroups.decide(spark, upstream.key_groups.count)
-    recorded = None if checkpoint is None else stored_groups(spark, checkpoint)
-    return KeyGroups.decide(spark, given, recorded)
+    return KeyGroups.decide(spark, given, None if recorded is None else recorded.groups)
 
 
-def _columns_of(df: DataFrame, names: list[str]) -> str:
+def _columns_of(df: DataFrame, names: Sequence[str]) -> str:
     return ", ".join(f"{name} {df.schema[name].dataType.simpleString()}" for name in names)
 
 
-def _type_names(df: DataFrame, names: list[str]) -> tuple[str, ...]:
+def _type_names(df: DataFrame, names: Sequence[str]) -> tuple[str, ...]:
     return tuple(type(df.schema[c].dataType).__name__ for c in names)
-
-
-# ---------------------------------------------------------------------- validation
-
-
-def _check_arguments(
-    df: DataFrame,
-    key_columns: list[str],
-    timestamp_column: str | None,
-    value_columns: list[str],
-    time_mode: TimeMode | str,
-) -> TimeMode:
-    """The time mode named, once the arguments are checked."""
-    if not df.isStreaming:
-        raise WindowSpecError(
-            "`df` must be a streaming DataFrame (spark.readStream...); run bounded "
-            "DataFrames with the batch runner"
-        )
-    mode = TimeMode.of(time_mode)
-    names = df.columns
-    wanted = [*key_columns, *value_columns] + ([timestamp_column] if timestamp_column else [])
-    missing = [c for c in wanted if c not in names]
-    if missing or not key_columns:
-        raise WindowSpecError(
-            f"`key_columns`, `value_columns` and `timestamp_column` must name columns of "
-            f"`df` (at least one key column); missing {missing} in {names}"
-        )
-    marked = [f.name for f in df.schema.fields if WATERMARK_DELAY in f.metadata]
-    if marked:
-        raise WindowSpecError(
-            f"`df` already has a watermark on {marked}: tidemark sets the watermark from the "
-            "WatermarkStrategy; remove withWatermark (Spark would take the minimum of both)"
-        )
-    return mode
-
-
-def check_time_mode(
-    assigner: WindowAssigner,
-    time_mode: TimeMode,
-    out_of_orderness_ms: int | None,
-    idleness_ms: int | None,
-) -> None:
-    """Refuse a time mode the stream or the assigner cannot serve, naming the fix."""
-    if time_mode.event_time and out_of_orderness_ms is None:
-        raise WindowSpecError(
-            f"time_mode={time_mode.value!r} needs a watermark: give a WatermarkStrategy with "
-            "bounded out-of-orderness (out_of_orderness_ms); got none. Without a watermark "
-            "Spark never fires event-time timers, so no event-time window would ever close"
-        )
-    if out_of_orderness_ms is not None and out_of_orderness_ms < 0:
-        raise WindowSpecError(
-            f"`out_of_orderness_ms` must be >= 0; got out_of_orderness={out_of_orderness_ms}ms"
-        )
-    if idleness_ms is not None and idleness_ms <= 0:
-        raise WindowSpecError(f"`idleness` must be > 0; got idleness={idleness_ms}ms")
-    if idleness_ms is not None and not time_mode.event_time:
-        raise WindowSpecError(
-            f"`idleness` advances the event-time watermark and needs time_mode='EventTime' "
-            f"or 'EventTimeAndProcessingTime' (event-time windows or triggers); got "
-            f"idleness={idleness_ms}ms, "
-            f"time_mode={time_mode.value!r}: remove with_idleness from the WatermarkStrategy"
-        )
-    if not assigner.timer_domains() <= time_mode.domains:
-        wanted = TimeMode.EVENT_TIME if assigner.is_event_time() else TimeMode.PROCESSING_TIME
-        raise WindowSpecError(
-            f"the assigner {assigner!r} needs time_mode={wanted.value!r} (or "
-            f"'EventTimeAndProcessingTime'); got time_mode={time_mode.value!r}"
-        )
 
 
 # ---------------------------------------------------------------------- input
 
 
-def _input_names(key_columns: list[str], value_columns: list[str]) -> list[str]:
-    """The processor's input columns, before the timestamp: keys, then values, once each."""
-    return list(dict.fromkeys([*key_columns, *value_columns]))
-
-
 def _prepare_input(
-    df: DataFrame,
-    key_columns: list[str],
-    timestamp_column: str | None,
-    value_columns: list[str],
-    time_mode: TimeMode,
-    out_of_orderness_ms: int | None,
-    offset_ms: int,
-    partitions: SourcePartitions | None = None,
+    df: DataFrame, plan: StreamPlan, time_mode: TimeMode, offset_ms: int
 ) -> DataFrame:
     """The processor's input: key and value columns, ``__tm_ts``, and (event time) the
     watermark on Spark's clock, ``offset_ms`` ahead of the engine's."""
-    names = _input_names(key_columns, value_columns)
-    timestamp = stream_timestamp_ms(df.schema, timestamp_column)
-    df = _refusing_null_keys(df, key_columns, [*names, timestamp_column], timestamp)
+    names = plan.input_names
+    timestamp = stream_timestamp_ms(df.schema, plan.timestamp_column)
+    shown = [*names, plan.timestamp_column]
+    df = _refusing_null_keys(df, list(plan.key_columns), shown, timestamp)
     columns = [processor_column(df, c) for c in names]
     if not time_mode.event_time:
         return df.select(*columns, timestamp.alias(TS))
-    assert out_of_orderness_ms is not None
-    delay = f"{watermark_delay_ms(out_of_orderness_ms, offset_ms)} milliseconds"
+    assert plan.out_of_orderness_ms is not None
+    delay = f"{watermark_delay_ms(plan.out_of_orderness_ms, offset_ms)} milliseconds"
 
     def watermarked(rows: DataFrame, index: int = 0) -> DataFrame:
         ts = F.col(TS)
@@ -487,10 +397,10 @@ def _prepare_input(
             .drop(WATERMARK_TIME)
         )
 
-    if partitions is None:
+    if plan.partitions is None:
         return watermarked(df)
     marker = timestamp.isNotNull() & (timestamp >= F.lit(END_OF_INPUT_MS))
-    return union_by_partition(df, partitions, timestamp, marker, watermarked)
+    return union_by_partition(df, plan.partitions, timestamp, marker, watermarked)
 
 
 LAST_DATE = datetime.date(9999, 12, 31)
@@ -499,7 +409,7 @@ LAST_DATE = datetime.date(9999, 12, 31)
 
 def stream_timestamp_ms(schema: StructType, column: str | None) -> Any:
     """The event time of ``column`` in long ms as a stream reads it: as every mode does
-    (:func:`~tidemark.spark.timestamps.timestamp_ms`), except that a DATE column, whose
+    (:func:`~tidemark.spark.protocol.timestamps.timestamp_ms`), except that a DATE column, whose
     days (midnights) never reach :data:`END_OF_INPUT_MS` (9999-12-31T23:59:59.999Z),
     ends its input with its largest value, :data:`LAST_DATE`: such a row is stamped
     ``END_OF_INPUT_MS``, the end-of-input marker a timestamp column carries."""
@@ -521,11 +431,11 @@ def _refusing_null_keys(
     example = F.to_json(F.struct(*[F.col(f"`{c}`") for c in dict.fromkeys(shown) if c]))
     marker = F.coalesce(timestamp >= F.lit(END_OF_INPUT_MS), F.lit(False))
     for key in key_columns:
-        if key.startswith("__tm_"):  # window_all's constant, a key function's pickle
+        if is_internal(key):  # window_all's constant, a key function's pickle
             continue
         column = F.col(f"`{key}`")
         message = F.concat(
-            F.lit(f"null key in column {key!r}: every element needs a key; example row: "),
+            F.lit(null_key_message(key)),
             example,
             F.lit(f". {NULL_KEY_ADVICE}"),
         )

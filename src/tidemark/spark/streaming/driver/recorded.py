@@ -9,20 +9,13 @@ nothing and takes no lock: a running query's checkpoint is read as a stopped one
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from tidemark.errors import ExplainError, WindowSpecError
 from tidemark.explain.events import PartitionState
 from tidemark.spark.streaming.driver.batch_records import BatchRecord, read_batch_records
-from tidemark.spark.streaming.driver.checkpoint import (
-    PIPELINE_FILE,
-    read_record,
-    stored_clock,
-    stored_groups,
-    stored_layout,
-)
+from tidemark.spark.streaming.driver.checkpoint import read_records
 
 __all__ = ["RecordedQuery", "partition_states", "key_columns", "check_batch"]
 
@@ -69,9 +62,8 @@ class RecordedQuery:
                 f"`checkpoint` must be the checkpoint location a query was started with "
                 f"(a path); got {checkpoint!r}"
             )
-        groups = stored_groups(spark, checkpoint)
-        lines = read_record(spark, f"{checkpoint.rstrip('/')}/{PIPELINE_FILE}")
-        if groups is None or not lines:
+        records = read_records(spark, checkpoint)
+        if records.groups is None or records.pipeline is None:
             raise WindowSpecError(
                 f"`checkpoint` must be the checkpoint of a query tidemark started "
                 f"(write_outputs); got {checkpoint!r}, which holds no tidemark records "
@@ -80,10 +72,10 @@ class RecordedQuery:
             )
         return cls(
             checkpoint,
-            groups,
-            tuple(json.loads(lines[0])),
-            stored_layout(spark, checkpoint) or "row",
-            stored_clock(spark, checkpoint) or 0,
+            records.groups,
+            records.pipeline,
+            records.layout or "row",
+            records.clock or 0,
             tuple(read_batch_records(spark, checkpoint)),
         )
 

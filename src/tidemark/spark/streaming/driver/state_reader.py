@@ -19,8 +19,8 @@ from pyspark.sql import functions as F
 
 from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
-from tidemark.spark.columns import KEY_GROUP
-from tidemark.spark.streaming.driver.checkpoint import stored_layout
+from tidemark.spark.protocol.columns import KEY_GROUP
+from tidemark.spark.streaming.driver.checkpoint import read_records
 from tidemark.spark.streaming.driver.keygroups import slot_column
 from tidemark.spark.streaming.worker.deltas import stored_keys
 from tidemark.spark.streaming.worker.state import StoredKey, dump_keys, load_keys
@@ -71,7 +71,7 @@ def read_groups(
     if batch_id is not None:
         reader = reader.option("batchId", batch_id)
     where = None if slot is None else F.col(f"key.`{KEY_GROUP}`") == F.lit(slot)
-    if stored_layout(spark, checkpoint) == DELTAS:
+    if read_records(spark, checkpoint).layout == DELTAS:
         return _delta_rows(reader, where)
     if "transformWithState" in first.operatorName:
         reader = reader.option("stateVarName", STATE_NAME)

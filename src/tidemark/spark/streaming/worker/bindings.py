@@ -29,10 +29,13 @@ from collections.abc import Iterator
 from typing import Any, Protocol
 
 import pandas as pd
+import pyspark
+from pyspark.errors import PySparkRuntimeError
 from pyspark.sql.streaming.stateful_processor import StatefulProcessorHandle, TimerValues
 
+from tidemark.errors import SessionSetupError
 from tidemark.spark.streaming.worker.config import ProcessorConfig
-from tidemark.spark.streaming.worker.deltas import DeltaState
+from tidemark.spark.streaming.worker.deltas import DeltaState, value_bytes_limit
 from tidemark.spark.streaming.worker.groups import WindowGroups
 from tidemark.spark.streaming.worker.packing import unpacked_frames
 from tidemark.spark.streaming.worker.pyspark40 import patch as patch_pyspark40
@@ -40,7 +43,7 @@ from tidemark.spark.streaming.worker.state import StoredGroup
 from tidemark.spark.streaming.worker.time_advance import BatchClock, Timers
 from tidemark.spark.streaming.worker.variables import DELTAS
 
-__all__ = ["ProcessorCalls", "WindowGroupFunction"]
+__all__ = ["ProcessorCalls", "WindowGroupFunction", "row_too_large"]
 
 patch_pyspark40()  # before Spark reads a batch for the function (see its module)
 
@@ -94,11 +97,32 @@ class _OneRow:
         return StoredGroup.decode(self._state.get(), self._max_parallelism)
 
     def write(self, group: StoredGroup) -> None:
-        self._state.update(group.encode(self._max_parallelism))
+        row = group.encode(self._max_parallelism)
+        try:
+            self._state.update(row)
+        except PySparkRuntimeError as exc:
+            limit = value_bytes_limit()
+            if limit is None or len(row[1]) <= limit:
+                raise
+            raise row_too_large(len(row[1])) from exc
 
     def clear(self, group: StoredGroup) -> None:
         if group.exists:
             self._state.clear()
+
+
+def row_too_large(size: int, version: str = pyspark.__version__) -> SessionSetupError:
+    """The error for a group's row that PySpark 4.0's state server failed to take
+    (:func:`~.deltas.value_bytes_limit`): a row is one value, which the row layout cannot
+    split."""
+    return SessionSetupError(
+        f"PySpark {version}'s state server failed to read a key group's state row of "
+        f"{size:,} bytes whole (SPARK-53870: Spark 4.0 may read a large state value in "
+        "part; fixed in 4.1.0). Nothing of the failed micro-batch was committed: restart "
+        "the query on PySpark 4.1 or later, or start it on a new checkpoint in the deltas "
+        "state layout (spark.tidemark.streaming.stateLayout=deltas), which writes no value "
+        "that large on 4.0"
+    )
 
 
 class _HandleStore:

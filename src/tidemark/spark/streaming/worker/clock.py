@@ -54,7 +54,7 @@ from __future__ import annotations
 from typing import Any
 
 from tidemark.errors import InputDataError, WindowSpecError
-from tidemark.spark.timestamps import ACCEPTED_TIMESTAMP_STRINGS
+from tidemark.spark.protocol.timestamps import ACCEPTED_TIMESTAMP_STRINGS
 from tidemark.time import LONG_MAX, LONG_MIN
 
 __all__ = [

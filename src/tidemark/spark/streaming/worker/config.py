@@ -10,10 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tidemark._engine.operator import WindowOperator
-from tidemark.spark.codec import result_tuple
-from tidemark.spark.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
-from tidemark.spark.lossless import PandasInput, PandasOutput
+from tidemark._engine.contract import OperatorHandle
+from tidemark._engine.create import partials_operator
+from tidemark.spark.protocol.codec import result_tuple
+from tidemark.spark.protocol.columns import DROPPED, FORWARDED, OUTPUT, PHASE, SIDE, TS, decode_key
+from tidemark.spark.protocol.lossless import PandasInput, PandasOutput
+from tidemark.spark.protocol.worker_plan import WorkerPlan
 from tidemark.spark.streaming.worker.clock import SPARK_OFFSET_MS
 from tidemark.spark.streaming.worker.modes import TimeMode
 from tidemark.spark.streaming.worker.packing import Unpacking
@@ -42,7 +44,7 @@ class UpstreamInput:
     depth : int
         The earlier window's place in the chain (1 = the first window); its outputs
         other than the results pass through under
-        :func:`~tidemark.spark.columns.upstream_output_name`.
+        :func:`~tidemark.spark.protocol.columns.upstream_output_name`.
     timestamp_position : int
         Where ``__tm_ts`` is in the processor's input; ``__tm_output``, ``__tm_side``,
         ``__tm_dropped``, ``__tm_phase`` and ``__tm_forwarded`` follow it
@@ -60,31 +62,29 @@ class UpstreamInput:
 
 
 @dataclass(frozen=True)
-class ProcessorConfig:
-    """Everything a worker needs to run the window operator for one query.
+class ProcessorConfig(WorkerPlan):
+    """Everything a worker needs to run the window operator for one query: the
+    :class:`~tidemark.spark.protocol.worker_plan.WorkerPlan` both modes share (the spec, whose
+    operator :meth:`make_operator` builds once per key group and micro-batch, the value
+    columns and their types, the result schema), and what a stream adds.
 
     Attributes
     ----------
-    make_operator : callable
-        ``() -> WindowOperator``; called once per key group and micro-batch.
     time_mode : TimeMode
         Which engine clocks the query moves (its name is taken too): event time follows
         Spark's watermark, processing time the batch's. Spark's own ``timeMode`` is
         :meth:`spark_time_mode`.
     key_positions, key_types : tuple
         Where the key columns are in the processor's input, and their Spark type names.
-    value_names, value_types : tuple of str
-        The columns of the Rows handed to the user's functions, and their Spark type names.
     value_positions : tuple of int
-        Where those columns are in the processor's input; the timestamp (long ms) is at
+        Where the value columns are in the processor's input; the timestamp (long ms) is at
         ``timestamp_position``. Positions, because PySpark rebuilds the pandas frames from
         ``itertuples`` (4.3), which renames columns that are not identifiers.
     timestamp_position : int
         Where the timestamp (long ms) is in the processor's input.
-    result_names : tuple of str
-        The result columns, in the order ``result_to_row`` returns them.
     result_to_row : callable
-        ``(result, timestamp_ms) -> tuple`` for one main result.
+        ``(result, timestamp_ms) -> tuple`` for one main result, in the order of
+        ``result_names``.
     engine_key : callable, optional
         The tuple of a row's key columns to the engine's key; default: the value of a
         single key column, else the tuple.
@@ -99,9 +99,6 @@ class ProcessorConfig:
         elements, stamped with their ``__tm_ts``; no row is an end-of-input marker.
     feeds_downstream : bool
         A later window reads the output: each row carries ``__tm_phase``.
-    result_schema : StructType, optional
-        The results' schema: a result a field cannot hold fails naming the field
-        (:class:`~tidemark.errors.WindowResultError`), not in Spark's Arrow conversion.
     metrics : bool
         Each call emits a ``"__tm_stats"`` row of its figures (:mod:`.metrics`).
     spark_offset_ms : int
@@ -114,16 +111,16 @@ class ProcessorConfig:
         query has one.
     pandas_input, pandas_output : PandasInput, PandasOutput
         Where the input and the output carry what pandas would lose (a NaN apart from
-        a null, nested values; :mod:`tidemark.spark.lossless`).
+        a null, nested values; :mod:`tidemark.spark.protocol.lossless`).
     key_normaliser : callable, optional
         A row's key column value (or tuple of them) -> its key, for float, struct and
-        array key columns (:mod:`tidemark.spark.keys`).
+        array key columns (:mod:`tidemark.spark.protocol.keys`).
     state_layout : StateLayout
         How the key groups' state is kept (:mod:`.deltas`): one row per group (the
         default here, every query's before layouts were recorded), or a base and deltas.
     partial_position : int, optional
         Where ``__tm_partial`` is in the processor's input, when the source's rows are
-        combined per window before the shuffle (:mod:`.combine`): ``make_operator``
+        pre-aggregated before the shuffle (:mod:`.preaggregate`): :meth:`make_operator`
         then makes the operator that merges the partials
         (:func:`~tidemark._engine.create.partials_operator`). None: rows are elements.
     unpacking : Unpacking, optional
@@ -131,12 +128,8 @@ class ProcessorConfig:
         them back into pandas. None: Spark hands the rows as they are.
     """
 
-    make_operator: Callable[[], WindowOperator]
     time_mode: TimeMode
-    value_names: tuple[str, ...]
-    value_types: tuple[str, ...]
     value_positions: tuple[int, ...]
-    result_names: tuple[str, ...]
     result_to_row: Callable[[Any, int], tuple]
     key_positions: tuple[int, ...] = (0,)
     key_types: tuple[str, ...] = ("StringType",)
@@ -146,7 +139,6 @@ class ProcessorConfig:
     max_parallelism: int = DEFAULT_MAX_PARALLELISM
     upstream: UpstreamInput | None = None
     feeds_downstream: bool = False
-    result_schema: Any = None
     metrics: bool = False
     spark_offset_ms: int = SPARK_OFFSET_MS
     out_of_orderness_ms: int | None = None
@@ -159,6 +151,13 @@ class ProcessorConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "time_mode", TimeMode.of(self.time_mode))
+
+    def make_operator(self) -> OperatorHandle:
+        """The operator of :attr:`spec` (the one merging its partials when the input
+        carries them, ``partial_position``)."""
+        if self.partial_position is not None:
+            return partials_operator(self.spec)
+        return super().make_operator()
 
     def output_columns(self) -> list[str]:
         phase = [PHASE, FORWARDED] if self.feeds_downstream else []

@@ -31,6 +31,12 @@ are done. A call that fails midway leaves nothing behind, and a version the work
 not see written or read is never trusted: a retried micro-batch writes the same version
 number with a new token. How the layout is chosen and recorded: ``docs/streaming.md``
 ("State layouts").
+
+On PySpark 4.0, whose state server may read a large value in part (SPARK-53870,
+:func:`value_bytes_limit`), no value written passes :data:`STATE_SERVER_VALUE_BYTES`: the
+base goes in chunks of it, a delta over it as several versions (each a part of the keys,
+:func:`_delta_blobs`), and a call changing a key larger than it alone compacts instead.
+Both are what the layout reads on any release, so a checkpoint moves between releases.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
+
+import pyspark
 
 from tidemark.errors import WindowSpecError
 from tidemark.spark.streaming.worker.state import (
@@ -57,6 +65,8 @@ __all__ = [
     "CACHE",
     "apply_delta",
     "stored_keys",
+    "STATE_SERVER_VALUE_BYTES",
+    "value_bytes_limit",
 ]
 
 CHUNK_BYTES = 4 << 20
@@ -66,6 +76,45 @@ KEPT_DELTAS = 4
 """The deltas up to a compaction's version kept after it (the compaction's own among
 them), so that a worker's copy that many versions behind still catches up rather than
 reading the new base whole; older ones go at the next compaction."""
+
+
+STATE_SERVER_VALUE_BYTES = 63 << 10
+"""The most bytes of one state value written through PySpark 4.0's state server: with
+the request's other fields, within the 64 KiB PySpark sends in one socket write (its
+buffer), far below the sizes its server was seen to read in part (2 MB and more)."""
+
+
+def value_bytes_limit(version: str = pyspark.__version__) -> int | None:
+    """The most bytes of one state value that the state server of PySpark ``version``
+    surely reads whole (None: any).
+
+    Spark 4.0's ``TransformWithStateInPandasStateServer`` reads a request with one
+    ``InputStream.read``, which returns the bytes arrived so far: a request of a few MB
+    is at times read in part, and the update fails (``invalid pickle opcode: 0``) and
+    the query with it. SPARK-53870 reads it whole (``readFully``) from Spark 4.1.0; its
+    backport to 4.0 came after 4.0.1, and is not assumed here: every 4.0 release keeps
+    the limit (which costs only more, smaller writes). Measured on 4.0.0 (one value
+    written per task, 10 tasks a size): 1 MB never failed, 2 MB once, 4 MB six times.
+
+    >>> [value_bytes_limit(v) for v in ("4.0.0", "4.1.1", "4.2.0")]
+    [64512, None, None]
+    """
+    return STATE_SERVER_VALUE_BYTES if version.split(".")[:2] == ["4", "0"] else None
+
+
+def _delta_blobs(changed: dict[Any, Any], limit: int | None) -> list[bytes] | None:
+    """``changed`` (:func:`~.state.dump_keys`) as one delta, or, over ``limit`` bytes, as
+    several, each a part of the keys within it: None where a key alone passes it."""
+    blob = dump_keys(changed)
+    if limit is None or len(blob) <= limit:
+        return [blob]
+    if len(changed) == 1:
+        return None
+    items = list(changed.items())
+    half = len(items) // 2
+    first = _delta_blobs(dict(items[:half]), limit)
+    second = _delta_blobs(dict(items[half:]), limit)
+    return None if first is None or second is None else first + second
 
 
 def _spread(base_token: int) -> float:
@@ -156,9 +205,16 @@ class DeltaState:
     reads (:meth:`read`) and writes (:meth:`write`, :meth:`clear`) in each call, in that
     order."""
 
-    def __init__(self, variables: DeltaVariables, max_parallelism: int, layout: StateLayout):
+    def __init__(
+        self,
+        variables: DeltaVariables,
+        max_parallelism: int,
+        layout: StateLayout,
+        value_bytes: int | None = value_bytes_limit(),
+    ):
         self._meta, self._deltas, self._base = variables
         self._max_parallelism, self._layout = max_parallelism, layout
+        self._value_bytes = value_bytes  # the state server's limit (None: none)
         self._read: list[Any] | None = None  # the meta of the call under way
 
     def read(self) -> StoredGroup:
@@ -238,15 +294,28 @@ class DeltaState:
     def _written(
         self, meta: list[Any], changed: dict[Any, Any], keys: dict[Any, StoredKey]
     ) -> list[Any]:
-        """Write ``changed`` as a delta, or every key as a new base: the new meta."""
-        blob = dump_keys(changed)
-        version, token = meta[2] + 1, _token()
-        self._deltas.updateValue((version,), (meta[3], token, blob))
-        delta_bytes = meta[8] + len(blob)
-        if delta_bytes <= max(meta[7] * _spread(meta[5]), self._layout.compact_bytes):
+        """Write ``changed`` as a delta (or several, :func:`_delta_blobs`), or every key as
+        a new base: the new meta."""
+        version, parent, delta_bytes = meta[2], meta[3], meta[8]
+        blobs = _delta_blobs(changed, self._value_bytes)
+        for blob in blobs or []:
+            version, token = version + 1, _token()
+            self._deltas.updateValue((version,), (parent, token, blob))
+            parent, delta_bytes = token, delta_bytes + len(blob)
+        if blobs is None:  # a key alone passes the limit: no delta, a base
+            version, token = version + 1, _token()
+        elif delta_bytes <= max(meta[7] * _spread(meta[5]), self._layout.compact_bytes):
             return [*meta[:2], version, token, *meta[4:8], delta_bytes]
+        return self._compacted(meta, version, token, keys)
+
+    def _compacted(
+        self, meta: list[Any], version: int, token: int, keys: dict[Any, StoredKey]
+    ) -> list[Any]:
+        """Write every key as the base of ``version``, drop the deltas before it but the
+        last :data:`KEPT_DELTAS`: the new meta."""
         base = dump_keys(keys)
-        chunks = [base[at : at + CHUNK_BYTES] for at in range(0, len(base), CHUNK_BYTES)]
+        size = min(CHUNK_BYTES, self._value_bytes or CHUNK_BYTES)
+        chunks = [base[at : at + size] for at in range(0, len(base), size)]
         for number, chunk in enumerate(chunks):
             self._base.updateValue((number,), (chunk,))
         for stale in range(len(chunks), meta[6]):

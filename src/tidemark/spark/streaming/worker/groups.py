@@ -31,7 +31,7 @@ What varies between queries is chosen once, when a worker first calls, from the 
 branch on it: where the rows come from (:mod:`.inputs`: the source, or an earlier
 window in a chain, whose early results step 4 feeds before advancing), how time advances
 (:mod:`.time_advance`: Spark-held timers, the watermark polled in a ProcessingTime query,
-the idle clock), and whether output rows carry a chain's phase (:mod:`.outputs`). The
+the idle clock), and whether output rows carry a chain's phase (:mod:`.output_rows`). The
 Spark operators that call it are thin adapters (:mod:`.bindings`) over one
 :class:`GroupStore`.
 """
@@ -43,14 +43,15 @@ from typing import Any, Protocol
 
 import pandas as pd
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import WindowOperator
 from tidemark.errors import WindowSpecError
+from tidemark.spark.runtime.worker_gc import fewer_gc_passes, freeze_survivors
 from tidemark.spark.streaming.worker.clock import engine_watermark
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import KeyRun, row_reader
 from tidemark.spark.streaming.worker.metrics import CallFigures, figures_for
-from tidemark.spark.streaming.worker.outputs import outputs_for
+from tidemark.spark.streaming.worker.output_rows import outputs_for
 from tidemark.spark.streaming.worker.state import NEW_KEY, StoredGroup, StoredKey, dump_key_state
 from tidemark.spark.streaming.worker.time_advance import (
     BatchClock,
@@ -58,7 +59,6 @@ from tidemark.spark.streaming.worker.time_advance import (
     Visit,
     time_advance_for,
 )
-from tidemark.spark.worker_gc import fewer_gc_passes, freeze_survivors
 
 __all__ = ["GroupStore", "WindowGroups", "object_frame"]
 
@@ -231,11 +231,11 @@ class WindowGroups:
         figures.emitted(operator)
         for visit in visits:
             self._take_back(operator, visit, group, clock, figures)
-        _release(operator)
+        operator.release()
 
     def _take_back(
         self,
-        operator: WindowOperator,
+        operator: OperatorHandle,
         visit: Visit,
         group: StoredGroup,
         clock: BatchClock,
@@ -302,17 +302,7 @@ def _cohort(visit: Visit, run: KeyRun | None, forwarded: int | None) -> tuple[in
     return visit.watermark, visit.processing_time, early
 
 
-def _release(operator: WindowOperator) -> None:
-    """Drop what ``operator`` holds once the call is done with it: an operator is in
-    reference cycles (its path and timer services call back into it), so what it still
-    held would wait for the cyclic collector, which walks every object of it; dropped
-    here, reference counting frees it at once."""
-    operator.forget_all_keys()
-    operator.output.clear()
-    operator.side_outputs.clear()
-
-
-def _restore(operator: WindowOperator, visit: Visit, figures: CallFigures) -> None:
+def _restore(operator: OperatorHandle, visit: Visit, figures: CallFigures) -> None:
     key_state: KeyState | None = visit.stored.load_state()
     if key_state is not None:
         figures.restored(key_state)
@@ -320,7 +310,7 @@ def _restore(operator: WindowOperator, visit: Visit, figures: CallFigures) -> No
 
 
 def _restore_where(
-    operator: WindowOperator,
+    operator: OperatorHandle,
     visits: list[Visit],
     wanted: Callable[[Visit], bool],
     figures: CallFigures,

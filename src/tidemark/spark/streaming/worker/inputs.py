@@ -1,6 +1,6 @@
 """Where a key group's rows come from, chosen once per query: the source's rows
-(:class:`SourceRows`), the source's rows combined per window before the shuffle
-(:class:`CombinedRows`, :mod:`.combine`) or an earlier window's combined frame
+(:class:`SourceRows`), the source's rows pre-aggregated before the shuffle
+(:class:`PreAggregatedRows`, :mod:`.preaggregate`) or an earlier window's combined frame
 (:class:`UpstreamRows`, a chain, :mod:`tidemark.spark.streaming.driver.chain`).
 
 Each reader turns the frames Spark hands one call into *key runs*: each key's Rows and
@@ -21,8 +21,9 @@ import numpy as np
 import pandas as pd
 
 from tidemark.ranges import first_out_of_range, out_of_range_error
-from tidemark.spark.codec import column_values, row_type_of
-from tidemark.spark.columns import (
+from tidemark.spark.protocol.codec import row_type_of
+from tidemark.spark.protocol.column_values import column_values
+from tidemark.spark.protocol.columns import (
     EARLY,
     MAIN,
     ON_ELEMENTS,
@@ -42,7 +43,7 @@ __all__ = [
     "KeyRuns",
     "RowReader",
     "SourceRows",
-    "CombinedRows",
+    "PreAggregatedRows",
     "engine_key_of",
     "UpstreamRows",
     "row_reader",
@@ -86,7 +87,7 @@ class RowReader:
     def __init__(self, config: ProcessorConfig):
         self._config = config
         self._row_type = row_type_of(config.value_names)
-        self._assigner = config.make_operator().assigner
+        self._assigner = config.spec.assigner
         self._bounds = self._assigner.timestamp_range()  # what its windows hold
 
     def split_frames(self, frames: Iterable[pd.DataFrame], spark_watermark_ms: int) -> KeyRuns:
@@ -189,10 +190,10 @@ class SourceRows(RowReader):
     end_of_input = END_OF_INPUT_MS
 
 
-class CombinedRows(SourceRows):
-    """The source's rows combined before the shuffle (:mod:`.combine`): a row with a
+class PreAggregatedRows(SourceRows):
+    """The source's rows pre-aggregated before the shuffle (:mod:`.preaggregate`): a row with a
     ``__tm_partial`` is a :class:`~tidemark._engine.partials.Partial`, stamped with its
-    earliest element's timestamp; a row without one passed the combining step untouched
+    earliest element's timestamp; a row without one passed the pre-aggregation untouched
     (a null, out-of-range or end-of-input timestamp), read as :class:`SourceRows` reads
     it, so it fails or ends the input as it would have."""
 
@@ -241,12 +242,12 @@ def row_reader(config: ProcessorConfig) -> RowReader:
     """The reader of ``config``'s input, chosen once."""
     if config.upstream is not None:
         return UpstreamRows(config)
-    return SourceRows(config) if config.partial_position is None else CombinedRows(config)
+    return SourceRows(config) if config.partial_position is None else PreAggregatedRows(config)
 
 
 class ColumnValues:
     """A pandas frame's columns as Python values, as Arrow gives them (a NaN apart from a
-    null, nested values as BATCH reads them: :class:`~tidemark.spark.lossless.PandasInput`),
+    null, nested values as BATCH reads them: :class:`~tidemark.spark.protocol.lossless.PandasInput`),
     each column converted once: one column can be a key, a value and the timestamp."""
 
     def __init__(self, pdf: pd.DataFrame, config: ProcessorConfig):

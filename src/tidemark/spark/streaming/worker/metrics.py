@@ -1,11 +1,11 @@
-"""A key-group call's figures (:class:`~tidemark.spark.metrics.Figures`), counted as the
+"""A key-group call's figures (:class:`~tidemark.spark.protocol.figures.Figures`), counted as the
 call runs and emitted as ONE ``"__tm_stats"`` row of the combined frame at its end.
 
 The call (:mod:`.groups`) tells a :class:`CountedFigures` what it does: the elements it
 feeds, each key state it restores and takes back, each operator's output. Keys the call
 does not visit keep their state, so the state figures are the visited keys' state
 after, less before. A query observes the rows' sums in every micro-batch
-(:func:`tidemark.spark.streaming.driver.sinks.observed_chain`); :func:`figures_for`
+(:func:`tidemark.spark.streaming.driver.starting.observed_chain`); :func:`figures_for`
 picks, once per query, whether its calls count at all (a :class:`ProcessorConfig` built
 without ``metrics`` emits no row).
 """
@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tidemark._engine.contract import OperatorHandle
 from tidemark._engine.keystate import KeyState
-from tidemark._engine.operator import WindowOperator
-from tidemark.spark.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
-from tidemark.spark.metrics import Figures
+from tidemark.spark.protocol.columns import ON_ELEMENTS, OUTPUT, PHASE, SIDE, STATS_OUTPUT
+from tidemark.spark.protocol.figures import Figures
 from tidemark.spark.streaming.worker.config import ProcessorConfig
 from tidemark.spark.streaming.worker.inputs import KeyRun
 
-__all__ = ["CountedFigures", "CombinedFigures", "CallFigures", "figures_for"]
+__all__ = ["CountedFigures", "PreAggregatedFigures", "CallFigures", "figures_for"]
 
 
 class CallFigures:
@@ -38,7 +38,7 @@ class CallFigures:
     def kept(self, key_state: KeyState | None) -> None:
         """A visited key's state after the call (None: it holds none)."""
 
-    def emitted(self, operator: WindowOperator) -> None:
+    def emitted(self, operator: OperatorHandle) -> None:
         """An operator of the call is done: its results, side outputs, dropped count."""
 
     def record(self) -> tuple[Any, ...] | None:
@@ -69,7 +69,7 @@ class CountedFigures(CallFigures):
             figures.keys_in_state_change += 1
             figures.windows_in_state_change += len(key_state.contents)
 
-    def emitted(self, operator: WindowOperator) -> None:
+    def emitted(self, operator: OperatorHandle) -> None:
         figures, late = self.figures, operator.late_data_tag
         figures.num_records_out += len(operator.output)
         if late is not None:
@@ -82,9 +82,9 @@ class CountedFigures(CallFigures):
         return tuple(row)
 
 
-class CombinedFigures(CountedFigures):
-    """:class:`CountedFigures` of a query whose rows are combined before the shuffle
-    (:mod:`.combine`): each fed :class:`~tidemark._engine.partials.Partial` counts the
+class PreAggregatedFigures(CountedFigures):
+    """:class:`CountedFigures` of a query whose rows are pre-aggregated before the shuffle
+    (:mod:`.preaggregate`): each fed :class:`~tidemark._engine.partials.Partial` counts the
     elements it holds, as the one-task path counts them one by one."""
 
     def fed(self, runs: Iterable[KeyRun]) -> None:
@@ -101,7 +101,7 @@ def figures_for(config: ProcessorConfig) -> Callable[[int], CallFigures]:
     if PHASE in names:  # a chain's earlier window: a row of no phase, as its side outputs
         template[names.index(PHASE)] = ON_ELEMENTS
     side_at = names.index(SIDE)
-    counted = CountedFigures if config.partial_position is None else CombinedFigures
+    counted = CountedFigures if config.partial_position is None else PreAggregatedFigures
     return lambda watermark: counted(watermark, template, side_at)
 
 

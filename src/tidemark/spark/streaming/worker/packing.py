@@ -9,7 +9,7 @@ loop sees a few rows per key group instead:
 - :func:`pack_batches` is a ``mapInArrow`` function over the key groups' input (every
   column, the key group's included): each Arrow batch's rows, stably sorted by key
   group, become one row per key group and batch, ``__tm_key_group`` and
-  ``__tm_packed`` (the rows as an Arrow IPC stream). The rows of one key group keep
+  ``__tm_key_group_rows`` (the rows as an Arrow IPC stream). The rows of one key group keep
   their order, as Spark's shuffle would keep it.
 - :func:`unpacked_frames` in the key group's call turns each packed row back into the
   pandas frame PySpark would have built from the same rows (the same Arrow-to-pandas
@@ -28,12 +28,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tidemark.spark.columns import KEY_GROUP
+from tidemark.spark.protocol.columns import KEY_GROUP, KEY_GROUP_ROWS
 
-__all__ = ["PACKED", "Unpacking", "pack_batches", "unpacked_frames", "arrow_to_pandas"]
-
-PACKED = "__tm_packed"
-"""A packed row's rows of one key group, as an Arrow IPC stream."""
+__all__ = ["Unpacking", "pack_batches", "unpacked_frames", "arrow_to_pandas"]
 
 
 def _converter() -> Any:
@@ -76,7 +73,7 @@ def _packed(batch: pa.RecordBatch) -> pa.RecordBatch:
         blobs.append(_ipc(ordered.slice(start, end - start)))
     key_column = pa.array([k.as_py() for k in keys], grouped.type)
     return pa.RecordBatch.from_arrays(
-        [key_column, pa.array(blobs, pa.binary())], [KEY_GROUP, PACKED]
+        [key_column, pa.array(blobs, pa.binary())], [KEY_GROUP, KEY_GROUP_ROWS]
     )
 
 
@@ -103,7 +100,7 @@ def unpacked_frames(frames: Iterable[pd.DataFrame], unpacking: Unpacking) -> Ite
     tables = [
         pa.ipc.open_stream(blob).read_all()
         for frame in frames
-        for blob in frame.iloc[:, -1]  # by position: PySpark renames "__tm_packed"
+        for blob in frame.iloc[:, -1]  # by position: PySpark renames "__tm_key_group_rows"
     ]
     if not tables:
         return

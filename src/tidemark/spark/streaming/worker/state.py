@@ -50,7 +50,7 @@ from pyspark import cloudpickle
 
 from tidemark._engine.keystate import KeyState
 from tidemark.errors import WindowSpecError
-from tidemark.spark.codec import row_reductions, rows_as_columns
+from tidemark.spark.protocol.codec import row_reductions, rows_as_columns
 from tidemark.time import LONG_MIN
 
 __all__ = [
@@ -101,7 +101,7 @@ NEW_KEY = StoredKey()
 
 def dump_key_state(key_state: KeyState) -> bytes:
     """A KeyState's bytes (see :func:`dumps`): its :meth:`~KeyState.packed` form where it
-    has one, a window's Rows in it as columns (:func:`~tidemark.spark.codec.rows_as_columns`,
+    has one, a window's Rows in it as columns (:func:`~tidemark.spark.protocol.codec.rows_as_columns`,
     which unpickle as the Rows), else the object (:meth:`StoredKey.load_state` reads
     either)."""
     packed = key_state.packed()
@@ -119,7 +119,7 @@ def dump_key_state(key_state: KeyState) -> bytes:
 
 class _Dumper(threading.local):
     """A pickler per thread that writes the reader's Rows as their row type
-    (:func:`tidemark.spark.codec.row_reductions`: they come back as the same kind of Row), reused
+    (:func:`tidemark.spark.protocol.codec.row_reductions`: they come back as the same kind of Row), reused
     while what it writes is small: a call pickles every key it visits, and a pickler
     costs more to build than a small key state to write, but it then sizes its buffer
     by the largest pickle it wrote."""
