@@ -6,6 +6,7 @@ PySpark's column functions is a socket round trip, ~1 ms on a busy machine)."""
 from __future__ import annotations
 
 import gc
+import threading
 from typing import Any
 
 import pytest
@@ -22,14 +23,16 @@ def round_trips(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How many commands the driver sent the JVM since the fixture started (one item
     per command). Py4J's own releases of Java objects that Python's garbage collector
     freed are not the code's round trips: they are left out, and earlier garbage is
-    collected first."""
+    collected first. Only the test's own thread counts: a listener or query thread left
+    by an earlier test in the session talks to the JVM on its own connection."""
     sent: list[int] = []
     original = ClientServerConnection.send_command
     release = proto.MEMORY_COMMAND_NAME + proto.MEMORY_DEL_SUBCOMMAND_NAME
+    caller = threading.get_ident()
     gc.collect()
 
     def counted(self: Any, command: str) -> Any:
-        if not command.startswith(release):
+        if threading.get_ident() == caller and not command.startswith(release):
             sent.append(1)
         return original(self, command)
 
