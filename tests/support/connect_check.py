@@ -290,6 +290,28 @@ def sql_fast_path(spark: Any) -> list[str]:
     return [] if same else [f"sql fast path: {got['true']} != engine {got['false']}"]
 
 
+def plain_action_errors(spark: Any) -> list[str]:
+    """A plain ``collect()`` of a tidemark DataFrame whose input has a null key raises
+    ``tm.InputDataError``, which is also PySpark's Spark Connect exception
+    (tests/spark/api/test_bad_input_runtime.py on a classic session)."""
+    from pyspark.errors import PySparkException
+
+    import tidemark as tm
+
+    df = spark.createDataFrame([("a", 1, 1), (None, 2, 1)], "k string, ts long, v long")
+    windowed = tm.from_dataframe(df, timestamp="ts").key_by("k")
+    result = windowed.window(tm.TumblingEventTimeWindows.of(10)).sum("v").to_dataframe()
+    try:
+        result.collect()
+    except Exception as exc:  # what a user of Spark Connect meets
+        right = isinstance(exc, tm.InputDataError) and isinstance(exc, PySparkException)
+        said = str(exc).startswith("null key in column 'k'")
+        if right and said:
+            return []
+        return [f"plain action: {type(exc).__mro__} {str(exc)[:300]!r}"]
+    return ["plain action: a null key raised nothing"]
+
+
 def newer_functions(spark: Any) -> list[str]:
     """``aggregate_vectorized`` in BATCH (columnar path and engine path) and as a replay,
     and dynamic-gap sessions that keep all their elements in BATCH and a replay, equal
@@ -405,6 +427,7 @@ def main(argv: list[str]) -> None:
     failures += bounded_once(spark)
     failures += panes(spark, workdir)
     failures += sql_fast_path(spark)
+    failures += plain_action_errors(spark)
     failures += newer_functions(spark)
     failures += time_zones(spark, workdir)
     failures += values(spark, workdir)

@@ -2,17 +2,21 @@
 
 An error raised in a Spark worker reaches the driver wrapped by Spark; tidemark's own
 actions (``num_late_records_dropped()``, a replay's scan, :class:`TidemarkStreamingQuery`)
-and ``tm.raising_tidemark_errors()`` around a plain Spark action raise it as its tidemark
-type, message first. Each case pins the type and what the message names: the parameter
-or field, the rule, the value.
+and ``tm.raising_tidemark_errors()`` raise it as its tidemark type, message first; a plain
+Spark action on a tidemark DataFrame raises an exception that is both the tidemark type
+and PySpark's. Each case pins the type and what the message names: the parameter or
+field, the rule, the value.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import traceback
 
 import pytest
+from pyspark.errors import PySparkException, PythonException
 
 import tidemark as tm
 from tidemark.errors import SessionSetupError, TidemarkError, WindowResultError
@@ -112,6 +116,17 @@ def test_spark_sql_raise_error_text_reads_back_without_its_sqlstate():
     assert str(error) == 'null timestamp in column \'ts\'; example row: {"k":"a"}'
 
 
+def test_a_message_read_back_again_ends_before_the_note_it_was_given():
+    # a foreachBatch function's action raised the error once read back: Spark's report
+    # of the query's failure carries it with its note
+    spark_error = RuntimeError(
+        "tidemark.errors.InputDataError: null key in column 'k'. Fill in.\n"
+        "(raised in a Spark task; this exception is also the PythonException PySpark "
+        "raised for it, whose getMessage() has Spark's whole text)\n\tat org.apache"
+    )
+    assert str(tidemark_error_of(spark_error)) == "null key in column 'k'. Fill in."
+
+
 def test_an_error_that_is_not_tidemarks_is_left_alone():
     assert tidemark_error_of(ValueError("tidemark.errors.NoSuchError: x")) is None
     assert tidemark_error_of(ValueError("plain")) is None
@@ -167,18 +182,58 @@ def test_null_key_is_an_input_data_error(spark):
 
 
 @pytest.mark.spark
-def test_a_plain_spark_action_reads_tidemark_errors_inside_the_context(spark):
+def test_a_plain_spark_action_raises_the_tidemark_error_that_is_also_sparks(spark):
     # the SQL fast path (sum) refuses the null key in Spark SQL, not in a Python worker
     df = spark.createDataFrame([("a", 1, 1), (None, 2, 1)], "k string, ts long, v long")
     result = tm.from_dataframe(df, "ts").key_by("k").window(WINDOW).sum("v").to_dataframe()
-    with pytest.raises(Exception) as plain:
+    with pytest.raises(tm.InputDataError, match=r"^null key in column 'k'") as plain:
         result.collect()
-    assert not isinstance(plain.value, TidemarkError)
+    assert isinstance(plain.value, PySparkException)
+    assert str(plain.value).endswith("Fill in or filter out the rows without one.")
+    assert "USER_RAISED_EXCEPTION" in plain.value.getMessage()
+    shown = "".join(traceback.format_exception(plain.value))
+    assert "tidemark.errors.InputDataError: null key in column 'k'" in shown
     with pytest.raises(tm.InputDataError, match=r"^null key in column 'k'") as info:
         with tm.raising_tidemark_errors():
             result.collect()
+    assert type(info.value) is tm.InputDataError
     assert str(info.value).endswith("Fill in or filter out the rows without one.")
     assert type(info.value.__cause__) is type(plain.value)
+
+
+@pytest.mark.spark
+def test_a_plain_action_raises_a_workers_error_with_the_tasks_traceback(spark):
+    df = spark.createDataFrame([("a", 1), ("boom", 2)], "k string, ts long")
+    result = _counts(df, FailsOnBoom()).to_dataframe()
+    with pytest.raises(tm.UserFunctionError) as info:
+        result.collect()
+    assert isinstance(info.value, PythonException)
+    assert str(info.value).startswith("the window function raised KeyError")
+    (note,) = info.value.__notes__
+    assert "the task's Python traceback:)\nTraceback (most recent call last):" in note
+    assert "UserFunctionError" not in note  # the message is said once, as the error's
+    # pickled (a worker's exception sent on, a multiprocessing pool), the tidemark error
+    copy = pickle.loads(pickle.dumps(info.value))
+    assert type(copy) is tm.UserFunctionError and str(copy) == str(info.value)
+
+
+@pytest.mark.spark
+def test_a_plain_actions_null_key_in_a_worker_is_the_input_data_error(spark):
+    df = spark.createDataFrame([("a", 1), (None, 2)], "k string, ts long")
+    result = _counts(df).to_dataframe()
+    with pytest.raises(tm.InputDataError, match=r"^null key in column 'k'") as info:
+        result.toPandas()
+    assert isinstance(info.value, PySparkException)
+
+
+@pytest.mark.spark
+def test_a_failure_that_is_not_tidemarks_stays_sparks(spark):
+    df = spark.createDataFrame([("a", 1, 1)], "k string, ts long, v long")
+    tm.from_dataframe(df, "ts").key_by("k").window(WINDOW).sum("v").to_dataframe()
+    with pytest.raises(PySparkException) as info:
+        spark.sql("SELECT raise_error('not tidemark')").collect()
+    assert not isinstance(info.value, TidemarkError)
+    assert "not tidemark" in str(info.value)
 
 
 # ------------------------------------------------------------------ user functions
