@@ -13,6 +13,7 @@ import json
 import pytest
 from conftest import read_keys
 from partition_scenarios import _Count
+from pyspark.errors import PySparkException
 
 import tidemark as tm
 from tidemark.errors import InputDataError, WindowSpecError
@@ -60,6 +61,9 @@ def test_malformed_record_is_an_error_naming_partition_and_offset(
     message = str(raised.value)
     assert f"a Kafka record of topic {name} at partition=1, offset=2 is malformed: " in message
     assert reason in message and "on_malformed='side_output'" in message
+    with pytest.raises(InputDataError) as plain:  # a plain action: tidemark's and Spark's
+        records.rows.collect()
+    assert str(plain.value) == message and isinstance(plain.value, PySparkException)
 
 
 def test_malformed_record_fails_a_streaming_query(spark, bootstrap, topic, produce, tmp_path):

@@ -25,6 +25,7 @@ from tidemark.spark.protocol.timestamps import (
     warn_if_unit_looks_wrong,
 )
 from tidemark.spark.runtime.session import get_spark
+from tidemark.spark.runtime.surfacing import surface_tidemark_errors
 from tidemark.watermarks import WatermarkStrategy
 
 __all__ = ["from_dataframe"]
@@ -125,6 +126,7 @@ def from_dataframe(
     """
     _check_dataframe(df)
     spark = get_spark(spark if spark is not None else df.sparkSession)
+    surface_tidemark_errors()  # now that a Spark Connect session's client is loaded
     check_column_names(df.columns, "`df`", spark)
     strategy = watermark_strategy or WatermarkStrategy.for_monotonous_timestamps()
     if not isinstance(strategy, WatermarkStrategy):

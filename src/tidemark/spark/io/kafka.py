@@ -32,7 +32,7 @@ from tidemark.spark.protocol.columns import CORRUPT
 from tidemark.spark.protocol.schemas import parse_schema
 from tidemark.spark.protocol.source_partitions import PARTITION_COUNT, PARTITION_SOURCE
 from tidemark.spark.runtime.session import is_connect
-from tidemark.spark.runtime.surfacing import raise_error_column
+from tidemark.spark.runtime.surfacing import raise_error_column, surface_tidemark_errors
 
 __all__ = [
     "read_kafka",
@@ -125,6 +125,7 @@ def read_kafka(
     InputDataError
         The brokers did not answer within the time limit.
     """
+    surface_tidemark_errors()  # a malformed record fails a plain action as tidemark's
     fields = _schema(schema, spark)
     _check(fields, timestamp, on_malformed)
     raw = _load(spark, bootstrap_servers, topic, streaming, options or {})
