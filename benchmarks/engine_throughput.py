@@ -17,7 +17,8 @@ busy machine slows the wall clock more than the figure; the wall-clock rate is p
 too. The input is frozen out of the garbage collector's view (``gc.freeze``) as a
 long-running job's old objects would be.
 
-Usage: ``make bench`` or ``python benchmarks/engine_throughput.py [--scale 0.1]``.
+Usage: ``make bench BENCH="--only engine"`` or ``python benchmarks/engine_throughput.py
+[--scale 0.1]``.
 Exits with status 1 when the keyed tumbling reduce is below the target rate.
 """
 
@@ -286,16 +287,24 @@ def sliding_versus_tumbling(scale: float) -> None:
             entries, size = state_held(build, events, wms)
             base = base or (cpu, entries, size)
             print(
-                f"{label:<26}{name:<30}{cpu:>7.2f}{cpu / base[0]:>6.2f}{entries:>9,}"
-                f"{entries / base[1]:>6.2f}{size:>10,}{size / base[2]:>6.2f}",
+                f"{label:<26}{name:<30}{cpu:>7.2f}{_times(cpu, base[0])}{entries:>9,}"
+                f"{_times(entries, base[1])}{size:>10,}{_times(size, base[2])}",
                 flush=True,
             )
+
+
+def _times(value: float, base: float) -> str:
+    """``value`` as a multiple of ``base``, six wide; a dash where ``base`` is 0 (a run
+    too small to measure: ``--scale`` of 0.02 and less)."""
+    return f"{value / base:>6.2f}" if base else f"{'-':>6}"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every N (default 1)")
     args = parser.parse_args(argv)
+    if not args.scale > 0:
+        parser.error(f"--scale must be a positive number; got {args.scale}")
 
     all_cases = cases(args.scale)
     generated = time.perf_counter()
