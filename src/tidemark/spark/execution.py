@@ -61,7 +61,6 @@ from tidemark.spark.batch.worker import BatchDriver, ReplayDriver
 from tidemark.spark.plan import PlanNode, Source, WindowOp
 from tidemark.spark.runtime import confs
 from tidemark.spark.runtime.preflight import check_state_store, ensure_workers_import_tidemark
-from tidemark.spark.runtime.surfacing import surface_tidemark_errors
 from tidemark.spark.streaming.driver.from_plan import run_streaming_window
 from tidemark.spark.streaming.driver.query import StreamingWindow
 from tidemark.spark.streaming.driver.starting import observed_chain
@@ -135,7 +134,6 @@ def _gives_more_than_results(op: WindowOp) -> bool:
 
 
 def _run(op: WindowOp, spark: Any) -> Any:
-    surface_tidemark_errors()  # a plain action on the frame raises tidemark's errors
     if not op.source.streaming:  # a stream's: when its window is built, below
         confs.check_all(spark)  # a malformed conf of a path this run does not take, too
     ensure_workers_import_tidemark(spark)  # else a ModuleNotFoundError deep in a worker

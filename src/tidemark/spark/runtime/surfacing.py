@@ -8,7 +8,7 @@ from the Python worker", the worker's traceback in its message), a ``Py4JJavaErr
 can be caught as tidemark's type, and tidemark's line is buried in Java frames.
 
 :func:`tidemark_error_of` reads the tidemark error back from such an exception's text.
-:func:`surface_tidemark_errors` (installed when tidemark builds a DataFrame) makes every
+:func:`surface_tidemark_errors` (installed by ``from_dataframe`` and ``read_kafka``) makes every
 Spark action raise it: the exception PySpark converts a failure into becomes, when the
 failure reports a tidemark error, an instance of both types (``tm.InputDataError`` and
 PySpark's ``PythonException``, say), whose message is tidemark's and whose note holds
@@ -43,8 +43,12 @@ __all__ = [
     "known_spark_failure",
 ]
 
+_NOTE_START = "(raised in a Spark task"
+"""How both notes begin (:data:`WORKER_NOTE`, :func:`as_tidemark_error`'s): a message read
+back from a text that holds one ends before it."""
+
 WORKER_NOTE = (
-    "(raised in a Spark task and read back from Spark's error, chained as __cause__; "
+    f"{_NOTE_START} and read back from Spark's error, chained as __cause__; "
     "the task's Python traceback is in it)"
 )
 
@@ -55,7 +59,7 @@ _RAISED = re.compile(r"tidemark\.errors\.([A-Za-z]+): ")
 # the note of an error read back before (a foreachBatch function's action raised it).
 # (A streaming query's foreachBatch failure adds Spark's SQLSTATEs on a line of their own.)
 _TRAILER = re.compile(
-    r"^\s*(at |Caused by|\.\.\. \d+ more|=== |JVM stacktrace|\(raised in a Spark task)"
+    rf"^\s*(at |Caused by|\.\.\. \d+ more|=== |JVM stacktrace|{re.escape(_NOTE_START)})"
     r"|^(\s*SQLSTATE: \w+)*\s*$"
 )
 _SQLSTATE = re.compile(r"(\s*SQLSTATE: \w+)+\s*$")
@@ -113,7 +117,7 @@ _BOTH: dict[tuple[type, type], type | None] = {}
 def surface_tidemark_errors() -> None:
     """Make every Spark action of this process raise the tidemark error its failure
     reports as that error (:func:`as_tidemark_error`), on a classic session and on
-    Spark Connect. Idempotent; tidemark calls it when it builds a DataFrame.
+    Spark Connect. Idempotent; ``from_dataframe`` and ``read_kafka`` call it.
 
     PySpark converts a failed action's Java (or Spark Connect) error into its own
     exception with ``convert_exception`` and raises that; the function is wrapped where
@@ -203,7 +207,7 @@ def _surfaced_note(exc: BaseException, before: str) -> str:
     """Where the error was raised and, when Spark's text has it, the task's Python
     traceback (what a user's function raised, for a UserFunctionError)."""
     note = (
-        f"(raised in a Spark task; this exception is also the {type(exc).__name__} "
+        f"{_NOTE_START}; this exception is also the {type(exc).__name__} "
         "PySpark raised for it, whose getMessage() has Spark's whole text"
     )
     start = before.find("Traceback (most recent call last):")
